@@ -2,4 +2,4 @@
 
 __version__ = "0.1.0"
 
-from keras_attn import layers, ops, scores  # noqa: E402,F401
+from keras_attn import distributions, layers, ops, scores  # noqa: E402,F401

@@ -1,0 +1,19 @@
+"""Base class of attention distributions `p` in `A(q, K, V) = sum_i p(a(k_i, q)) v_i` (eq. 2.22)."""
+
+from __future__ import annotations
+
+import keras
+
+from keras_attn.api_export import keras_attn_export
+
+
+@keras_attn_export("keras_attn.distributions.Distribution")
+class Distribution(keras.layers.Layer):
+    """Maps raw scores `(batch, T_q, T_k)` and a boolean mask to attention weights.
+
+    Subclasses implement `call(scores, attention_mask=None)` (bool, True = may attend); masked positions must get exactly zero weight
+    and a fully masked row must not produce NaN.
+    """
+
+    def compute_output_shape(self, scores_shape, attention_mask_shape=None):
+        return scores_shape

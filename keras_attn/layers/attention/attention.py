@@ -1,0 +1,107 @@
+"""Global (soft) attention built from a score function and a distribution."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_attn import distributions, scores
+from keras_attn.api_export import keras_attn_export
+from keras_attn.ops.masking import apply_query_mask, merge_masks
+
+
+@keras_attn_export("keras_attn.layers.Attention")
+class Attention(keras.layers.Layer):
+    """Global attention: `c_t = sum_i p(a(k_i, q_t))_i v_i` (thesis eqs. 2.19, 2.20, 2.22).
+
+    Shapes: query `(batch, T_q, d_q)`, value `(batch, T_k, d_v)`, key `(batch, T_k, d_k)`
+    (defaults to value). Scores and weights are `(batch, T_q, T_k)`; the context is
+    `(batch, T_q, d_v)`.
+
+    Args:
+        score: alignment function, a name from `keras_attn.scores.SCORES` (`"dot"`, `"general"`,
+            `"concat"`, `"additive"`) or a `keras_attn.scores.Score` instance.
+        distribution: `"softmax"` or a `keras_attn.distributions.Distribution` instance.
+        dropout: dropout rate on the attention weights during training.
+
+    Call arguments:
+        query, value, key: the tensors above.
+        query_mask: bool `(batch, T_q)`; padded queries get a zero context. Filled from Keras
+            masking when not given.
+        value_mask: bool `(batch, T_k)`; padded keys get exactly zero weight. Filled from Keras
+            masking when not given.
+        attention_mask: bool `(batch, T_q, T_k)`, True where attention is allowed.
+        return_attention_scores: also return the weights.
+        training: enables dropout.
+
+    Returns:
+        `context`, or `(context, weights)` when `return_attention_scores=True`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = Attention(score="dot")
+    >>> q = np.random.rand(2, 3, 4).astype("float32"); v = np.random.rand(2, 5, 4).astype("float32")
+    >>> context, weights = layer(q, v, return_attention_scores=True)
+    >>> tuple(context.shape), tuple(weights.shape)
+    ((2, 3, 4), (2, 3, 5))
+
+    References:
+        Bahdanau, Cho and Bengio, 2015, arXiv:1409.0473; Luong, Pham and Manning, 2015,
+        arXiv:1508.04025.
+    """
+
+    def __init__(self, score="dot", distribution="softmax", dropout: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"Expected dropout in [0, 1). Received: dropout={dropout!r}")
+        self.score = score
+        self.distribution = distribution
+        self.dropout = float(dropout)
+        self.score_fn = scores.get(score, dtype=self.dtype_policy)
+        self.distribution_fn = distributions.get(distribution, dtype=self.dtype_policy)
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.supports_masking = True
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        self.score_fn.build(query_shape, key_shape)
+        self.built = True
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        key = value if key is None else key
+        raw_scores = self.score_fn(query, key)  # (batch, T_q, T_k)
+        mask = merge_masks(value_mask=value_mask, attention_mask=attention_mask)
+        weights = self.distribution_fn(raw_scores, attention_mask=mask)
+        dropped = self.dropout_layer(weights, training=training)
+        # (batch, T_q, T_k) x (batch, T_k, d_v) -> (batch, T_q, d_v)
+        context = ops.einsum("bqk,bkd->bqd", dropped, ops.cast(value, dropped.dtype))
+        context = apply_query_mask(context, query_mask)
+        if return_attention_scores:
+            return context, weights
+        return context
+
+    def compute_mask(self, query, value, key=None, query_mask=None, value_mask=None, **kwargs):
+        return query_mask
+
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None, **kwargs):
+        return (query_shape[0], query_shape[1], value_shape[-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            score=scores.serialize(self.score),
+            distribution=distributions.serialize(self.distribution),
+            dropout=self.dropout,
+        )
+        return config
