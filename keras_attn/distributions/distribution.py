@@ -11,8 +11,8 @@ from keras_attn.api_export import keras_attn_export
 class Distribution(keras.layers.Layer):
     """Maps raw scores `(batch, T_q, T_k)` and a boolean mask to attention weights.
 
-    Subclasses implement `call(scores, attention_mask=None)` (bool, True = may attend); masked positions must get exactly zero weight
-    and a fully masked row must not produce NaN.
+    Subclasses implement `call(scores, attention_mask=None)` (bool, True = may attend); masked
+    positions must get exactly zero weight and a fully masked row must not produce NaN.
     """
 
     def compute_output_shape(self, scores_shape, attention_mask_shape=None):

@@ -171,7 +171,7 @@ class BahdanauDecoder(keras.layers.Layer):
             new_carry = (new_states, output, alignment)
             return new_carry, new_carry
 
-        # Time-major scan: (T_y, batch, d_y) -> outputs (T_y, batch, …), alignments (T_y, batch, T_x)
+        # Time-major: (T_y, batch, d_y) -> outputs (T_y, batch, …), alignments (T_y, batch, T_x)
         _, (_, outputs, alignments) = ops.scan(
             body,
             (states, initial_output, initial_alignment),
