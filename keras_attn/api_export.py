@@ -14,6 +14,9 @@ T = TypeVar("T")
 def keras_attn_export(path: str | list[str]):
     """Mark `symbol` as public under `path` and register it under package `keras_attn`.
 
+    Classes with a `get_config()` (layers, scores, …) are registered for serialization; plain
+    functions and helper classes are only marked as public.
+
     Registration makes `keras.saving.deserialize_keras_object` (and so `.keras` loading) find the
     class as `keras_attn>ClassName` without `custom_objects`. `path` is kept on the symbol as
     `_keras_attn_api` so the public namespaces can be checked against what is exported.
@@ -30,7 +33,7 @@ def keras_attn_export(path: str | list[str]):
 
     def decorator(symbol: T) -> T:
         symbol._keras_attn_api = tuple(paths)
-        if isinstance(symbol, type):
+        if isinstance(symbol, type) and hasattr(symbol, "get_config"):
             keras.saving.register_keras_serializable(package=PACKAGE)(symbol)
         return symbol
 
