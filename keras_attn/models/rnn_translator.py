@@ -1,0 +1,88 @@
+"""Functional builder of the RNN encoder–decoder translator with Bahdanau attention."""
+
+from __future__ import annotations
+
+import keras
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.recurrent.bahdanau_decoder import BahdanauDecoder
+from keras_attn.layers.recurrent.bidirectional_encoder import BidirectionalEncoder
+
+# Layer names the decoding adapter (`keras_attn.models.rnn_steps`) looks up after a reload.
+SOURCE_EMBEDDING = "source_embedding"
+ENCODER = "encoder"
+BRIDGE = "bridge_{}"
+TARGET_EMBEDDING = "target_embedding"
+DECODER = "decoder"
+OUTPUT_PROJECTION = "output_projection"
+
+
+@keras_attn_export("keras_attn.models.rnn_attention_translator")
+def rnn_attention_translator(
+    source_vocab_size: int,
+    target_vocab_size: int,
+    embedding_dim: int = 128,
+    units: int = 256,
+    cell: str = "lstm",
+    score="additive",
+    attention_units: int | None = None,
+    dropout: float = 0.1,
+    name: str = "rnn_attention_translator",
+) -> keras.Model:
+    """Bahdanau et al.'s translator as a Keras functional model.
+
+    source ids `(batch, T_x)` → embedding → bidirectional encoder (`units // 2` per direction, so
+    the memory is `(batch, T_x, units)`) → its final states through `tanh` bridges → initial
+    decoder state; target ids `(batch, T_y)` (teacher-forced, starting with START) → embedding →
+    `BahdanauDecoder` → dropout → logits `(batch, T_y, target_vocab_size)`.
+
+    Id 0 is padding in both vocabularies (`mask_zero=True`): padded source positions get zero
+    attention and padded target positions carry a Keras mask to the loss.
+
+    Args:
+        source_vocab_size, target_vocab_size: vocabulary sizes, padding id 0 included.
+        embedding_dim: size of both embeddings.
+        units: decoder state size; also the size of the encoder memory.
+        cell: `"lstm"` or `"gru"` for encoder and decoder.
+        score: alignment function of the decoder (`"additive"` is Bahdanau's).
+        attention_units: hidden size of the additive alignment network (default: `units`).
+        dropout: dropout on embeddings and on the decoder outputs.
+        name: model name.
+
+    Returns:
+        A `keras.Model` with inputs `{"source_ids", "target_ids"}` and the logits as output.
+
+    Example:
+
+    >>> model = rnn_attention_translator(50, 60, embedding_dim=8, units=16)
+    >>> [tuple(t.shape) for t in model.inputs], tuple(model.output.shape)
+    ([(None, None), (None, None)], (None, None, 60))
+
+    References:
+        Bahdanau, Cho and Bengio, 2015, arXiv:1409.0473.
+    """
+    if units % 2:
+        raise ValueError(f"Expected an even number of units (two directions). Received: {units}")
+    source_ids = keras.Input((None,), dtype="int32", name="source_ids")
+    target_ids = keras.Input((None,), dtype="int32", name="target_ids")
+
+    source = keras.layers.Embedding(
+        source_vocab_size, embedding_dim, mask_zero=True, name=SOURCE_EMBEDDING
+    )(source_ids)
+    source = keras.layers.Dropout(dropout, name="source_dropout")(source)
+    memory, final_states = BidirectionalEncoder(units // 2, cell=cell, name=ENCODER)(source)
+    initial_state = [
+        keras.layers.Dense(units, activation="tanh", name=BRIDGE.format(index))(state)
+        for index, state in enumerate(final_states)
+    ]
+
+    target = keras.layers.Embedding(
+        target_vocab_size, embedding_dim, mask_zero=True, name=TARGET_EMBEDDING
+    )(target_ids)
+    target = keras.layers.Dropout(dropout, name="target_dropout")(target)
+    outputs = BahdanauDecoder(
+        units, cell=cell, score=score, attention_units=attention_units, name=DECODER
+    )(target, memory, initial_state=initial_state)
+    outputs = keras.layers.Dropout(dropout, name="output_dropout")(outputs)
+    logits = keras.layers.Dense(target_vocab_size, name=OUTPUT_PROJECTION, dtype="float32")(outputs)
+    return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits, name=name)
