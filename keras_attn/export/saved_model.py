@@ -1,0 +1,88 @@
+"""Write a translator SavedModel into `MODEL_BASE_PATH/<version>/`, the layout TF Serving reads."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import keras
+
+from keras_attn.export.contract import check_translator_saved_model
+from keras_attn.export.translator import Translator
+
+
+def existing_versions(model_base_path: str | os.PathLike) -> list[int]:
+    """Integer version directories under `model_base_path`, sorted."""
+    base = Path(model_base_path)
+    if not base.is_dir():
+        return []
+    return sorted(int(p.name) for p in base.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def disable_cudnn(model: keras.Model) -> None:
+    """Make every recurrent layer trace its generic kernel, so no Cudnn op reaches the graph."""
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if hasattr(layer, "set_use_cudnn"):
+            layer.set_use_cudnn(False)
+        elif hasattr(layer, "use_cudnn"):
+            layer.use_cudnn = False
+
+
+def export_translator(
+    translator: Translator,
+    model_base_path: str | os.PathLike,
+    version: int | None = None,
+    check: bool = True,
+    check_sentences: list[str] | None = None,
+) -> Path:
+    """Export `translator` as `model_base_path/<version>/` with the serving signatures.
+
+    Signatures: `serving_default` and `translate` (text → translation, tokens, scores) and
+    `translate_with_alignment` (adds alignment, source_tokens). The SavedModel is written to a
+    hidden temporary directory, checked (`check_translator_saved_model`) and only then renamed
+    to its version number, so a server polling the base path never sees a partial or broken
+    version, and a failed export leaves nothing behind.
+
+    Args:
+        translator: the `Translator` module to export.
+        model_base_path: the model's base directory (created if needed).
+        version: integer version; default: one more than the newest existing version (or 1).
+        check: run the contract check before publishing.
+        check_sentences: sentences the check translates.
+
+    Returns:
+        The version directory.
+
+    Raises:
+        FileExistsError: the version exists already (it is never overwritten).
+        ValueError: a non-positive version.
+        keras_attn.export.contract.ContractError: the check failed (nothing is published).
+    """
+    base = Path(model_base_path)
+    if version is None:
+        version = (existing_versions(base) or [0])[-1] + 1
+    if version <= 0:
+        raise ValueError(f"--version must be a positive integer, got {version}")
+    final = base / str(version)
+    if final.exists():
+        raise FileExistsError(f"{final} exists already; choose another --version")
+    base.mkdir(parents=True, exist_ok=True)
+    temporary = base / f".export-{version}-{os.getpid()}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    disable_cudnn(translator.model)
+    try:
+        archive = keras.export.ExportArchive()
+        archive.track(translator.model)
+        archive.track(translator.source_tokenizer)
+        archive.track(translator.target_tokenizer)
+        archive.add_endpoint("serving_default", translator.translate)
+        archive.add_endpoint("translate", translator.translate)
+        archive.add_endpoint("translate_with_alignment", translator.translate_with_alignment)
+        archive.write_out(str(temporary), verbose=False)
+        if check:
+            check_translator_saved_model(temporary, check_sentences)
+        os.replace(temporary, final)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return final

@@ -1,0 +1,105 @@
+"""The served translator: tokenize, encode, decode greedily and detokenize in one graph."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from keras_attn.decoding import greedy_search
+
+TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
+
+
+class Translator(tf.Module):
+    """Strings in, strings out: the path DESIGN.md's exported signatures wrap.
+
+    text `[batch]` → source tokenizer → ids `(batch, T_x)` (truncated to `max_source_length`) →
+    `steps.encode` → `greedy_search` over `steps.step` → ids → target detokenizer → strings.
+
+    Args:
+        steps: an object with `encode(source_ids) -> state` and
+            `step(token_ids, state) -> (logits, state)`, e.g.
+            `keras_attn.models.RNNTranslatorSteps`.
+        source_tokenizer, target_tokenizer: `keras_attn.text.tokenizer.WordPieceTokenizer`s.
+        max_source_length: source tokens kept per sentence (the rest is cut).
+        max_output_length: hard limit on generated tokens, END included.
+        length_ratio, length_offset: the per-batch limit is
+            `min(max_output_length, length_ratio * T_x + length_offset)`.
+
+    Every public method is a `tf.function` with a fixed input signature; `translate` returns
+    `translation` `[batch]` string, `tokens` `[batch, L]` string (padded with ""), `scores`
+    `[batch]` float32 (sum of token log-probabilities); `translate_with_alignment` adds
+    `alignment` `[batch, L, T_x]` float32 and `source_tokens` `[batch, T_x]` string.
+    """
+
+    def __init__(
+        self,
+        model,
+        steps,
+        source_tokenizer,
+        target_tokenizer,
+        max_source_length: int = 128,
+        max_output_length: int = 128,
+        length_ratio: float = 2.0,
+        length_offset: int = 10,
+        name: str = "translator",
+    ):
+        super().__init__(name=name)
+        self.model = model
+        self._steps = steps
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.max_source_length = int(max_source_length)
+        self.max_output_length = int(max_output_length)
+        self.length_ratio = float(length_ratio)
+        self.length_offset = int(length_offset)
+
+    def _source_ids(self, text):
+        ragged = self.source_tokenizer.tokenize(text)[:, : self.max_source_length]
+        ids = tf.cast(ragged.to_tensor(default_value=self.source_tokenizer.pad_id), tf.int32)
+        # Keep one (padded) column for an all-empty batch so every shape stays non-degenerate.
+        missing = tf.maximum(1 - tf.shape(ids)[1], 0)
+        return tf.pad(ids, [[0, 0], [0, missing]], constant_values=self.source_tokenizer.pad_id)
+
+    def _decode(self, text):
+        source_ids = self._source_ids(text)
+        batch_size = tf.shape(source_ids)[0]
+        source_length = tf.cast(tf.shape(source_ids)[1], tf.float32)
+        max_length = tf.minimum(
+            self.max_output_length,
+            tf.cast(self.length_ratio * source_length, tf.int32) + self.length_offset,
+        )
+        state = self._steps.encode(source_ids)
+        result = greedy_search(
+            self._steps.step,
+            state,
+            batch_size,
+            start_id=self.target_tokenizer.start_id,
+            end_id=self.target_tokenizer.end_id,
+            max_length=max_length,
+            pad_id=self.target_tokenizer.pad_id,
+        )
+        lengths = tf.cast(result.lengths, tf.int32)
+        width = tf.reduce_max(tf.concat([lengths, [0]], axis=0))
+        keep = tf.sequence_mask(lengths, width)
+        ids = tf.where(keep, result.ids[:, :width], self.target_tokenizer.pad_id)
+        return source_ids, ids, lengths, result, width
+
+    def _outputs(self, ids, result):
+        return {
+            "translation": self.target_tokenizer.detokenize(ids),
+            "tokens": self.target_tokenizer.id_to_token(ids),
+            "scores": tf.cast(result.scores, tf.float32),
+        }
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def translate(self, text):
+        _, ids, _, result, _ = self._decode(text)
+        return self._outputs(ids, result)
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def translate_with_alignment(self, text):
+        source_ids, ids, _, result, width = self._decode(text)
+        outputs = self._outputs(ids, result)
+        outputs["alignment"] = tf.cast(result.alignments[:, :width, :], tf.float32)
+        outputs["source_tokens"] = self.source_tokenizer.id_to_token(source_ids)
+        return outputs

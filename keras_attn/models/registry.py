@@ -1,0 +1,36 @@
+"""Named model families the CLI trains and exports: builder + step-contract view."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import keras
+
+from keras_attn.models.rnn_translator import rnn_attention_translator
+from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """How to build a model of this family and how to decode with it."""
+
+    build: Callable[..., keras.Model]
+    steps: Callable[[keras.Model], object]
+    hyperparameters: tuple[str, ...]
+
+
+MODEL_FAMILIES: dict[str, ModelFamily] = {
+    "rnn-attention": ModelFamily(
+        build=rnn_attention_translator,
+        steps=RNNTranslatorSteps,
+        hyperparameters=("embedding_dim", "units", "cell", "dropout"),
+    ),
+}
+
+
+def get_family(name: str) -> ModelFamily:
+    """The family called `name`; a ValueError naming the choices otherwise."""
+    if name not in MODEL_FAMILIES:
+        raise ValueError(f"Unknown model {name!r}. Expected one of: {', '.join(MODEL_FAMILIES)}")
+    return MODEL_FAMILIES[name]

@@ -1,0 +1,67 @@
+"""`keras-attn train`."""
+
+from __future__ import annotations
+
+import argparse
+
+from keras_attn.training.precision import POLICIES
+
+
+def add_parsers(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="train a model and write a resumable run directory",
+        description="Train a model on a corpus; writes RUN/ with the .keras model, vocabularies, "
+        "checkpoints and TensorBoard logs, and prints dev BLEU at the end.",
+    )
+    parser.add_argument("--model", default="rnn-attention", help="model family (rnn-attention)")
+    parser.add_argument("--corpus", default="synthetic", help="corpus name (synthetic)")
+    parser.add_argument("--steps", type=int, default=2000, help="total training steps")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=2e-3)
+    parser.add_argument("--clipnorm", type=float, default=5.0, help="gradient norm clipping")
+    parser.add_argument("--mixed-precision", choices=POLICIES, default="auto")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-length", type=int, default=80, help="longest tokenized sentence")
+    parser.add_argument("--vocab-size", type=int, default=2000, help="WordPiece size per side")
+    parser.add_argument("--embedding-dim", type=int, default=128)
+    parser.add_argument("--units", type=int, default=256)
+    parser.add_argument("--cell", choices=("lstm", "gru"), default="lstm")
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument(
+        "--checkpoint-every", type=int, default=200, help="steps between checkpoints"
+    )
+    parser.add_argument("--eval-sentences", type=int, default=1000, help="dev sentences for BLEU")
+    parser.add_argument("--out", required=True, help="run directory")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run_train)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from keras_attn.cli import UserError
+    from keras_attn.training.trainer import TrainConfig, train
+
+    config = TrainConfig(
+        model=args.model,
+        corpus=args.corpus,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        clipnorm=args.clipnorm,
+        mixed_precision=args.mixed_precision,
+        seed=args.seed,
+        max_length=args.max_length,
+        vocab_size=args.vocab_size,
+        embedding_dim=args.embedding_dim,
+        units=args.units,
+        cell=args.cell,
+        dropout=args.dropout,
+        checkpoint_every=args.checkpoint_every,
+        eval_sentences=args.eval_sentences,
+    )
+    try:
+        train(args.out, config, resume=args.resume, progress=not args.quiet)
+    except (ValueError, FileExistsError, FileNotFoundError) as error:
+        raise UserError(str(error)) from error
+    return 0

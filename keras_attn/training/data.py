@@ -1,0 +1,129 @@
+"""Tokenized parallel data and a deterministic, resumable batch plan."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+
+def tokenize_pairs(
+    pairs: Sequence[tuple[str, str]],
+    source_tokenizer,
+    target_tokenizer,
+    max_length: int,
+    chunk: int = 4096,
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Tokenize `(source, target)` pairs; targets get START … END.
+
+    Pairs whose source has more than `max_length` tokens or whose target has more than
+    `max_length` tokens plus START/END are dropped.
+
+    Returns:
+        `(sources, targets)`: lists of int32 arrays.
+    """
+    sources: list[np.ndarray] = []
+    targets: list[np.ndarray] = []
+    start, end = target_tokenizer.start_id, target_tokenizer.end_id
+    for offset in range(0, len(pairs), chunk):
+        batch = pairs[offset : offset + chunk]
+        source_ids = source_tokenizer.tokenize(tf.constant([s for s, _ in batch]))
+        target_ids = target_tokenizer.tokenize(tf.constant([t for _, t in batch]))
+        for src, tgt in zip(source_ids.to_list(), target_ids.to_list(), strict=True):
+            if 0 < len(src) <= max_length and 0 < len(tgt) <= max_length:
+                sources.append(np.asarray(src, np.int32))
+                targets.append(np.asarray([start, *tgt, end], np.int32))
+    return sources, targets
+
+
+def pad(sequences: Sequence[np.ndarray], pad_id: int = 0) -> np.ndarray:
+    """Right-pad int sequences into one `(batch, longest)` int32 array."""
+    width = max(len(s) for s in sequences)
+    out = np.full((len(sequences), width), pad_id, np.int32)
+    for row, sequence in enumerate(sequences):
+        out[row, : len(sequence)] = sequence
+    return out
+
+
+class BatchPlan:
+    """Which examples form training batch number `step`, for any step, without state.
+
+    Each pass over the data ("data epoch") is a seeded permutation cut into pools of
+    `pool_batches * batch_size` examples; each pool is sorted by length and cut into batches (so
+    batches hold similar lengths and little padding), and the batch order is shuffled. A pass has
+    exactly `len(data) // batch_size` batches, so batch `step` is a pure function of
+    `(seed, step)`: resuming at step `s` continues at the same data position.
+
+    Args:
+        sources, targets: tokenized examples (targets with START … END).
+        batch_size: examples per batch.
+        seed: data order seed.
+        pool_batches: batches per length-sorted pool.
+        pad_id: padding id.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[np.ndarray],
+        targets: Sequence[np.ndarray],
+        batch_size: int,
+        seed: int = 0,
+        pool_batches: int = 50,
+        pad_id: int = 0,
+    ):
+        if len(sources) < batch_size:
+            raise ValueError(
+                f"Need at least one batch of examples: {len(sources)} < batch_size={batch_size}"
+            )
+        self.sources = sources
+        self.targets = targets
+        self.batch_size = batch_size
+        self.seed = seed
+        self.pool_batches = pool_batches
+        self.pad_id = pad_id
+        self.batches_per_epoch = len(sources) // batch_size
+        self._lengths = np.array([len(t) for t in targets])
+        self._cached_epoch: int | None = None
+        self._cached_batches: list[np.ndarray] = []
+
+    def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        if epoch != self._cached_epoch:
+            rng = np.random.default_rng([self.seed, epoch])
+            order = rng.permutation(len(self.sources))[: self.batches_per_epoch * self.batch_size]
+            pool = self.pool_batches * self.batch_size
+            batches = []
+            for begin in range(0, len(order), pool):
+                members = order[begin : begin + pool]
+                members = members[np.argsort(self._lengths[members], kind="stable")]
+                batches.extend(np.split(members, len(members) // self.batch_size))
+            rng.shuffle(batches)
+            self._cached_epoch, self._cached_batches = epoch, batches
+        return self._cached_batches
+
+    def indices(self, step: int) -> np.ndarray:
+        """Example indices of batch `step`."""
+        epoch, position = divmod(step, self.batches_per_epoch)
+        return self._epoch_batches(epoch)[position]
+
+    def batch(self, step: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """`({"source_ids", "target_ids"}, labels)` for batch `step` (teacher forcing)."""
+        members = self.indices(step)
+        targets = pad([self.targets[i] for i in members], self.pad_id)
+        features = {
+            "source_ids": pad([self.sources[i] for i in members], self.pad_id),
+            "target_ids": targets[:, :-1],
+        }
+        return features, targets[:, 1:]
+
+    def iterate(self, start_step: int, stop_step: int) -> Iterator:
+        for step in range(start_step, stop_step):
+            yield self.batch(step)
+
+    def dataset(self, start_step: int, stop_step: int) -> tf.data.Dataset:
+        """A prefetched `tf.data.Dataset` of batches `start_step … stop_step - 1`."""
+        ids = tf.TensorSpec((None, None), tf.int32)
+        signature = ({"source_ids": ids, "target_ids": ids}, ids)
+        return tf.data.Dataset.from_generator(
+            lambda: self.iterate(start_step, stop_step), output_signature=signature
+        ).prefetch(4)

@@ -1,0 +1,43 @@
+"""Translation quality: BLEU (sacrebleu), exact match, and a padding-masked token accuracy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sacrebleu
+import tensorflow as tf
+
+
+def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """sacrebleu corpus BLEU (13a tokenization) of hypotheses against one reference each."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+    return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)
+
+
+def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Fraction of hypotheses identical to their reference."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+    if not references:
+        return 0.0
+    return sum(h == r for h, r in zip(hypotheses, references, strict=True)) / len(references)
+
+
+def masked_token_accuracy(labels, logits, pad_id: int = 0):
+    """Share of non-padding positions whose argmax equals the label (a float32 scalar)."""
+    labels = tf.cast(labels, tf.int32)
+    predictions = tf.cast(tf.argmax(logits, axis=-1), tf.int32)
+    mask = tf.cast(tf.not_equal(labels, pad_id), tf.float32)
+    correct = tf.cast(tf.equal(predictions, labels), tf.float32) * mask
+    return tf.math.divide_no_nan(tf.reduce_sum(correct), tf.reduce_sum(mask))
+
+
+def masked_cross_entropy(labels, logits, pad_id: int = 0):
+    """Mean token cross-entropy over non-padding positions, computed in float32."""
+    labels = tf.cast(labels, tf.int32)
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=tf.cast(logits, tf.float32)
+    )
+    mask = tf.cast(tf.not_equal(labels, pad_id), tf.float32)
+    return tf.math.divide_no_nan(tf.reduce_sum(losses * mask), tf.reduce_sum(mask))

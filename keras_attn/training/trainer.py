@@ -1,0 +1,249 @@
+"""The training run behind `keras-attn train`: run directory, resumable loop, final evaluation."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+
+from keras_attn.models.registry import get_family
+from keras_attn.text import corpora
+from keras_attn.text.tokenizer import WordPieceTokenizer, normalize_text
+from keras_attn.text.vocab import build_wordpiece_vocab, load_vocab, save_vocab
+from keras_attn.training import precision
+from keras_attn.training.data import BatchPlan, tokenize_pairs
+from keras_attn.training.metrics import masked_cross_entropy, masked_token_accuracy
+
+CONFIG_FILE = "config.json"
+MODEL_FILE = "model.keras"
+METRICS_FILE = "metrics.json"
+SOURCE_VOCAB = "source_vocab.txt"
+TARGET_VOCAB = "target_vocab.txt"
+CHECKPOINTS = "checkpoints"
+LOGS = "logs"
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a run; saved as `config.json` in the run directory."""
+
+    model: str = "rnn-attention"
+    corpus: str = "synthetic"
+    steps: int = 2000
+    batch_size: int = 64
+    learning_rate: float = 2e-3
+    clipnorm: float = 5.0
+    mixed_precision: str = "auto"
+    seed: int = 0
+    max_length: int = 80
+    vocab_size: int = 2000
+    embedding_dim: int = 128
+    units: int = 256
+    cell: str = "lstm"
+    dropout: float = 0.1
+    checkpoint_every: int = 200
+    eval_sentences: int = 1000
+
+    def validate(self) -> None:
+        get_family(self.model)
+        precision.resolve_policy(self.mixed_precision)
+        for name in ("steps", "batch_size", "max_length", "vocab_size", "checkpoint_every"):
+            if getattr(self, name) <= 0:
+                raise ValueError(
+                    f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
+                )
+        if self.learning_rate <= 0:
+            raise ValueError(f"--learning-rate must be positive, got {self.learning_rate}")
+
+    def model_hyperparameters(self) -> dict:
+        return {name: getattr(self, name) for name in get_family(self.model).hyperparameters}
+
+
+class RunDirectory:
+    """Paths of a run directory and the files that make it resumable and exportable."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def exists(self) -> bool:
+        return self.file(CONFIG_FILE).exists()
+
+    def write_json(self, name: str, data: dict) -> None:
+        """Write atomically: a crash never leaves a half-written file behind."""
+        target = self.file(name)
+        temporary = target.with_suffix(target.suffix + ".tmp")
+        temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        os.replace(temporary, target)
+
+    def read_config(self) -> TrainConfig:
+        data = json.loads(self.file(CONFIG_FILE).read_text())
+        known = {f.name for f in dataclasses.fields(TrainConfig)}
+        return TrainConfig(**{k: v for k, v in data.items() if k in known})
+
+    def tokenizers(self) -> tuple[WordPieceTokenizer, WordPieceTokenizer]:
+        return (
+            WordPieceTokenizer(load_vocab(self.file(SOURCE_VOCAB))),
+            WordPieceTokenizer(load_vocab(self.file(TARGET_VOCAB))),
+        )
+
+    def load_model(self) -> keras.Model:
+        import keras_attn  # noqa: F401  (registers the layers for deserialization)
+
+        return keras.saving.load_model(self.file(MODEL_FILE), compile=False)
+
+
+def _prepare_run(run: RunDirectory, config: TrainConfig, resume: bool) -> TrainConfig:
+    if resume:
+        if not run.exists():
+            raise FileNotFoundError(f"cannot resume: {run.path} holds no {CONFIG_FILE}")
+        saved = run.read_config()
+        saved.steps = config.steps
+        return saved
+    if run.path.exists() and any(run.path.iterdir()):
+        raise FileExistsError(
+            f"{run.path} already holds a run; pass --resume to continue it or choose another --out"
+        )
+    run.path.mkdir(parents=True, exist_ok=True)
+    return config
+
+
+def _vocabularies(run: RunDirectory, config: TrainConfig, train_pairs, log) -> None:
+    for name, side in ((SOURCE_VOCAB, 0), (TARGET_VOCAB, 1)):
+        if not run.file(name).exists():
+            started = time.perf_counter()
+            vocab = build_wordpiece_vocab([pair[side] for pair in train_pairs], config.vocab_size)
+            save_vocab(run.file(name), vocab)
+            log(f"built {name}: {len(vocab)} tokens in {time.perf_counter() - started:.1f}s")
+
+
+def _optimizer(config: TrainConfig, policy: str) -> keras.optimizers.Optimizer:
+    optimizer = keras.optimizers.Adam(config.learning_rate, clipnorm=config.clipnorm)
+    if policy == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def train(
+    out: str | os.PathLike,
+    config: TrainConfig,
+    resume: bool = False,
+    log: Callable[[str], None] = print,
+    progress: bool = True,
+) -> dict:
+    """Train (or continue) a run in directory `out`; returns the final metrics.
+
+    Writes `config.json`, the two vocabularies, `checkpoints/` (model, optimizer and step every
+    `checkpoint_every` steps, the last three kept), `logs/` (TensorBoard), `model.keras` and
+    `metrics.json` (dev BLEU and exact match). With `resume=True` the loop restarts from the last
+    checkpoint: weights, optimizer state, step counter and data position (the batch plan is a
+    function of the step) are all restored, and `config.steps` may extend the run.
+    """
+    from keras_attn.export.translator import Translator
+    from keras_attn.training.evaluation import evaluate_pairs
+
+    config.validate()
+    run = RunDirectory(out)
+    config = _prepare_run(run, config, resume)
+    policy = precision.set_policy(config.mixed_precision)
+    keras.utils.set_random_seed(config.seed)
+    run.write_json(CONFIG_FILE, dataclasses.asdict(config))
+
+    splits = corpora.load_corpus(config.corpus, seed=config.seed)
+    _vocabularies(run, config, splits["train"], log)
+    source_tokenizer, target_tokenizer = run.tokenizers()
+    sources, targets = tokenize_pairs(
+        splits["train"], source_tokenizer, target_tokenizer, config.max_length
+    )
+    plan = BatchPlan(sources, targets, config.batch_size, seed=config.seed)
+    log(
+        f"corpus {config.corpus}: {len(sources)} training pairs, {plan.batches_per_epoch} "
+        f"batches per pass; precision {policy}"
+    )
+
+    family = get_family(config.model)
+    model = family.build(
+        source_tokenizer.vocab_size, target_tokenizer.vocab_size, **config.model_hyperparameters()
+    )
+    model(plan.batch(0)[0])  # build every variable before checkpoint restore
+    optimizer = _optimizer(config, policy)
+    optimizer.build(model.trainable_variables)
+    step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
+    manager = tf.train.CheckpointManager(checkpoint, str(run.file(CHECKPOINTS)), max_to_keep=3)
+    if resume and manager.latest_checkpoint:
+        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+        log(f"resumed from {manager.latest_checkpoint} at step {int(step.numpy())}")
+
+    ids = tf.TensorSpec((None, None), tf.int32)
+
+    @tf.function(input_signature=[{"source_ids": ids, "target_ids": ids}, ids])
+    def train_step(features, labels):
+        with tf.GradientTape() as tape:
+            logits = model(features, training=True)
+            loss = masked_cross_entropy(labels, logits)
+            scaled = optimizer.scale_loss(loss)
+        gradients = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply(gradients, model.trainable_variables)
+        return loss, masked_token_accuracy(labels, logits)
+
+    start = int(step.numpy())
+    writer = tf.summary.create_file_writer(str(run.file(LOGS)))
+    bar = (
+        keras.utils.Progbar(config.steps, stateful_metrics=["loss", "accuracy"])
+        if progress
+        else None
+    )
+    started = time.perf_counter()
+    loss = accuracy = float("nan")
+    for features, labels in plan.dataset(start, config.steps):
+        loss_t, accuracy_t = train_step(features, labels)
+        step.assign_add(1)
+        current = int(step.numpy())
+        loss, accuracy = float(loss_t), float(accuracy_t)
+        if bar is not None:
+            bar.update(current, [("loss", loss), ("accuracy", accuracy)])
+        if current % 50 == 0 or current == config.steps:
+            with writer.as_default(step=current):
+                tf.summary.scalar("loss", loss)
+                tf.summary.scalar("token_accuracy", accuracy)
+        if current % config.checkpoint_every == 0 or current == config.steps:
+            manager.save(checkpoint_number=current)
+    elapsed = time.perf_counter() - started
+    writer.flush()
+
+    temporary = run.file(MODEL_FILE + ".tmp.keras")
+    model.save(temporary)
+    os.replace(temporary, run.file(MODEL_FILE))
+
+    translator = Translator(
+        model, family.steps(model), source_tokenizer, target_tokenizer, config.max_length
+    )
+    dev = splits["dev"][: config.eval_sentences]
+    scores = evaluate_pairs(translator, dev, normalize_text)
+    metrics = {
+        "steps": int(step.numpy()),
+        "steps_this_session": int(step.numpy()) - start,
+        "train_seconds_this_session": round(elapsed, 1),
+        "final_loss": loss,
+        "final_token_accuracy": accuracy,
+        "precision": policy,
+        "dev_bleu": round(scores["bleu"], 2),
+        "dev_exact_match": round(scores["exact_match"], 4),
+        "dev_sentences": scores["sentences"],
+    }
+    run.write_json(METRICS_FILE, metrics)
+    log(
+        f"dev BLEU {metrics['dev_bleu']:.2f}, exact match {metrics['dev_exact_match']:.1%} "
+        f"on {metrics['dev_sentences']} sentences ({metrics['steps']} steps)"
+    )
+    return metrics
