@@ -70,7 +70,7 @@ def rnn_attention_translator(
         source_vocab_size, embedding_dim, mask_zero=True, name=SOURCE_EMBEDDING
     )(source_ids)
     source = keras.layers.Dropout(dropout, name="source_dropout")(source)
-    memory, final_states = BidirectionalEncoder(units // 2, cell=cell, name=ENCODER)(source)
+    memory, *final_states = BidirectionalEncoder(units // 2, cell=cell, name=ENCODER)(source)
     initial_state = [
         keras.layers.Dense(units, activation="tanh", name=BRIDGE.format(index))(state)
         for index, state in enumerate(final_states)

@@ -45,7 +45,7 @@ class RNNTranslatorSteps:
         source_ids = ops.convert_to_tensor(source_ids, "int32")
         memory_mask = ops.not_equal(source_ids, self.pad_id)
         embedded = self.source_embedding(source_ids)
-        memory, final_states = self.encoder(embedded, mask=memory_mask, training=False)
+        memory, *final_states = self.encoder(embedded, mask=memory_mask, training=False)
         states = tuple(
             bridge(state) for bridge, state in zip(self.bridges, final_states, strict=True)
         )

@@ -23,8 +23,16 @@ class Score(keras.layers.Layer):
     the layer with `score_fn.build(query_shape, keys_shape)`.
     """
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        # Inputs often carry Keras masks; the masks are applied by the distribution, not here.
+        self.supports_masking = True
+
     def build(self, query_shape, keys_shape):
         self.built = True
+
+    def compute_mask(self, query, keys, mask=None):
+        return None
 
     def prepare_keys(self, keys):
         """Key-only precomputation; the identity unless a subclass projects the keys."""

@@ -94,9 +94,6 @@ class Attention(keras.layers.Layer):
     def compute_mask(self, query, value, key=None, query_mask=None, value_mask=None, **kwargs):
         return query_mask
 
-    def compute_output_shape(self, query_shape, value_shape, key_shape=None, **kwargs):
-        return (query_shape[0], query_shape[1], value_shape[-1])
-
     def get_config(self):
         config = super().get_config()
         config.update(

@@ -188,10 +188,6 @@ class BahdanauDecoder(keras.layers.Layer):
             return inputs_mask, None
         return inputs_mask
 
-    def compute_output_shape(self, inputs_shape, memory_shape, **kwargs):
-        size = self.units + memory_shape[-1] + inputs_shape[-1]
-        return (inputs_shape[0], inputs_shape[1], size)
-
     def get_config(self):
         config = super().get_config()
         config.update(

@@ -39,13 +39,14 @@ class BidirectionalEncoder(keras.layers.Layer):
         training: enables dropout.
 
     Returns:
-        `(sequence, states)` with `states` a list: `[h, c]` for an LSTM, `[h]` for a GRU.
+        A flat tuple, as Keras RNNs with `return_state=True`: `(sequence, h, c)` for an LSTM,
+        `(sequence, h)` for a GRU (`num_states` tells which).
 
     Example:
 
     >>> import numpy as np
     >>> encoder = BidirectionalEncoder(8)
-    >>> sequence, states = encoder(np.zeros((2, 5, 3), "float32"))
+    >>> sequence, *states = encoder(np.zeros((2, 5, 3), "float32"))
     >>> tuple(sequence.shape), [tuple(s.shape) for s in states]
     ((2, 5, 16), [(2, 16), (2, 16)])
 
@@ -113,16 +114,16 @@ class BidirectionalEncoder(keras.layers.Layer):
             ops.concatenate([forward, backward], axis=-1)
             for forward, backward in zip(forward_states, backward_states, strict=True)
         ]
-        return sequence, states
+        return (sequence, *states)
 
     def compute_mask(self, inputs, mask=None):
-        return [mask, [None] * self.num_states]
+        return (mask,) + (None,) * self.num_states
 
     def compute_output_shape(self, inputs_shape):
         batch, steps = inputs_shape[0], inputs_shape[1]
         sequence_size = 2 * self.units if self.merge_mode == "concat" else self.units
         state_shape = (batch, 2 * self.units)
-        return (batch, steps, sequence_size), [state_shape] * self.num_states
+        return ((batch, steps, sequence_size),) + (state_shape,) * self.num_states
 
     def get_config(self):
         config = super().get_config()

@@ -1,0 +1,77 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.layers import Attention
+from keras_attn.testing import run_layer_test
+from tests import numpy_reference as ref
+
+RNG = np.random.default_rng(2)
+Q = RNG.normal(size=(2, 3, 4)).astype("float32")
+V = RNG.normal(size=(2, 5, 4)).astype("float32")
+MASK = np.array([[True] * 5, [True, True, True, False, False]])
+
+
+def test_dot_equals_keras_attention():
+    layer = Attention(score="dot")
+    ours, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
+    theirs, their_weights = keras.layers.Attention()(
+        [Q, V], mask=[None, MASK], return_attention_scores=True
+    )
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(weights.numpy(), their_weights.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_additive_matches_numpy_eqs_2_19_to_2_21():
+    layer = Attention(score="additive")
+    context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
+    w = {x.name: x.numpy() for x in layer.weights}
+    scores = ref.additive_score(Q, V, w["query_kernel"], w["key_kernel"], w["v"], w["bias"])
+    expected_context, expected_weights = ref.attention(scores, V, MASK[:, None, :])
+    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(context.numpy(), expected_context, rtol=1e-5, atol=1e-6)
+    assert np.all(weights.numpy()[1, :, 3:] == 0.0)
+
+
+def test_separate_keys_and_query_mask():
+    keys = RNG.normal(size=(2, 5, 6)).astype("float32")
+    layer = Attention(score="general")
+    query_mask = np.array([[True, True, False], [True, True, True]])
+    context = layer(Q, V, key=keys, query_mask=query_mask).numpy()
+    w = layer.weights[0].numpy()
+    expected, _ = ref.attention(ref.general_score(Q, keys, w), V)
+    expected[0, 2] = 0.0
+    np.testing.assert_allclose(context, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_keras_masking_from_embedding():
+    tokens = keras.Input((None,), dtype="int32")
+    embedded = keras.layers.Embedding(10, 4, mask_zero=True)(tokens)
+    _, weights = Attention()(embedded, embedded, return_attention_scores=True)
+    model = keras.Model(tokens, weights)
+    out = model(np.array([[1, 2, 0, 0]])).numpy()
+    np.testing.assert_array_equal(out[0, :, 2:], 0.0)
+    np.testing.assert_allclose(out[0, :2].sum(-1), 1.0, rtol=1e-6)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="dropout=1.5"):
+        Attention(dropout=1.5)
+    with pytest.raises(ValueError, match="score='nope'"):
+        Attention(score="nope")
+    with pytest.raises(ValueError, match="distribution='nope'"):
+        Attention(distribution="nope")
+
+
+@pytest.mark.parametrize("score", ["dot", "general", "concat", "additive"])
+def test_harness(score):
+    run_layer_test(
+        Attention,
+        {"score": score, "dropout": 0.1},
+        {"query": Q, "value": V},
+        mask=MASK,
+        padded_input="value",
+        mask_kwarg="value_mask",
+        expected_output_shape=(2, 3, 4),
+        run_saved_model_check=score in ("dot", "additive"),
+    )

@@ -1,0 +1,76 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.layers import BidirectionalEncoder
+from keras_attn.testing import run_layer_test
+from tests import numpy_reference as ref
+
+RNG = np.random.default_rng(4)
+X = RNG.normal(size=(2, 5, 3)).astype("float32")
+MASK = np.array([[True] * 5, [True, True, True, False, False]])
+
+
+def test_matches_numpy_lstm_both_directions():
+    encoder = BidirectionalEncoder(4)
+    sequence, h, c = encoder(X, mask=MASK)
+    forward, backward = encoder.rnn.forward_layer.cell, encoder.rnn.backward_layer.cell
+
+    def weights(cell):
+        return cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+
+    f_out, f_h, f_c = ref.lstm_sequence(X, MASK, *weights(forward))
+    b_out, b_h, b_c = ref.lstm_sequence(X, MASK, *weights(backward), reverse=True)
+    expected = np.concatenate([f_out, b_out], -1)
+    valid = MASK[:, :, None]
+    np.testing.assert_allclose(
+        np.where(valid, sequence.numpy(), 0), np.where(valid, expected, 0), rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(h.numpy(), np.concatenate([f_h, b_h], -1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(c.numpy(), np.concatenate([f_c, b_c], -1), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("cell,merge_mode", [("lstm", "concat"), ("gru", "sum"), ("gru", "ave")])
+def test_equals_keras_bidirectional_with_copied_weights(cell, merge_mode):
+    encoder = BidirectionalEncoder(4, cell=cell, merge_mode=merge_mode)
+    sequence, *states = encoder(X, mask=MASK)
+    rnn = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}[cell]
+    keras_bi = keras.layers.Bidirectional(
+        rnn(4, return_sequences=True, return_state=True), merge_mode=merge_mode
+    )
+    keras_bi(X, mask=MASK)
+    keras_bi.set_weights(encoder.rnn.get_weights())
+    theirs = keras_bi(X, mask=MASK)
+    np.testing.assert_allclose(sequence.numpy(), theirs[0].numpy(), rtol=1e-5, atol=1e-6)
+    n = len(states)
+    expected_h = np.concatenate([theirs[1].numpy(), theirs[1 + n].numpy()], -1)
+    np.testing.assert_allclose(states[0].numpy(), expected_h, rtol=1e-5, atol=1e-6)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="cell='rnn'"):
+        BidirectionalEncoder(4, cell="rnn")
+    with pytest.raises(ValueError, match="merge_mode='max'"):
+        BidirectionalEncoder(4, merge_mode="max")
+
+
+def test_set_use_cudnn_reaches_both_directions():
+    encoder = BidirectionalEncoder(4)
+    encoder.set_use_cudnn(False)
+    assert encoder.rnn.forward_layer.use_cudnn is False
+    assert encoder.rnn.backward_layer.use_cudnn is False
+
+
+def test_harness():
+    run_layer_test(
+        BidirectionalEncoder,
+        {"units": 4, "cell": "lstm", "merge_mode": "concat", "dropout": 0.0, "use_cudnn": "auto"},
+        {"inputs": X},
+        mask=MASK,
+        padded_input="inputs",
+        mask_kwarg="mask",
+        weights_kwarg=None,
+        expected_output_shape=((2, 5, 8), (2, 8), (2, 8)),
+        atol=1e-5,
+        rtol=1e-5,
+    )

@@ -1,0 +1,82 @@
+"""Plain NumPy versions of the thesis' equations, the reference every numeric test compares to."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def softmax(scores: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Eq. 2.20's normalisation over the last axis; masked positions get 0."""
+    scores = scores.astype(np.float64)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    shifted = scores - np.max(np.where(np.isfinite(scores), scores, -1e300), axis=-1, keepdims=True)
+    exp = np.exp(shifted)
+    if mask is not None:
+        exp = np.where(mask, exp, 0.0)
+    total = exp.sum(axis=-1, keepdims=True)
+    return np.divide(exp, total, out=np.zeros_like(exp), where=total > 0)
+
+
+def dot_score(q, k):
+    return np.einsum("bqd,bkd->bqk", q, k)
+
+
+def general_score(q, k, w):
+    return np.einsum("bqi,ij,bkj->bqk", q, w, k)
+
+
+def additive_score(q, k, w1, w2, v, b=None, act=np.tanh):
+    """Eq. 2.21: v^T act(W1 q + W2 k_i + b)."""
+    hidden = (q @ w1)[:, :, None, :] + (k @ w2)[:, None, :, :]
+    if b is not None:
+        hidden = hidden + b
+    return act(hidden) @ v
+
+
+def concat_score(q, k, w, v, b=None, act=np.tanh):
+    """v^T act(W [q; k_i] + b), materialising the concatenation."""
+    tq, tk = q.shape[1], k.shape[1]
+    pairs = np.concatenate(
+        [np.repeat(q[:, :, None, :], tk, axis=2), np.repeat(k[:, None, :, :], tq, axis=1)], axis=-1
+    )
+    hidden = pairs @ w
+    if b is not None:
+        hidden = hidden + b
+    return act(hidden) @ v
+
+
+def attention(scores, values, mask=None):
+    """Eqs. 2.19–2.20: alpha = softmax(scores), c = sum_i alpha_i v_i."""
+    weights = softmax(scores, mask)
+    return np.einsum("bqk,bkd->bqd", weights, values), weights
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def lstm_step(x, h, c, kernel, recurrent_kernel, bias):
+    """Eqs. 2.8–2.11 (candidate with h^(t-1), as DESIGN.md corrects), Keras gate order i, f, c, o."""
+    z = x @ kernel + h @ recurrent_kernel + bias
+    i, f, g, o = np.split(z, 4, axis=-1)
+    c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+    h = sigmoid(o) * np.tanh(c)
+    return h, c
+
+
+def lstm_sequence(x, mask, kernel, recurrent_kernel, bias, reverse=False):
+    """Run an LSTM over (batch, T, d), skipping masked steps (state carried through)."""
+    batch, steps, _ = x.shape
+    units = recurrent_kernel.shape[0]
+    h = np.zeros((batch, units))
+    c = np.zeros((batch, units))
+    outputs = np.zeros((batch, steps, units))
+    order = range(steps - 1, -1, -1) if reverse else range(steps)
+    for t in order:
+        h_new, c_new = lstm_step(x[:, t], h, c, kernel, recurrent_kernel, bias)
+        keep = mask[:, t : t + 1]
+        h = np.where(keep, h_new, h)
+        c = np.where(keep, c_new, c)
+        outputs[:, t] = np.where(keep, h_new, 0.0)
+    return outputs, h, c

@@ -1,0 +1,96 @@
+import numpy as np
+import pytest
+
+from keras_attn import scores
+from keras_attn.testing import run_layer_test
+from tests import numpy_reference as ref
+
+RNG = np.random.default_rng(0)
+Q = RNG.normal(size=(2, 3, 4)).astype("float32")
+K = RNG.normal(size=(2, 5, 4)).astype("float32")
+K6 = RNG.normal(size=(2, 5, 6)).astype("float32")
+
+
+def weights(layer):
+    return {w.name: w.numpy() for w in layer.weights}
+
+
+def test_dot_matches_numpy():
+    np.testing.assert_allclose(scores.get("dot")(Q, K).numpy(), ref.dot_score(Q, K), rtol=1e-5)
+
+
+def test_dot_rejects_mismatched_sizes():
+    with pytest.raises(ValueError, match="same size"):
+        scores.get("dot")(Q, K6)
+
+
+def test_general_matches_numpy():
+    layer = scores.get("general")
+    out = layer(Q, K6).numpy()
+    np.testing.assert_allclose(out, ref.general_score(Q, K6, weights(layer)["kernel"]), rtol=1e-5)
+
+
+def test_additive_matches_numpy_eq_2_21():
+    layer = scores.get("additive", units=7)
+    layer(Q, K6)
+    layer.bias.assign(RNG.normal(size=(7,)).astype("float32"))
+    out = layer(Q, K6).numpy()
+    w = weights(layer)
+    expected = ref.additive_score(Q, K6, w["query_kernel"], w["key_kernel"], w["v"], w["bias"])
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_concat_materialised_equals_split_and_additive():
+    concat = scores.ConcatScore(5)
+    out = concat(Q, K6).numpy()
+    w = weights(concat)
+    np.testing.assert_allclose(
+        out, ref.concat_score(Q, K6, w["kernel"], w["v"], w["bias"]), rtol=1e-5, atol=1e-6
+    )
+    additive = scores.AdditiveScore(5)
+    additive(Q, K6)
+    additive.query_kernel.assign(w["kernel"][:4])
+    additive.key_kernel.assign(w["kernel"][4:])
+    additive.v.assign(w["v"])
+    np.testing.assert_allclose(additive(Q, K6).numpy(), out, rtol=1e-5, atol=1e-6)
+
+
+def test_prepare_keys_then_score_equals_call():
+    for name in scores.SCORES:
+        layer = scores.get(name)
+        full = layer(Q, K).numpy()
+        np.testing.assert_allclose(layer.score(Q, layer.prepare_keys(K)).numpy(), full, rtol=1e-6)
+
+
+def test_get_errors_and_instances():
+    with pytest.raises(ValueError, match="Received: score='foo'"):
+        scores.get("foo")
+    instance = scores.GeneralScore()
+    assert scores.get(instance) is instance
+    assert isinstance(
+        scores.get({"class_name": "keras_attn>DotScore", "config": {}}), scores.DotScore
+    )
+
+
+def test_additive_rejects_bad_units():
+    with pytest.raises(ValueError, match="units=0"):
+        scores.AdditiveScore(0)
+
+
+@pytest.mark.parametrize(
+    "cls,kwargs",
+    [
+        (scores.GeneralScore, {}),
+        (scores.AdditiveScore, {"units": 6}),
+        (scores.ConcatScore, {"units": 6}),
+    ],
+)
+def test_harness(cls, kwargs):
+    run_layer_test(
+        cls,
+        kwargs,
+        {"query": Q, "keys": K6},
+        weights_kwarg=None,
+        expected_output_shape=(2, 3, 5),
+        run_saved_model_check=cls is scores.AdditiveScore,
+    )
