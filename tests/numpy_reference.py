@@ -57,7 +57,7 @@ def sigmoid(x):
 
 
 def lstm_step(x, h, c, kernel, recurrent_kernel, bias):
-    """Eqs. 2.8–2.11 (candidate with h^(t-1), as DESIGN.md corrects), Keras gate order i, f, c, o."""
+    """Eqs. 2.8–2.11, candidate with h^(t-1) as DESIGN.md corrects; Keras gate order i, f, c, o."""
     z = x @ kernel + h @ recurrent_kernel + bias
     i, f, g, o = np.split(z, 4, axis=-1)
     c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
