@@ -1,0 +1,77 @@
+import numpy as np
+import tensorflow as tf
+
+from keras_attn.decoding import DecodingResult, greedy_search
+
+PAD, START, END = 0, 2, 3
+
+
+def scripted_step(table):
+    """A step function replaying `table[t]`: logits (batch, V) at step t."""
+    table = tf.constant(table, tf.float32)  # (T, batch, V)
+
+    def step(tokens, state):
+        t = state["t"]
+        new_state = {"t": t + 1, "attention": tf.one_hot(tf.fill(tf.shape(tokens), t), 3)}
+        return table[t], new_state
+
+    return step
+
+
+def logits_for(choices, vocab=6):
+    """Logits putting log-prob mass 0.7 on each chosen token."""
+    out = np.full((len(choices), len(choices[0]), vocab), np.log(0.3 / (vocab - 1)), "float32")
+    for t, row in enumerate(choices):
+        for b, token in enumerate(row):
+            out[t, b, token] = np.log(0.7)
+    return out
+
+
+def test_picks_argmax_stops_at_end_and_pads():
+    # sentence 0: 4 5 END; sentence 1: 5 END (then the table says 4, ignored)
+    table = logits_for([[4, 5], [5, END], [END, 4], [4, 4]])
+    result = greedy_search(
+        scripted_step(table),
+        {"t": tf.constant(0), "attention": tf.zeros((2, 3))},
+        2,
+        START,
+        END,
+        max_length=4,
+    )
+    assert isinstance(result, DecodingResult)
+    np.testing.assert_array_equal(result.ids.numpy(), [[4, 5, END, PAD], [5, END, PAD, PAD]])
+    np.testing.assert_array_equal(result.lengths.numpy(), [2, 1])
+    np.testing.assert_allclose(result.scores.numpy(), [3 * np.log(0.7), 2 * np.log(0.7)], rtol=1e-5)
+    alignments = result.alignments.numpy()
+    np.testing.assert_array_equal(alignments[1, 2:], 0.0)  # finished: no alignment recorded
+    np.testing.assert_array_equal(alignments[0, :3], np.eye(3))
+
+
+def test_length_limit_and_no_alignment_state():
+    table = logits_for([[4, 4]] * 3)
+
+    def step(tokens, state):
+        return tf.constant(table)[state["t"]], {"t": state["t"] + 1}
+
+    result = greedy_search(step, {"t": tf.constant(0)}, 2, START, END, max_length=3)
+    np.testing.assert_array_equal(result.ids.numpy(), [[4, 4, 4]] * 2)
+    np.testing.assert_array_equal(result.lengths.numpy(), [3, 3])
+    assert result.alignments is None
+
+
+def test_runs_inside_tf_function_with_dynamic_limit():
+    table = logits_for([[4], [END], [4]])
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
+    def decode(limit):
+        return greedy_search(
+            scripted_step(table),
+            {"t": tf.constant(0), "attention": tf.zeros((1, 3))},
+            1,
+            START,
+            END,
+            max_length=limit,
+        ).ids
+
+    np.testing.assert_array_equal(decode(tf.constant(3)).numpy(), [[4, END, PAD]])
+    np.testing.assert_array_equal(decode(tf.constant(1)).numpy(), [[4]])
