@@ -58,7 +58,7 @@ def main() -> int:
     from keras_attn.serving.client import TranslatorClient
     from keras_attn.testing.server_process import serve_in_subprocess
     from keras_attn.text.corpora import load_corpus
-    from keras_attn.text.tokenizer import normalize_text
+    from keras_attn.text.normalization import normalize_text
     from keras_attn.training.metrics import corpus_bleu, exact_match
 
     test_pairs = load_corpus("synthetic")["test"]

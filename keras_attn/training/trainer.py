@@ -15,7 +15,8 @@ import tensorflow as tf
 
 from keras_attn.models.registry import get_family
 from keras_attn.text import corpora
-from keras_attn.text.tokenizer import WordPieceTokenizer, normalize_text
+from keras_attn.text.normalization import normalize_text
+from keras_attn.text.tokenizer import WordPieceTokenizer
 from keras_attn.text.vocab import build_wordpiece_vocab, load_vocab, save_vocab
 from keras_attn.training import precision
 from keras_attn.training.data import BatchPlan, tokenize_pairs
