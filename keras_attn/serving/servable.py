@@ -1,0 +1,134 @@
+"""Finding and loading one version of a SavedModel, as TensorFlow Serving's file system source does.
+
+A model lives in `BASE_PATH/<version>/` where `<version>` is a directory named by a non-negative
+integer; other entries are ignored. With the stock default version policy (`latest { 1 }`), only
+the highest version is loaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from google.protobuf import text_format
+from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
+
+SERVE_TAG = "serve"
+
+
+class LoadError(Exception):
+    """The model base path has no loadable version (the message is one line for the user)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Servable:
+    """One loaded model version.
+
+    Attributes:
+        name: the model name clients put in `ModelSpec.name`.
+        version: the integer version (the directory name).
+        path: the version directory.
+        signature_defs: every SignatureDef of the `serve` MetaGraph, as stored (the stock server
+            answers GetModelMetadata with exactly this map).
+        functions: the callable signatures of the loaded object (`loaded.signatures`).
+    """
+
+    name: str
+    version: int
+    path: str
+    signature_defs: dict[str, meta_graph_pb2.SignatureDef]
+    functions: SignatureFunctions
+
+
+def list_versions(base_path: str) -> list[int]:
+    """The integer versions under `base_path`, ascending; non-integer entries are ignored."""
+    versions = []
+    for entry in os.listdir(base_path):
+        if entry.isascii() and entry.isdigit() and os.path.isdir(os.path.join(base_path, entry)):
+            versions.append(int(entry))
+    return sorted(versions)
+
+
+def latest_version(name: str, base_path: str) -> int:
+    """The highest integer version under `base_path`.
+
+    Raises:
+        LoadError: the base path does not exist or holds no integer-named directory.
+    """
+    if not os.path.isdir(base_path):
+        raise LoadError(f"Could not find base path {base_path} for servable {name}")
+    versions = list_versions(base_path)
+    if not versions:
+        raise LoadError(
+            f"No versions of servable {name} found under base path {base_path}. "
+            "Did you forget to name your leaf directory as a number (eg. '/1/')?"
+        )
+    return versions[-1]
+
+
+def read_signature_defs(path: str) -> dict[str, meta_graph_pb2.SignatureDef]:
+    """Reads the SignatureDefs of the `serve` MetaGraph from `saved_model.pb` (or `.pbtxt`).
+
+    Raises:
+        LoadError: no SavedModel file, or no MetaGraph tagged `serve`.
+    """
+    saved_model = saved_model_pb2.SavedModel()
+    binary = os.path.join(path, "saved_model.pb")
+    text = os.path.join(path, "saved_model.pbtxt")
+    if os.path.isfile(binary):
+        with open(binary, "rb") as f:
+            saved_model.ParseFromString(f.read())
+    elif os.path.isfile(text):
+        with open(text, encoding="utf-8") as f:
+            text_format.Parse(f.read(), saved_model)
+    else:
+        raise LoadError(f"SavedModel not found in {path} (no saved_model.pb or saved_model.pbtxt)")
+    for meta_graph in saved_model.meta_graphs:
+        if list(meta_graph.meta_info_def.tags) == [SERVE_TAG]:
+            return dict(meta_graph.signature_def)
+    raise LoadError(f"SavedModel in {path} has no MetaGraph tagged '{SERVE_TAG}'")
+
+
+def load_servable(name: str, base_path: str, version: int | None = None) -> Servable:
+    """Loads `version` (by default the latest) of the SavedModel under `base_path`.
+
+    `tensorflow_text` is imported first when installed, so graphs using its ops load.
+
+    Raises:
+        LoadError: no version to load, or TensorFlow could not load it.
+    """
+    import tensorflow as tf
+
+    try:
+        import tensorflow_text  # noqa: F401  (registers the tf-text ops)
+    except ImportError:
+        pass
+
+    if version is None:
+        version = latest_version(name, base_path)
+    path = os.path.join(base_path, str(version))
+    signature_defs = read_signature_defs(path)
+    try:
+        loaded = tf.saved_model.load(path, tags=[SERVE_TAG])
+    except Exception as error:  # TensorFlow raises many types here; all mean "cannot load".
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
+        raise LoadError(
+            f"Failed to load version {version} of {name} from {path}: {first_line}"
+        ) from error
+    # Keep `loaded` alive: the signature functions reference its variables and resources.
+    return Servable(name, version, path, signature_defs, SignatureFunctions(loaded))
+
+
+class SignatureFunctions:
+    """Holds the loaded SavedModel object and looks up its signature functions by key."""
+
+    def __init__(self, loaded: Any):
+        self._loaded = loaded
+        self._signatures = loaded.signatures
+
+    def get(self, key: str) -> Any | None:
+        """The concrete function for a signature key, or None (e.g. `__saved_model_init_op`)."""
+        if key in self._signatures:
+            return self._signatures[key]
+        return None

@@ -1,0 +1,166 @@
+"""`TensorProto` <-> NumPy conversion with the semantics of TensorFlow's C++ `Tensor`.
+
+`tensor_proto_to_ndarray` accepts what `Tensor::FromProto` accepts (typed `*_val` fields or
+`tensor_content`; fewer values than elements repeat the last one, none at all means zeros) and
+rejects the rest with `ValueError`. `ndarray_to_tensor_proto` writes typed `*_val` fields like
+`Tensor::AsProtoField`, which is how stock TensorFlow Serving fills `PredictResponse.outputs`.
+Both are plain NumPy; no TensorFlow runtime is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import ml_dtypes
+import numpy as np
+from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
+
+# DataType -> (NumPy dtype of the values, TensorProto field holding them).
+_TYPES: dict[int, tuple[np.dtype, str]] = {
+    types_pb2.DT_FLOAT: (np.dtype(np.float32), "float_val"),
+    types_pb2.DT_DOUBLE: (np.dtype(np.float64), "double_val"),
+    types_pb2.DT_INT32: (np.dtype(np.int32), "int_val"),
+    types_pb2.DT_UINT8: (np.dtype(np.uint8), "int_val"),
+    types_pb2.DT_INT16: (np.dtype(np.int16), "int_val"),
+    types_pb2.DT_INT8: (np.dtype(np.int8), "int_val"),
+    types_pb2.DT_UINT16: (np.dtype(np.uint16), "int_val"),
+    types_pb2.DT_INT64: (np.dtype(np.int64), "int64_val"),
+    types_pb2.DT_UINT32: (np.dtype(np.uint32), "uint32_val"),
+    types_pb2.DT_UINT64: (np.dtype(np.uint64), "uint64_val"),
+    types_pb2.DT_BOOL: (np.dtype(np.bool_), "bool_val"),
+    types_pb2.DT_STRING: (np.dtype(object), "string_val"),
+    types_pb2.DT_HALF: (np.dtype(np.float16), "half_val"),
+    types_pb2.DT_BFLOAT16: (np.dtype(ml_dtypes.bfloat16), "half_val"),
+    types_pb2.DT_COMPLEX64: (np.dtype(np.complex64), "scomplex_val"),
+    types_pb2.DT_COMPLEX128: (np.dtype(np.complex128), "dcomplex_val"),
+}
+_HALF_TYPES = (types_pb2.DT_HALF, types_pb2.DT_BFLOAT16)
+_COMPLEX_TYPES = (types_pb2.DT_COMPLEX64, types_pb2.DT_COMPLEX128)
+
+
+def dtype_name(dtype: int) -> str:
+    """The enum name of a DataType, e.g. `DT_STRING`."""
+    try:
+        return types_pb2.DataType.Name(dtype)
+    except ValueError:
+        return f"DT_UNKNOWN_{dtype}"
+
+
+def dtype_string(dtype: int) -> str:
+    """The short name TensorFlow's C++ `DataTypeString` gives a DataType, e.g. `string`, `float`."""
+    name = dtype_name(dtype)
+    return name[3:].lower() if name.startswith("DT_") else name
+
+
+def dtype_from_numpy(dtype: np.dtype) -> int:
+    """The DataType that holds values of a NumPy dtype (`object`, `bytes`, `str` -> DT_STRING)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "OSU":
+        return types_pb2.DT_STRING
+    for enum, (np_dtype, _) in _TYPES.items():
+        if np_dtype == dtype and enum != types_pb2.DT_STRING:
+            return enum
+    raise ValueError(f"No TensorFlow DataType for NumPy dtype {dtype}.")
+
+
+def shape_dims(shape: tensor_shape_pb2.TensorShapeProto) -> list[int] | None:
+    """The dims of a shape proto as a list (-1 for unknown dims), or None for an unknown rank."""
+    if shape.unknown_rank:
+        return None
+    return [dim.size for dim in shape.dim]
+
+
+def format_shape(dims: Sequence[int] | None) -> str:
+    """Formats dims the way TensorFlow prints shapes: `[2,3]`, `[-1]`, `<unknown>`."""
+    if dims is None:
+        return "<unknown>"
+    return "[" + ",".join(str(d) for d in dims) + "]"
+
+
+def shape_is_compatible(dims: Sequence[int], expected: Sequence[int] | None) -> bool:
+    """Whether a concrete shape fits a signature shape (same rank; fixed dims equal)."""
+    if expected is None:
+        return True
+    if len(dims) != len(expected):
+        return False
+    return all(e < 0 or d == e for d, e in zip(dims, expected, strict=True))
+
+
+def tensor_proto_to_ndarray(proto: tensor_pb2.TensorProto) -> np.ndarray:
+    """Converts a TensorProto to a NumPy array (strings as an object array of `bytes`).
+
+    Raises:
+        ValueError: where TensorFlow's `Tensor::FromProto` would fail: an unknown or unsupported
+            dtype, a negative or unknown dim, or a `tensor_content` of the wrong size.
+    """
+    if proto.dtype not in _TYPES:
+        raise ValueError(f"unsupported dtype {dtype_name(proto.dtype)}")
+    if proto.tensor_shape.unknown_rank:
+        raise ValueError("tensor shape has unknown rank")
+    dims = [dim.size for dim in proto.tensor_shape.dim]
+    if any(d < 0 for d in dims):
+        raise ValueError(f"tensor shape {format_shape(dims)} has a negative dim")
+    np_dtype, field = _TYPES[proto.dtype]
+    count = int(np.prod(dims, dtype=np.int64))
+
+    if proto.tensor_content and proto.dtype != types_pb2.DT_STRING:
+        if len(proto.tensor_content) != count * np_dtype.itemsize:
+            raise ValueError(
+                f"tensor_content has {len(proto.tensor_content)} bytes, "
+                f"shape {format_shape(dims)} needs {count * np_dtype.itemsize}"
+            )
+        return np.frombuffer(proto.tensor_content, dtype=np_dtype).reshape(dims).copy()
+
+    values = getattr(proto, field)
+    if proto.dtype == types_pb2.DT_STRING:
+        flat = np.array(list(values), dtype=object) if values else np.array([], dtype=object)
+    elif proto.dtype in _HALF_TYPES:
+        flat = np.array(list(values), dtype=np.uint16).view(np_dtype)
+    elif proto.dtype in _COMPLEX_TYPES:
+        pairs = np.array(list(values), dtype=np_dtype.type(0).real.dtype).reshape(-1, 2)
+        flat = (pairs[:, 0] + 1j * pairs[:, 1]).astype(np_dtype)
+    else:
+        flat = np.array(list(values), dtype=np_dtype)
+    return _fill(flat, count, np_dtype).reshape(dims)
+
+
+def _fill(values: np.ndarray, count: int, dtype: np.dtype) -> np.ndarray:
+    """Fits `values` to `count` elements: cut extra ones, repeat the last, or zeros if none."""
+    if values.size >= count:
+        return values[:count]
+    if values.size == 0:
+        if dtype == np.dtype(object):
+            return np.array([b""] * count, dtype=object)
+        return np.zeros(count, dtype=dtype)
+    padding = np.full(count - values.size, values[-1], dtype=values.dtype)
+    return np.concatenate([values, padding])
+
+
+def ndarray_to_tensor_proto(array: np.ndarray, dtype: int | None = None) -> tensor_pb2.TensorProto:
+    """Converts an array to a TensorProto with its values in the typed `*_val` field.
+
+    Args:
+        array: the values; strings may be `bytes` or `str` (encoded as UTF-8).
+        dtype: the DataType to write; by default the one matching `array.dtype`.
+    """
+    array = np.asarray(array)
+    if dtype is None:
+        dtype = dtype_from_numpy(array.dtype)
+    if dtype not in _TYPES:
+        raise ValueError(f"Cannot serialize a tensor of dtype {dtype_name(dtype)}.")
+    np_dtype, field = _TYPES[dtype]
+    proto = tensor_pb2.TensorProto(dtype=dtype)
+    for size in array.shape:
+        proto.tensor_shape.dim.add(size=size)
+    flat = array.reshape(-1)
+    if dtype == types_pb2.DT_STRING:
+        proto.string_val.extend(v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in flat)
+    elif dtype in _HALF_TYPES:
+        proto.half_val.extend(flat.astype(np_dtype).view(np.uint16).tolist())
+    elif dtype in _COMPLEX_TYPES:
+        flat = flat.astype(np_dtype)
+        interleaved = np.stack([flat.real, flat.imag], axis=-1).reshape(-1)
+        getattr(proto, field).extend(interleaved.tolist())
+    else:
+        getattr(proto, field).extend(flat.astype(np_dtype).tolist())
+    return proto
