@@ -1,0 +1,616 @@
+"""The request logic of a TensorFlow-Serving-compatible server, independent of the transport.
+
+`ServingCore` answers the messages of `tensorflow_serving.apis` (Predict, GetModelMetadata,
+GetModelStatus, Classify, Regress, MultiInference) from loaded `Servable`s and fails with
+`ServingStatus` carrying the code and message stock TensorFlow Serving uses, checked in the same
+order. Sources followed (tensorflow/serving): `model_servers/server_core.cc`
+(`ServableRequestFromModelSpec`, version labels), `core/manager.h` (`Latest(..)`/`Specific(..)`),
+`servables/tensorflow/predict_impl.cc` and `predict_util.cc`, TensorFlow's
+`cc/saved_model/util.cc::GetInputValues`, `servables/tensorflow/util.cc` (`MakeModelSpec`,
+example serialization), `get_model_metadata_impl.cc`, `model_servers/get_model_status_impl.cc`,
+`classifier.cc`, `regressor.cc` and `multi_inference.cc`.
+
+Two checks go beyond the stock server, which hands tensors to `Session::Run` unchecked: an input
+whose dtype differs from the signature gets the message `Session::Run` would give
+("Expects arg[i] to be string but float is provided"), and an input whose rank or fixed dims do
+not fit the signature is refused with INVALID_ARGUMENT before anything runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from google.protobuf import text_format
+from tensorflow.core.framework import tensor_pb2, types_pb2
+from tensorflow.core.protobuf import meta_graph_pb2
+from tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    inference_pb2,
+    input_pb2,
+    model_pb2,
+    predict_pb2,
+    regression_pb2,
+)
+
+from keras_attn.serving.servable import Servable
+from keras_attn.serving.status import (
+    ServingStatus,
+    code_from_number,
+    failed_precondition,
+    internal,
+    invalid_argument,
+    not_found,
+    unimplemented,
+)
+from keras_attn.serving.tensors import (
+    dtype_from_numpy,
+    dtype_name,
+    dtype_string,
+    format_shape,
+    ndarray_to_tensor_proto,
+    shape_dims,
+    shape_is_compatible,
+    tensor_proto_to_ndarray,
+)
+
+DEFAULT_SIGNATURE = "serving_default"
+PREDICT_METHOD = "tensorflow/serving/predict"
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+REGRESS_METHOD = "tensorflow/serving/regress"
+SIGNATURE_DEF_FIELD = "signature_def"
+CLASSIFY_INPUTS = "inputs"
+CLASSIFY_OUTPUT_CLASSES = "classes"
+CLASSIFY_OUTPUT_SCORES = "scores"
+REGRESS_INPUTS = "inputs"
+REGRESS_OUTPUTS = "outputs"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Feed:
+    """One input of a signature call: the alias, its TensorInfo, the sent dtype and the values."""
+
+    alias: str
+    info: meta_graph_pb2.TensorInfo
+    dtype: int
+    array: np.ndarray
+
+
+class ServingCore:
+    """Answers TensorFlow Serving API requests from a set of loaded servables.
+
+    Args:
+        servables: the loaded model versions (several names and versions may be given).
+        version_labels: per model name, version label -> version (`ModelSpec.version_label`).
+        enable_signature_method_name_check: the stock flag of that name (default off, as in
+            stock): when on, Classify/Regress/Predict require the matching `method_name`.
+    """
+
+    def __init__(
+        self,
+        servables: Iterable[Servable],
+        version_labels: Mapping[str, Mapping[str, int]] | None = None,
+        enable_signature_method_name_check: bool = False,
+    ):
+        self._servables: dict[str, dict[int, Servable]] = {}
+        for servable in servables:
+            self._servables.setdefault(servable.name, {})[servable.version] = servable
+        self._labels = {name: dict(labels) for name, labels in (version_labels or {}).items()}
+        self._method_check = enable_signature_method_name_check
+
+    # ------------------------------------------------------------------ servable lookup
+
+    def servable(self, model_spec: model_pb2.ModelSpec) -> Servable:
+        """The servable a ModelSpec asks for (latest version unless a version or label is set)."""
+        name = model_spec.name
+        if not name:
+            raise invalid_argument("ModelSpec has no name specified.")
+        choice = model_spec.WhichOneof("version_choice")
+        version: int | None = None
+        if choice == "version":
+            version = model_spec.version.value
+        elif choice == "version_label":
+            version = self._labels.get(name, {}).get(model_spec.version_label)
+            if version is None:
+                raise invalid_argument(
+                    f"Unrecognized servable version label: {model_spec.version_label}"
+                )
+        versions = self._servables.get(name, {})
+        if version is None:
+            if not versions:
+                raise not_found(f"Servable not found for request: Latest({name})")
+            return versions[max(versions)]
+        if version not in versions:
+            raise not_found(f"Servable not found for request: Specific({name}, {version})")
+        return versions[version]
+
+    # ------------------------------------------------------------------ Predict
+
+    def predict(self, request: predict_pb2.PredictRequest) -> predict_pb2.PredictResponse:
+        """Runs a signature on the request's input tensors (`PredictionService.Predict`)."""
+        if not request.HasField("model_spec"):
+            raise invalid_argument("Missing ModelSpec")
+        servable = self.servable(request.model_spec)
+        signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
+        signature = servable.signature_defs.get(signature_name)
+        if signature is None or servable.functions.get(signature_name) is None:
+            raise failed_precondition(f'Serving signature key "{signature_name}" not found.')
+
+        response = predict_pb2.PredictResponse()
+        _make_model_spec(
+            response.model_spec, request.model_spec.name, signature_name, servable.version
+        )
+        if self._method_check and signature.method_name not in (
+            PREDICT_METHOD,
+            CLASSIFY_METHOD,
+            REGRESS_METHOD,
+        ):
+            raise internal(
+                "Expected prediction signature method_name to be one of "
+                f"{{{PREDICT_METHOD}, {CLASSIFY_METHOD}, {REGRESS_METHOD}}}. "
+                f"Was: {signature.method_name}"
+            )
+        _verify_request_inputs_size(signature, request)
+        feeds = _input_values(signature, request.inputs)
+        aliases = _output_aliases(signature, request.output_filter)
+        outputs = _run(servable, signature_name, feeds)
+        for alias in aliases:
+            info = signature.outputs[alias]
+            dtype = info.dtype if info.dtype != types_pb2.DT_INVALID else None
+            response.outputs[alias].CopyFrom(ndarray_to_tensor_proto(outputs[alias], dtype))
+        return response
+
+    # ------------------------------------------------------------------ metadata and status
+
+    def get_model_metadata(
+        self, request: get_model_metadata_pb2.GetModelMetadataRequest
+    ) -> get_model_metadata_pb2.GetModelMetadataResponse:
+        """The SignatureDefMap of a servable, packed in an Any (`GetModelMetadata`)."""
+        if not request.HasField("model_spec"):
+            raise invalid_argument("Missing ModelSpec")
+        if not request.metadata_field:
+            raise invalid_argument(
+                "GetModelMetadataRequest must specify at least one metadata_field"
+            )
+        for field in request.metadata_field:
+            if field != SIGNATURE_DEF_FIELD:
+                # The stock server passes a printf pattern to a concatenating helper, so its
+                # message reads literally "Metadata field %s is not supported<field>".
+                raise invalid_argument(f"Metadata field %s is not supported{field}")
+        servable = self.servable(request.model_spec)
+        response = get_model_metadata_pb2.GetModelMetadataResponse()
+        response.model_spec.name = servable.name
+        response.model_spec.version.value = servable.version
+        signature_def_map = get_model_metadata_pb2.SignatureDefMap()
+        for key, signature in servable.signature_defs.items():
+            signature_def_map.signature_def[key].CopyFrom(signature)
+        response.metadata[SIGNATURE_DEF_FIELD].Pack(signature_def_map)
+        return response
+
+    def get_model_status(
+        self, request: get_model_status_pb2.GetModelStatusRequest
+    ) -> get_model_status_pb2.GetModelStatusResponse:
+        """The state of one version, or of every known version, of a model (`GetModelStatus`)."""
+        if not request.HasField("model_spec"):
+            raise invalid_argument("Missing ModelSpec")
+        name = request.model_spec.name
+        versions = self._servables.get(name, {})
+        if request.model_spec.HasField("version"):
+            version = request.model_spec.version.value
+            if version not in versions:
+                raise not_found(f"Could not find version {version} of model {name}")
+            selected = [version]
+        else:
+            if not versions:
+                raise not_found(f"Could not find any versions of model {name}")
+            selected = sorted(versions)
+        response = get_model_status_pb2.GetModelStatusResponse()
+        for version in selected:
+            status = response.model_version_status.add(
+                version=version, state=get_model_status_pb2.ModelVersionStatus.AVAILABLE
+            )
+            status.status.SetInParent()
+        return response
+
+    # ------------------------------------------------------------------ Classify / Regress
+
+    def classify(
+        self, request: classification_pb2.ClassificationRequest
+    ) -> classification_pb2.ClassificationResponse:
+        """Runs a classification signature on tf.Example inputs (`PredictionService.Classify`)."""
+        if not request.HasField("model_spec"):
+            raise invalid_argument("Missing ModelSpec")
+        servable = self.servable(request.model_spec)
+        signature_name, signature = _find_signature(servable, request.model_spec)
+        if self._method_check and signature.method_name != CLASSIFY_METHOD:
+            raise invalid_argument(
+                f"Expected classification signature method_name to be {CLASSIFY_METHOD}. "
+                f"Was: {signature.method_name}"
+            )
+        input_alias, output_aliases = _preprocess_classification(signature)
+        response = classification_pb2.ClassificationResponse()
+        _make_model_spec(
+            response.model_spec, request.model_spec.name, signature_name, servable.version
+        )
+        examples = _serialized_examples(request.input)
+        outputs = _run_on_examples(servable, signature_name, signature, input_alias, examples)
+        _fill_classification_result(
+            {alias: outputs[alias] for alias in output_aliases}, len(examples), response.result
+        )
+        return response
+
+    def regress(
+        self, request: regression_pb2.RegressionRequest
+    ) -> regression_pb2.RegressionResponse:
+        """Runs a regression signature on tf.Example inputs (`PredictionService.Regress`)."""
+        if not request.HasField("model_spec"):
+            raise invalid_argument("Missing ModelSpec")
+        servable = self.servable(request.model_spec)
+        signature_name, signature = _find_signature(servable, request.model_spec)
+        if self._method_check and signature.method_name != REGRESS_METHOD:
+            raise invalid_argument(
+                f"Expected regression signature method_name to be {REGRESS_METHOD}. "
+                f"Was: {signature.method_name}"
+            )
+        input_alias, output_alias = _preprocess_regression(signature)
+        response = regression_pb2.RegressionResponse()
+        _make_model_spec(
+            response.model_spec, request.model_spec.name, signature_name, servable.version
+        )
+        examples = _serialized_examples(request.input)
+        outputs = _run_on_examples(servable, signature_name, signature, input_alias, examples)
+        _fill_regression_result(outputs[output_alias], len(examples), response.result)
+        return response
+
+    def multi_inference(
+        self, request: inference_pb2.MultiInferenceRequest
+    ) -> inference_pb2.MultiInferenceResponse:
+        """Several classify/regress tasks of one model on one input (`MultiInference`)."""
+        first_spec = (
+            request.tasks[0].model_spec
+            if request.tasks and request.tasks[0].HasField("model_spec")
+            else model_pb2.ModelSpec()
+        )
+        servable = self.servable(first_spec)
+        model_name = ""
+        input_alias = ""
+        seen: set[str] = set()
+        plan: list[tuple[str, meta_graph_pb2.SignatureDef, str, list[str]]] = []
+        for task in request.tasks:
+            if not task.model_spec.name:
+                raise invalid_argument("Found ModelSpec with an empty model name.")
+            if not model_name:
+                model_name = task.model_spec.name
+            elif model_name != task.model_spec.name:
+                raise invalid_argument(
+                    "All ModelSpecs in a MultiInferenceRequest must access the same model name."
+                )
+            signature_name = task.model_spec.signature_name or DEFAULT_SIGNATURE
+            if signature_name in seen:
+                raise invalid_argument(f"Duplicate evaluation of signature: {signature_name}")
+            seen.add(signature_name)
+            signature = servable.signature_defs.get(signature_name)
+            if signature is None:
+                raise invalid_argument(
+                    f"Requested signature not found in model graph: {signature_name}"
+                )
+            if task.method_name == CLASSIFY_METHOD:
+                if self._method_check and signature.method_name != CLASSIFY_METHOD:
+                    raise invalid_argument(
+                        f"Expected classification signature method_name to be "
+                        f"{CLASSIFY_METHOD}. Was: {signature.method_name}"
+                    )
+                alias, outputs = _preprocess_classification(signature)
+            elif task.method_name == REGRESS_METHOD:
+                if self._method_check and signature.method_name != REGRESS_METHOD:
+                    raise invalid_argument(
+                        f"Expected regression signature method_name to be {REGRESS_METHOD}. "
+                        f"Was: {signature.method_name}"
+                    )
+                alias, output = _preprocess_regression(signature)
+                outputs = [output]
+            else:
+                raise unimplemented(f"Unsupported signature method_name: {task.method_name}")
+            name = signature.inputs[alias].name
+            if not input_alias:
+                input_alias = name
+            elif input_alias != name:
+                raise invalid_argument("Input tensor must be the same for all Signatures.")
+            plan.append((signature_name, signature, alias, outputs))
+
+        examples = _serialized_examples(request.input)
+        response = inference_pb2.MultiInferenceResponse()
+        for task, (signature_name, signature, alias, output_aliases) in zip(
+            request.tasks, plan, strict=True
+        ):
+            outputs = _run_on_examples(servable, signature_name, signature, alias, examples)
+            result = response.results.add()
+            if task.method_name == CLASSIFY_METHOD:
+                _fill_classification_result(
+                    {a: outputs[a] for a in output_aliases},
+                    len(examples),
+                    result.classification_result,
+                )
+            else:
+                _fill_regression_result(
+                    outputs[output_aliases[0]], len(examples), result.regression_result
+                )
+            _make_model_spec(
+                result.model_spec,
+                task.model_spec.name,
+                task.model_spec.signature_name,
+                servable.version,
+            )
+        return response
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _make_model_spec(
+    spec: model_pb2.ModelSpec, name: str, signature_name: str, version: int
+) -> None:
+    """Fills a response ModelSpec as `util.cc::MakeModelSpec` does (empty -> serving_default)."""
+    spec.Clear()
+    spec.name = name
+    spec.signature_name = signature_name or DEFAULT_SIGNATURE
+    spec.version.value = version
+
+
+def _joined(keys: Iterable[str]) -> str:
+    return ",".join(sorted(keys))
+
+
+def _verify_request_inputs_size(
+    signature: meta_graph_pb2.SignatureDef, request: predict_pb2.PredictRequest
+) -> None:
+    sent = set(request.inputs)
+    expected = set(signature.inputs)
+    if len(sent) > len(expected) or (len(sent) < len(expected) and not signature.defaults):
+        raise invalid_argument(
+            f"input size does not match signature: {len(sent)}!={len(expected)} "
+            f"len({{{_joined(sent)}}}) != len({{{_joined(expected)}}}). "
+            f"Sent extra: {{{_joined(sent - expected)}}}. "
+            f"Missing but required: {{{_joined(expected - sent)}}}."
+        )
+
+
+def _parse_tensor(alias: str, proto: tensor_pb2.TensorProto) -> np.ndarray:
+    try:
+        return tensor_proto_to_ndarray(proto)
+    except ValueError:
+        raise invalid_argument(f"tensor parsing error: {alias}") from None
+
+
+def _input_values(
+    signature: meta_graph_pb2.SignatureDef, inputs: Mapping[str, tensor_pb2.TensorProto]
+) -> list[_Feed]:
+    """The feeds for every signature input, from the request or the signature's defaults."""
+    feeds = []
+    used = set()
+    for alias in sorted(signature.inputs):
+        info = signature.inputs[alias]
+        if alias in inputs:
+            proto = inputs[alias]
+            used.add(alias)
+        elif alias in signature.defaults:
+            proto = signature.defaults[alias]
+        else:
+            raise invalid_argument(
+                f"Signature input alias: {alias}(feed name: {info.name}) not found in request "
+                f"and no default value provided. Inputs expected to be in the request "
+                f"{{{_joined(inputs)}}}, or default input alias set: "
+                f"{_joined(signature.defaults)}"
+            )
+        feeds.append(_Feed(alias, info, proto.dtype, _parse_tensor(alias, proto)))
+    if inputs and len(used) != len(inputs):
+        raise invalid_argument(
+            f"Inputs contains invalid name. Used request inputs: {_joined(used)}, "
+            f"request input: {_joined(inputs)}"
+        )
+    return feeds
+
+
+def _output_aliases(
+    signature: meta_graph_pb2.SignatureDef, output_filter: Sequence[str]
+) -> list[str]:
+    """The outputs to return: `output_filter` in order (validated), else every output."""
+    aliases: list[str] = []
+    for alias in output_filter:
+        if alias not in signature.outputs:
+            raise invalid_argument(
+                f"output tensor alias not found in signature: {alias} Outputs expected to be "
+                f"in the set {{{_joined(signature.outputs)}}}."
+            )
+        if alias in aliases:
+            raise invalid_argument(f"duplicate output tensor alias: {alias}")
+        aliases.append(alias)
+    return aliases or sorted(signature.outputs)
+
+
+def _check_feeds(signature_name: str, feeds: Sequence[_Feed]) -> None:
+    """Refuses feeds whose dtype or shape cannot be fed to the signature."""
+    # Session::Run numbers its arguments by feed name, sorted.
+    for index, feed in enumerate(sorted(feeds, key=lambda f: f.info.name)):
+        if feed.dtype != feed.info.dtype:
+            raise invalid_argument(
+                f"Expects arg[{index}] to be {dtype_string(feed.info.dtype)} but "
+                f"{dtype_string(feed.dtype)} is provided"
+            )
+    for feed in feeds:
+        expected = shape_dims(feed.info.tensor_shape)
+        if not shape_is_compatible(feed.array.shape, expected):
+            raise invalid_argument(
+                f"Input tensor alias: {feed.alias} has shape {format_shape(feed.array.shape)} "
+                f"but signature {signature_name} expects shape {format_shape(expected)}"
+            )
+
+
+def _run(servable: Servable, signature_name: str, feeds: Sequence[_Feed]) -> dict[str, Any]:
+    """Calls a signature function; returns its outputs as NumPy arrays."""
+    import tensorflow as tf
+
+    function = servable.functions.get(signature_name)
+    if function is None:
+        raise failed_precondition(f'Serving signature key "{signature_name}" not found.')
+    _check_feeds(signature_name, feeds)
+    try:
+        arguments = {
+            feed.alias: tf.constant(feed.array, dtype=tf.dtypes.as_dtype(feed.info.dtype))
+            for feed in feeds
+        }
+        outputs = function(**arguments)
+        return {alias: tensor.numpy() for alias, tensor in outputs.items()}
+    except tf.errors.OpError as error:
+        raise ServingStatus(code_from_number(error.error_code), error.message) from None
+    except (TypeError, ValueError) as error:
+        raise invalid_argument(str(error)) from None
+
+
+def _find_signature(
+    servable: Servable, model_spec: model_pb2.ModelSpec
+) -> tuple[str, meta_graph_pb2.SignatureDef]:
+    signature_name = model_spec.signature_name or DEFAULT_SIGNATURE
+    signature = servable.signature_defs.get(signature_name)
+    if signature is None:
+        raise invalid_argument(f"No signature was found with the name: {signature_name}")
+    return signature_name, signature
+
+
+def _debug_string(message: Any) -> str:
+    return text_format.MessageToString(message)
+
+
+def _preprocess_classification(signature: meta_graph_pb2.SignatureDef) -> tuple[str, list[str]]:
+    """Checks a signature can classify; returns its input alias and class/score outputs."""
+    if len(signature.inputs) != 1:
+        raise invalid_argument("Expected one input Tensor.")
+    if len(signature.outputs) not in (1, 2):
+        raise invalid_argument(
+            f"Expected one or two output Tensors, found {len(signature.outputs)}"
+        )
+    if CLASSIFY_INPUTS not in signature.inputs:
+        raise invalid_argument(
+            f"No classification inputs found in SignatureDef: {_debug_string(signature)}"
+        )
+    outputs = [
+        alias
+        for alias in (CLASSIFY_OUTPUT_CLASSES, CLASSIFY_OUTPUT_SCORES)
+        if alias in signature.outputs
+    ]
+    if not outputs:
+        raise invalid_argument(
+            "Expected classification signature outputs to contain at least one of "
+            f'"{CLASSIFY_OUTPUT_CLASSES}" or "{CLASSIFY_OUTPUT_SCORES}". '
+            f"Signature was: {_debug_string(signature)}"
+        )
+    return CLASSIFY_INPUTS, outputs
+
+
+def _preprocess_regression(signature: meta_graph_pb2.SignatureDef) -> tuple[str, str]:
+    """Checks a signature can regress; returns its input and output aliases."""
+    if len(signature.inputs) != 1:
+        raise invalid_argument("Expected one input Tensor.")
+    if len(signature.outputs) != 1:
+        raise invalid_argument("Expected one output Tensor.")
+    if REGRESS_INPUTS not in signature.inputs:
+        raise invalid_argument(
+            f"No regression inputs found in SignatureDef: {_debug_string(signature)}"
+        )
+    if REGRESS_OUTPUTS not in signature.outputs:
+        raise invalid_argument(
+            f"No regression outputs found in SignatureDef: {_debug_string(signature)}"
+        )
+    return REGRESS_INPUTS, REGRESS_OUTPUTS
+
+
+def _serialized_examples(model_input: input_pb2.Input) -> list[bytes]:
+    """The serialized tf.Examples of an Input (context bytes prepended to each example)."""
+    kind = model_input.WhichOneof("kind")
+    if kind == "example_list":
+        examples = [e.SerializeToString() for e in model_input.example_list.examples]
+    elif kind == "example_list_with_context":
+        with_context = model_input.example_list_with_context
+        context = with_context.context.SerializeToString()
+        examples = [context + e.SerializeToString() for e in with_context.examples]
+    else:
+        examples = []
+    if not examples:
+        raise invalid_argument("Input is empty.")
+    return examples
+
+
+def _run_on_examples(
+    servable: Servable,
+    signature_name: str,
+    signature: meta_graph_pb2.SignatureDef,
+    input_alias: str,
+    examples: Sequence[bytes],
+) -> dict[str, Any]:
+    array = np.empty(len(examples), dtype=object)
+    array[:] = list(examples)
+    feed = _Feed(input_alias, signature.inputs[input_alias], types_pb2.DT_STRING, array)
+    return _run(servable, signature_name, [feed])
+
+
+def _fill_classification_result(
+    outputs: Mapping[str, np.ndarray], num_examples: int, result: Any
+) -> None:
+    classes = outputs.get(CLASSIFY_OUTPUT_CLASSES)
+    scores = outputs.get(CLASSIFY_OUTPUT_SCORES)
+    _check_class_tensor("classes", classes, types_pb2.DT_STRING, num_examples)
+    _check_class_tensor("scores", scores, types_pb2.DT_FLOAT, num_examples)
+    if classes is not None and scores is not None and classes.shape[1] != scores.shape[1]:
+        raise invalid_argument(
+            "Tensors class and score should match in dim_size(1). "
+            f"Got {classes.shape[1]} vs. {scores.shape[1]}"
+        )
+    num_classes = (classes if classes is not None else scores).shape[1]
+    for i in range(num_examples):
+        classifications = result.classifications.add()
+        for c in range(num_classes):
+            entry = classifications.classes.add()
+            if classes is not None:
+                entry.label = bytes(classes[i, c]).decode("utf-8", errors="replace")
+            if scores is not None:
+                entry.score = float(scores[i, c])
+
+
+def _check_class_tensor(label: str, tensor: np.ndarray | None, dtype: int, batch: int) -> None:
+    if tensor is None:
+        return
+    if tensor.ndim != 2:
+        raise invalid_argument(
+            f"Expected Tensor shape: [batch_size num_classes] but got {format_shape(tensor.shape)}"
+        )
+    actual = dtype_from_numpy(tensor.dtype)
+    if actual != dtype:
+        raise invalid_argument(
+            f"Expected {label} Tensor of {dtype_name(dtype)}. Got: {dtype_name(actual)}"
+        )
+    if tensor.shape[0] != batch:
+        raise invalid_argument(
+            f"Expected {label} output batch size of {batch}. Got: {tensor.shape[0]}"
+        )
+
+
+def _fill_regression_result(tensor: np.ndarray, num_examples: int, result: Any) -> None:
+    if not (tensor.ndim == 1 or (tensor.ndim == 2 and tensor.shape[1] == 1)):
+        raise invalid_argument(
+            "Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got "
+            f"{format_shape(tensor.shape)}"
+        )
+    if tensor.shape[0] != num_examples:
+        raise invalid_argument(
+            "Input batch size did not match output batch size: "
+            f"{num_examples} vs. {tensor.shape[0]}"
+        )
+    actual = dtype_from_numpy(tensor.dtype)
+    if actual != types_pb2.DT_FLOAT:
+        raise invalid_argument(f"Expected output Tensor of DT_FLOAT.  Got: {dtype_name(actual)}")
+    for value in tensor.reshape(-1):
+        result.regressions.add(value=float(value))
