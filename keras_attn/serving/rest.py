@@ -1,0 +1,682 @@
+"""TensorFlow Serving's REST API on the standard library's `ThreadingHTTPServer`.
+
+Routes (paths are case-insensitive, as stock):
+
+    GET  /v1/models/NAME[/versions/V | /labels/L]            model status
+    GET  /v1/models/NAME[/versions/V | /labels/L]/metadata   model metadata (signature_def)
+    POST /v1/models/NAME[/versions/V | /labels/L]:predict    {"instances": [...]} or {"inputs": ...}
+    POST /v1/models/NAME[/versions/V | /labels/L]:classify   {"examples": [...], "context": {...}}
+    POST /v1/models/NAME[/versions/V | /labels/L]:regress    same as classify
+
+Failures answer `{"error": "<message>"}` with the HTTP code stock TensorFlow Serving maps the gRPC
+status to. Request parsing and response writing follow tensorflow/serving
+`model_servers/http_rest_api_handler.cc`, `http_rest_api_util.cc` and `util/json_tensor.cc`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import math
+import re
+import socket
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import numpy as np
+from google.protobuf import json_format
+from tensorflow.core.example import example_pb2, feature_pb2
+from tensorflow.core.framework import types_pb2
+from tensorflow.core.protobuf import meta_graph_pb2
+from tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    model_pb2,
+    predict_pb2,
+    regression_pb2,
+)
+
+from keras_attn.serving.core import DEFAULT_SIGNATURE, SIGNATURE_DEF_FIELD, ServingCore
+from keras_attn.serving.status import ServingStatus, invalid_argument, unimplemented
+from keras_attn.serving.tensors import (
+    dtype_string,
+    ndarray_to_tensor_proto,
+    tensor_proto_to_ndarray,
+)
+
+logger = logging.getLogger(__name__)
+
+_HANDLED_PATH = re.compile(r"/v1/.*", re.IGNORECASE)
+_PREDICTION_PATH = re.compile(
+    r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)",
+    re.IGNORECASE,
+)
+_STATUS_PATH = re.compile(
+    r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?",
+    re.IGNORECASE,
+)
+_ROW, _COLUMNAR = "row", "columnar"
+_FLOAT32_MAX_INT = (1 << 24) - 1
+_FLOAT64_MAX_INT = (1 << 53) - 1
+_INT_RANGES = {
+    types_pb2.DT_INT32: (-(2**31), 2**31 - 1),
+    types_pb2.DT_INT16: (-(2**31), 2**31 - 1),
+    types_pb2.DT_INT8: (-(2**31), 2**31 - 1),
+    types_pb2.DT_UINT8: (-(2**31), 2**31 - 1),
+    types_pb2.DT_INT64: (-(2**63), 2**63 - 1),
+    types_pb2.DT_UINT32: (0, 2**32 - 1),
+    types_pb2.DT_UINT64: (0, 2**64 - 1),
+}
+_NUMPY_FOR_JSON = {
+    types_pb2.DT_FLOAT: np.float32,
+    types_pb2.DT_DOUBLE: np.float64,
+    types_pb2.DT_INT32: np.int32,
+    types_pb2.DT_INT16: np.int16,
+    types_pb2.DT_INT8: np.int8,
+    types_pb2.DT_UINT8: np.uint8,
+    types_pb2.DT_INT64: np.int64,
+    types_pb2.DT_UINT32: np.uint32,
+    types_pb2.DT_UINT64: np.uint64,
+    types_pb2.DT_BOOL: np.bool_,
+    types_pb2.DT_STRING: object,
+}
+
+
+# ---------------------------------------------------------------------- JSON helpers
+
+
+def _json_text(value: Any) -> str:
+    """A JSON value as text, for error messages."""
+    return json.dumps(value, indent=4, ensure_ascii=False)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "Null"
+    if value is True:
+        return "True"
+    if value is False:
+        return "False"
+    if isinstance(value, dict):
+        return "Object"
+    if isinstance(value, list):
+        return "Array"
+    if isinstance(value, str):
+        return "String"
+    return "Number"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _format_error(doc: Any, *parts: object) -> ServingStatus:
+    return invalid_argument(f"JSON Value: {_json_text(doc)} " + "".join(str(p) for p in parts))
+
+
+def _type_error(value: Any, dtype: int) -> ServingStatus:
+    return invalid_argument(
+        f"JSON Value: {_json_text(value)} Type: {_json_type(value)} is not of expected type: "
+        f"{dtype_string(dtype)}"
+    )
+
+
+def _is_base64_object(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get("b64"), str)
+
+
+def _decode_base64(value: Any) -> bytes:
+    if not _is_base64_object(value):
+        raise invalid_argument(
+            f"JSON Value: {_json_text(value)} not formatted correctly for base64 data"
+        )
+    try:
+        return base64.b64decode(value["b64"], validate=True)
+    except (binascii.Error, ValueError):
+        raise invalid_argument("Unable to base64 decode") from None
+
+
+def _lossless(value: int | float, dtype: int) -> bool:
+    max_int, max_float = (
+        (_FLOAT32_MAX_INT, float(np.finfo(np.float32).max))
+        if dtype == types_pb2.DT_FLOAT
+        else (_FLOAT64_MAX_INT, float(np.finfo(np.float64).max))
+    )
+    if isinstance(value, int):
+        return abs(value) <= max_int
+    return not math.isfinite(value) or -max_float <= value <= max_float
+
+
+def _json_scalar(value: Any, dtype: int) -> Any:
+    """Checks one JSON leaf against a DataType and returns the value to store."""
+    if dtype in (types_pb2.DT_FLOAT, types_pb2.DT_DOUBLE):
+        if not _is_number(value):
+            raise _type_error(value, dtype)
+        if not _lossless(value, dtype):
+            target = "float" if dtype == types_pb2.DT_FLOAT else "double"
+            raise invalid_argument(
+                f"Cannot convert JSON value: {_json_text(value)} to {target} "
+                "without loss of precision."
+            )
+        return value
+    if dtype in _INT_RANGES:
+        low, high = _INT_RANGES[dtype]
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise _type_error(value, dtype)
+        return value
+    if dtype == types_pb2.DT_STRING:
+        if not isinstance(value, str):
+            raise _type_error(value, dtype)
+        return value.encode("utf-8")
+    if dtype == types_pb2.DT_BOOL:
+        if not isinstance(value, bool):
+            raise _type_error(value, dtype)
+        return value
+    raise unimplemented(
+        f"Conversion of JSON Value: {_json_text(value)} to type: {dtype_string(dtype)}"
+    )
+
+
+def _dense_shape(value: Any) -> list[int]:
+    """The shape of nested lists, following the first element at every level."""
+    shape = []
+    while isinstance(value, list):
+        shape.append(len(value))
+        if not value:
+            break
+        value = value[0]
+    return shape
+
+
+def _fill_values(value: Any, level: int, dtype: int, shape: list[int], out: list) -> None:
+    """Appends the leaves of `value` to `out`, checking they form a dense tensor of `shape`."""
+    rank = len(shape)
+    if not isinstance(value, list):
+        if level != rank:
+            raise invalid_argument(
+                f"JSON Value: {_json_text(value)} found at incorrect level: {level + 1} in the "
+                f"JSON DOM. Expected at level: {rank}"
+            )
+        if isinstance(value, dict):
+            if dtype != types_pb2.DT_STRING:
+                raise _type_error(value, dtype)
+            out.append(_decode_base64(value))
+        else:
+            out.append(_json_scalar(value, dtype))
+        return
+    if level >= rank:
+        raise invalid_argument(f"Encountered list at unexpected level: {level} expected < {rank}")
+    if len(value) != shape[level]:
+        raise invalid_argument(
+            f"Encountered list at unexpected size: {len(value)} at level: {level} "
+            f"expected size: {shape[level]}"
+        )
+    for item in value:
+        _fill_values(item, level + 1, dtype, shape, out)
+
+
+def _values_to_tensor(values: list, shape: list[int], dtype: int) -> Any:
+    if dtype not in _NUMPY_FOR_JSON:
+        raise unimplemented(f"Conversion of JSON values to type: {dtype_string(dtype)}")
+    array = np.empty(len(values), dtype=_NUMPY_FOR_JSON[dtype])
+    array[:] = values
+    return ndarray_to_tensor_proto(array.reshape(shape), dtype)
+
+
+def _shape_text(shape: list[int]) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _is_element_object(value: Any) -> bool:
+    return isinstance(value, dict) and not _is_base64_object(value)
+
+
+def _status_text(status: ServingStatus) -> str:
+    return f"{status.code.name}: {status.message}"
+
+
+# ---------------------------------------------------------------------- JSON -> requests
+
+
+def _parse_json(body: bytes) -> dict:
+    if not body:
+        raise invalid_argument("JSON Parse error: The document is empty")
+    try:
+        doc = json.loads(body)
+    except json.JSONDecodeError as error:
+        raise invalid_argument(f"JSON Parse error: {error.msg} at offset: {error.pos}") from None
+    except UnicodeDecodeError as error:
+        raise invalid_argument(
+            f"JSON Parse error: {error.reason} at offset: {error.start}"
+        ) from None
+    if not isinstance(doc, dict):
+        raise _format_error(doc, "Is not object")
+    return doc
+
+
+def _fill_signature(doc: dict, model_spec: model_pb2.ModelSpec) -> None:
+    if "signature_name" in doc:
+        if not isinstance(doc["signature_name"], str):
+            raise invalid_argument(
+                f"JSON Value: {_json_text(doc)} not formatted correctly. 'signature_name' key "
+                "must be a string value."
+            )
+        model_spec.signature_name = doc["signature_name"]
+
+
+def _instances_to_tensors(
+    instances: list, infos: Mapping[str, meta_graph_pb2.TensorInfo], request: Any
+) -> None:
+    if not isinstance(instances[0], dict) and len(infos) > 1:
+        raise invalid_argument(
+            "instances is a plain list, but expecting list of objects as multiple input "
+            "tensors required as per tensorinfo_map"
+        )
+    objects = _is_element_object(instances[0])
+    values: dict[str, list] = {}
+    shapes: dict[str, list[int]] = {}
+    sizes: dict[str, int] = {}
+
+    def add_item(item: Any, name: str) -> None:
+        if name not in infos:
+            raise invalid_argument(f"JSON object: does not have named input: {name}")
+        shape = _dense_shape(item)
+        out: list = []
+        _fill_values(item, 0, infos[name].dtype, shape, out)
+        if name not in sizes:
+            sizes[name], shapes[name] = len(out), shape
+        elif sizes[name] != len(out):
+            raise invalid_argument(f"Expecting tensor size: {sizes[name]} but got: {len(out)}")
+        elif shapes[name] != shape:
+            raise invalid_argument(
+                f"Expecting shape {_shape_text(shapes[name])} but got: {_shape_text(shape)}"
+            )
+        values.setdefault(name, []).extend(out)
+
+    for index, element in enumerate(instances):
+        if objects:
+            if not _is_element_object(element):
+                raise invalid_argument(
+                    f"Expecting object but got list at item {index} of input list"
+                )
+            for name, item in element.items():
+                try:
+                    add_item(item, name)
+                except ServingStatus as status:
+                    raise invalid_argument(
+                        f"Failed to process element: {index} key: {name} of 'instances' list. "
+                        f"Error: {_status_text(status)}"
+                    ) from None
+            if set(element) != set(infos):
+                raise invalid_argument(
+                    f"Failed to process element: {index} of 'instances' list. JSON object: "
+                    f"{_json_text(element)} keys must be equal to: {','.join(sorted(infos))}"
+                )
+        else:
+            if _is_element_object(element):
+                raise invalid_argument(
+                    f"Expecting value/list but got object at item {index} of input list"
+                )
+            try:
+                add_item(element, sorted(infos)[0])
+            except ServingStatus as status:
+                raise invalid_argument(
+                    f"Failed to process element: {index} of 'instances' list. "
+                    f"Error: {_status_text(status)}"
+                ) from None
+    for name, items in values.items():
+        shape = [len(instances), *shapes[name]]
+        request.inputs[name].CopyFrom(_values_to_tensor(items, shape, infos[name].dtype))
+
+
+def _inputs_to_tensors(
+    inputs: Any, infos: Mapping[str, meta_graph_pb2.TensorInfo], request: Any
+) -> None:
+    if not isinstance(inputs, dict) or _is_base64_object(inputs):
+        if len(infos) > 1:
+            raise invalid_argument(
+                "inputs is a plain value/list, but expecting an object as multiple input "
+                "tensors required as per tensorinfo_map"
+            )
+        named = {sorted(infos)[0]: inputs}
+    else:
+        named = {}
+        for name in sorted(infos):
+            if name not in inputs:
+                raise invalid_argument(f"Missing named input: {name} in 'inputs' object.")
+            named[name] = inputs[name]
+    for name, value in named.items():
+        shape = _dense_shape(value)
+        out: list = []
+        _fill_values(value, 0, infos[name].dtype, shape, out)
+        request.inputs[name].CopyFrom(_values_to_tensor(out, shape, infos[name].dtype))
+
+
+def fill_predict_request_from_json(
+    body: bytes,
+    get_inputs: Callable[[str], Mapping[str, meta_graph_pb2.TensorInfo]],
+    request: predict_pb2.PredictRequest,
+) -> str:
+    """Fills `request` from a REST predict body; returns the format, "row" or "columnar"."""
+    doc = _parse_json(body)
+    _fill_signature(doc, request.model_spec)
+    signature_name = request.model_spec.signature_name
+    infos = get_inputs(signature_name)
+    if not infos:
+        raise invalid_argument(
+            f"Failed to get input map for signature: {signature_name or 'DEFAULT'}"
+        )
+    if "instances" in doc:
+        if "inputs" in doc:
+            raise _format_error(
+                doc,
+                "Not formatted correctly expecting only one of 'inputs' or 'instances' "
+                "keys to exist ",
+            )
+        instances = doc["instances"]
+        if not isinstance(instances, list):
+            raise _format_error(doc, "Excepting 'instances' to be an list/array")
+        if not instances:
+            raise _format_error(doc, "No values in 'instances' array")
+        _instances_to_tensors(instances, infos, request)
+        return _ROW
+    if "inputs" in doc:
+        _inputs_to_tensors(doc["inputs"], infos, request)
+        return _COLUMNAR
+    raise invalid_argument("Missing 'inputs' or 'instances' key")
+
+
+def _incompatible_kind(name: str, feature: feature_pb2.Feature) -> ServingStatus:
+    kind = {"bytes_list": "bytes", "float_list": "float", "int64_list": "int64"}.get(
+        feature.WhichOneof("kind"), "UNKNOWN"
+    )
+    return invalid_argument(f"Unexpected element type in feature: {name} expecting type: {kind}")
+
+
+def _add_feature_value(value: Any, name: str, feature: feature_pb2.Feature) -> None:
+    kind = feature.WhichOneof("kind")
+
+    def require(expected: str) -> None:
+        if kind not in (None, expected):
+            raise _incompatible_kind(name, feature)
+
+    if (
+        value is None
+        or isinstance(value, list)
+        or (isinstance(value, dict) and not _is_base64_object(value))
+    ):
+        raise invalid_argument(
+            f"Feature: {name} has element with unexpected JSON type: {_json_type(value)}"
+        )
+    if isinstance(value, bool):
+        require("int64_list")
+        feature.int64_list.value.append(1 if value else 0)
+    elif isinstance(value, dict):
+        require("bytes_list")
+        feature.bytes_list.value.append(_decode_base64(value))
+    elif isinstance(value, str):
+        require("bytes_list")
+        feature.bytes_list.value.append(value.encode("utf-8"))
+    elif isinstance(value, float):
+        require("float_list")
+        if not _lossless(value, types_pb2.DT_FLOAT):
+            raise invalid_argument(
+                f"Cannot convert JSON value: {_json_text(value)} to float without loss of "
+                "precision."
+            )
+        feature.float_list.value.append(value)
+    else:
+        require("int64_list")
+        if value > 2**63 - 1:
+            raise invalid_argument(f"Feature: {name} has uint64 element. Only int64 is supported.")
+        feature.int64_list.value.append(value)
+
+
+def _example_from_json(value: Any, example: example_pb2.Example) -> None:
+    if not isinstance(value, dict):
+        raise invalid_argument(f"Example must be JSON object but got JSON {_json_type(value)}")
+    for name, content in value.items():
+        feature = feature_pb2.Feature()
+        for item in content if isinstance(content, list) else [content]:
+            _add_feature_value(item, name, feature)
+        example.features.feature[name].CopyFrom(feature)
+
+
+def fill_examples_request_from_json(body: bytes, request: Any) -> None:
+    """Fills a Classification/RegressionRequest from a REST classify/regress body."""
+    doc = _parse_json(body)
+    _fill_signature(doc, request.model_spec)
+    if "context" in doc:
+        with_context = request.input.example_list_with_context
+        _example_from_json(doc["context"], with_context.context)
+        examples = with_context.examples
+    else:
+        examples = request.input.example_list.examples
+    if "examples" not in doc:
+        raise _format_error(
+            doc, "When method is classify, key 'examples' is expected and was not found"
+        )
+    if not isinstance(doc["examples"], list):
+        raise _format_error(doc, "Expecting 'examples' value to be an list/array")
+    if not doc["examples"]:
+        raise _format_error(doc, "'examples' value is an empty array")
+    for value in doc["examples"]:
+        _example_from_json(value, examples.add())
+
+
+# ---------------------------------------------------------------------- responses -> JSON
+
+
+def _json_leaf(value: Any, as_bytes: bool) -> Any:
+    if isinstance(value, bytes):
+        if as_bytes:
+            return {"b64": base64.b64encode(value).decode("ascii")}
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, np.floating):
+        # Shortest text that reads back as the same value at its own precision (0.1, not
+        # 0.10000000149011612 for a float32), as stock writes decimals.
+        return float(str(value))
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def _json_tensor(value: Any, as_bytes: bool) -> Any:
+    if not isinstance(value, np.ndarray):
+        return _json_leaf(value, as_bytes)
+    if value.ndim == 0:
+        return _json_leaf(value[()], as_bytes)
+    return [_json_tensor(item, as_bytes) for item in value]
+
+
+def _is_bytes_output(name: str, array: np.ndarray) -> bool:
+    return array.dtype == np.dtype(object) and name.endswith("_bytes")
+
+
+def predict_response_to_json(response: predict_pb2.PredictResponse, format_: str) -> Any:
+    """The REST body for a PredictResponse: `{"predictions": ...}` or `{"outputs": ...}`."""
+    if not response.outputs:
+        raise invalid_argument("Cannot convert empty tensor map to JSON")
+    arrays = {name: tensor_proto_to_ndarray(response.outputs[name]) for name in response.outputs}
+    names = sorted(arrays)
+    if format_ == _COLUMNAR:
+        values = {
+            name: _json_tensor(arrays[name], _is_bytes_output(name, arrays[name])) for name in names
+        }
+        return {"outputs": values if len(names) > 1 else values[names[0]]}
+    batch = -1
+    for name in names:
+        if arrays[name].ndim == 0:
+            raise invalid_argument(f"Tensor name: {name} has no shape information ")
+        if batch >= 0 and arrays[name].shape[0] != batch:
+            raise invalid_argument(
+                f"Tensor name: {name} has inconsistent batch size: {arrays[name].shape[0]} "
+                f"expecting: {batch}"
+            )
+        batch = arrays[name].shape[0]
+    rows = []
+    for i in range(batch):
+        row = {
+            name: _json_tensor(arrays[name][i], _is_bytes_output(name, arrays[name]))
+            for name in names
+        }
+        rows.append(row if len(names) > 1 else row[names[0]])
+    return {"predictions": rows}
+
+
+def _message_json(message: Any) -> Any:
+    return json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+
+
+# ---------------------------------------------------------------------- dispatch
+
+
+class RestApi:
+    """Answers REST requests from a `ServingCore` (transport-free: method, path, body in)."""
+
+    def __init__(self, core: ServingCore):
+        self._core = core
+
+    def handle(self, method: str, path: str, body: bytes) -> tuple[int, Any] | None:
+        """Returns (HTTP status, JSON-able body), or None for a path outside the API (404)."""
+        if not _HANDLED_PATH.fullmatch(path):
+            return None
+        try:
+            return 200, self._dispatch(method, path, body)
+        except ServingStatus as status:
+            return status.http_status, {"error": status.message}
+        except Exception as error:  # Never let a bad request take the server down.
+            logger.exception("REST request failed")
+            return 500, {"error": f"{type(error).__name__}: {error}"}
+
+    def _dispatch(self, method: str, path: str, body: bytes) -> Any:
+        malformed = invalid_argument(f"Malformed request: {method} {path}")
+        pattern = {"POST": _PREDICTION_PATH, "GET": _STATUS_PATH}.get(method)
+        match = pattern.fullmatch(path) if pattern else None
+        if match is None:
+            raise malformed
+        name = unquote(match.group(1) or "")
+        spec = model_pb2.ModelSpec(name=name)
+        if match.group(2):
+            spec.version.value = int(match.group(2))
+        if match.group(3):
+            spec.version_label = unquote(match.group(3))
+        if method == "POST":
+            verb = match.group(4).lower()
+            if verb == "predict":
+                return self._predict(spec, body)
+            if verb == "classify":
+                return self._classify(spec, body)
+            return self._regress(spec, body)
+        if not name:
+            raise invalid_argument("Missing model name in request.")
+        if match.group(4):
+            return self._metadata(spec)
+        request = get_model_status_pb2.GetModelStatusRequest(model_spec=spec)
+        return _message_json(self._core.get_model_status(request))
+
+    def _predict(self, spec: model_pb2.ModelSpec, body: bytes) -> Any:
+        request = predict_pb2.PredictRequest(model_spec=spec)
+
+        def get_inputs(signature_name: str) -> Mapping[str, meta_graph_pb2.TensorInfo]:
+            servable = self._core.servable(request.model_spec)
+            key = signature_name or DEFAULT_SIGNATURE
+            if key not in servable.signature_defs:
+                raise invalid_argument(
+                    f'Serving signature name: "{key}" not found in signature def'
+                )
+            return servable.signature_defs[key].inputs
+
+        format_ = fill_predict_request_from_json(body, get_inputs, request)
+        return predict_response_to_json(self._core.predict(request), format_)
+
+    def _classify(self, spec: model_pb2.ModelSpec, body: bytes) -> Any:
+        request = classification_pb2.ClassificationRequest(model_spec=spec)
+        fill_examples_request_from_json(body, request)
+        result = self._core.classify(request).result
+        if not result.classifications:
+            raise invalid_argument("Cannot convert empty ClassificationResults to JSON")
+        return {
+            "results": [
+                [[c.label, float(str(np.float32(c.score)))] for c in classifications.classes]
+                for classifications in result.classifications
+            ]
+        }
+
+    def _regress(self, spec: model_pb2.ModelSpec, body: bytes) -> Any:
+        request = regression_pb2.RegressionRequest(model_spec=spec)
+        fill_examples_request_from_json(body, request)
+        result = self._core.regress(request).result
+        if not result.regressions:
+            raise invalid_argument("Cannot convert empty RegressionResults to JSON")
+        return {"results": [float(str(np.float32(r.value))) for r in result.regressions]}
+
+    def _metadata(self, spec: model_pb2.ModelSpec) -> Any:
+        request = get_model_metadata_pb2.GetModelMetadataRequest(
+            model_spec=spec, metadata_field=[SIGNATURE_DEF_FIELD]
+        )
+        response = self._core.get_model_metadata(request)
+        signature_def_map = get_model_metadata_pb2.SignatureDefMap()
+        response.metadata[SIGNATURE_DEF_FIELD].Unpack(signature_def_map)
+        return {
+            "model_spec": _message_json(response.model_spec),
+            "metadata": {SIGNATURE_DEF_FIELD: _message_json(signature_def_map)},
+        }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One HTTP/1.0 request (the connection closes after the answer)."""
+
+    api: RestApi
+    timeout = 60
+
+    def do_GET(self) -> None:  # noqa: N802  (http.server's method names)
+        self._answer("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._answer("POST")
+
+    def _answer(self, method: str) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length > 0 else b""
+        path = urlsplit(self.path).path
+        answer = self.api.handle(method, path, body)
+        if answer is None:
+            status, payload = 404, {"error": f"Not found: {method} {path}"}
+        else:
+            status, payload = answer
+        data = (json.dumps(payload, indent=4, ensure_ascii=False) + "\n").encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (base signature)
+        logger.debug("%s - %s", self.address_string(), format % args)
+
+
+class RestServer(ThreadingHTTPServer):
+    """A threading HTTP server whose `server_close()` waits for in-flight requests."""
+
+    daemon_threads = False
+    block_on_close = True
+    allow_reuse_address = True
+
+
+def make_rest_server(core: ServingCore, host: str, port: int) -> RestServer:
+    """Binds a REST server for `core` on host:port (0: a free port); call `serve_forever()`."""
+    handler = type("RestHandler", (_Handler,), {"api": RestApi(core)})
+    server_class = RestServer
+    if ":" in host:
+        server_class = type("RestServer6", (RestServer,), {"address_family": socket.AF_INET6})
+    return server_class((host, port), handler)
