@@ -1,0 +1,199 @@
+"""`keras-attn serve` and `keras-attn translate`.
+
+    keras-attn serve --port 8500 [--rest_api_port 8501] --model_name translator \\
+        --model_base_path models/translator [--host 127.0.0.1]
+    keras-attn translate --server localhost:8500 [--model_name translator] "Ein Satz." ...
+
+`serve` takes the stock `tensorflow_model_server` flag names, prints one line once it answers
+(`Serving NAME version N on HOST:PORT (gRPC)[, REST on HOST:PORT]`) and runs until SIGINT or
+SIGTERM, then stops gracefully and exits 0. `translate` prints one translation per line; when no
+server answers it prints `cannot reach a model server at HOST:PORT (UNAVAILABLE)` and exits 1.
+
+TensorFlow is imported inside the handlers only, so `keras-attn --help` stays quick. The module
+also runs on its own: `python -m keras_attn.serving.cli serve ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import sys
+import threading
+from typing import Any
+
+DEFAULT_MODEL_NAME = "translator"
+_TARGET = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):(\d{1,5})$")
+
+
+def _bool_flag(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port in 0..65535, got {value}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return value
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Registers `serve` and `translate` on an argparse subparsers object."""
+    serve = subparsers.add_parser(
+        "serve",
+        help="serve a SavedModel over TensorFlow Serving's gRPC (and REST) API",
+        description=(
+            "Serve the latest integer version under --model_base_path with TensorFlow "
+            "Serving's gRPC API (PredictionService, ModelService, health, reflection) and, with "
+            "--rest_api_port, its REST API. Stops gracefully on SIGINT/SIGTERM."
+        ),
+    )
+    serve.add_argument(
+        "--port", type=_port, default=8500, help="gRPC port (default 8500; 0: any free port)"
+    )
+    serve.add_argument(
+        "--rest_api_port", type=_port, default=0, help="REST port (default 0: no REST API)"
+    )
+    serve.add_argument("--model_name", required=True, help="the name clients ask for")
+    serve.add_argument(
+        "--model_base_path",
+        required=True,
+        help="directory holding integer-named SavedModel versions (MODEL_BASE_PATH/1/, ...)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument(
+        "--enable_signature_method_name_check",
+        type=_bool_flag,
+        nargs="?",
+        const=True,
+        default=False,
+        help="require matching method names for Classify/Regress/Predict (stock flag; off)",
+    )
+    serve.set_defaults(func=run_serve)
+
+    translate = subparsers.add_parser(
+        "translate",
+        help="translate texts with a served translator",
+        description="Send texts to a model server over gRPC and print one translation per line.",
+    )
+    translate.add_argument("--server", required=True, help="the model server as HOST:PORT")
+    translate.add_argument(
+        "--model_name", default=DEFAULT_MODEL_NAME, help="served model name (default translator)"
+    )
+    translate.add_argument(
+        "--signature", default="serving_default", help="signature to call (default serving_default)"
+    )
+    translate.add_argument(
+        "--timeout", type=_positive_seconds, default=30.0, help="seconds per request (default 30)"
+    )
+    translate.add_argument("texts", nargs="+", metavar="TEXT", help="texts to translate")
+    translate.set_defaults(func=run_translate)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serves until SIGINT/SIGTERM; raises `UserError` for a bad model directory or port."""
+    from keras_attn.cli import UserError
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from keras_attn.serving.servable import LoadError
+    from keras_attn.serving.server import ModelServer
+
+    server = ModelServer(
+        args.model_name,
+        args.model_base_path,
+        port=args.port,
+        host=args.host,
+        rest_api_port=args.rest_api_port or None,
+        enable_signature_method_name_check=args.enable_signature_method_name_check,
+    )
+    try:
+        server.start()
+    except LoadError as error:
+        raise UserError(str(error)) from None
+    except OSError as error:
+        raise UserError(str(error)) from None
+
+    stop = threading.Event()
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous[signum] = signal.signal(signum, lambda *_: stop.set())
+    try:
+        print(f"Serving {args.model_name} version {server.version} on {server.describe()}")
+        sys.stdout.flush()
+        while not stop.wait(1.0):
+            pass
+    finally:
+        server.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    print(f"Stopped serving {args.model_name}.", flush=True)
+    return 0
+
+
+def run_translate(args: argparse.Namespace) -> int:
+    """Prints one translation per line; 1 when the call fails, 2 for a malformed --server."""
+    from keras_attn.cli import UserError
+
+    if not _TARGET.match(args.server):
+        raise UserError(f"--server must be HOST:PORT, got {args.server!r}")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from keras_attn.serving.client import ServerUnavailableError, ServingError, TranslatorClient
+
+    try:
+        with TranslatorClient(args.server, args.model_name, args.timeout) as client:
+            translations = client.translate(args.texts, signature_name=args.signature)
+    except ServerUnavailableError:
+        print(
+            f"keras-attn translate: cannot reach a model server at {args.server} (UNAVAILABLE)",
+            file=sys.stderr,
+        )
+        return 1
+    except ServingError as error:
+        message = " ".join(error.message.split())
+        print(f"keras-attn translate: {error.code.name}: {message}", file=sys.stderr)
+        return 1
+    except ValueError as error:
+        print(f"keras-attn translate: {error}", file=sys.stderr)
+        return 1
+    for translation in translations:
+        print(translation)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs `serve`/`translate` on their own, with the `keras-attn` dispatcher's error handling."""
+    from keras_attn.cli import UserError
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    parser = argparse.ArgumentParser(prog="keras-attn", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_parsers(subparsers)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UserError as error:
+        print(f"keras-attn {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
