@@ -1,0 +1,124 @@
+"""`keras-attn serve` (as a real subprocess) and `keras-attn translate` through the dispatcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+
+import pytest
+
+from keras_attn.cli import main
+
+from .conftest import LATEST_VERSION, MODEL_NAME
+
+READY = re.compile(
+    r"^Serving translator version (\d+) on 127\.0\.0\.1:(\d+) \(gRPC\), REST on 127\.0\.0\.1:(\d+)$"
+)
+
+
+def _lines(stream, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line.rstrip("\n"))
+    lines.put(None)
+
+
+def test_serve_subprocess_answers_then_stops_on_sigterm(model_base_path, closed_port, capsys):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    command = [sys.executable, "-m", "keras_attn.cli", "serve", "--port", "0"]
+    command += ["--rest_api_port", str(closed_port), "--model_name", MODEL_NAME]
+    command += ["--model_base_path", model_base_path]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_lines, args=(process.stdout, lines), daemon=True).start()
+    try:
+        ready = lines.get(timeout=120)
+        assert ready is not None, process.stderr.read()
+        match = READY.match(ready)
+        assert match, ready
+        assert int(match.group(1)) == LATEST_VERSION
+        grpc_port, rest_port = match.group(2), int(match.group(3))
+        assert rest_port == closed_port
+
+        assert main(["translate", "--server", f"127.0.0.1:{grpc_port}", "a b", "c d e"]) == 0
+        assert capsys.readouterr().out == "b a\ne d c\n"
+
+        url = f"http://127.0.0.1:{rest_port}/v1/models/{MODEL_NAME}"
+        with urllib.request.urlopen(url, timeout=20) as answer:
+            status = json.loads(answer.read())["model_version_status"][0]
+        assert status["state"] == "AVAILABLE"
+
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+        assert lines.get(timeout=10) == f"Stopped serving {MODEL_NAME}."
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+        process.stderr.close()
+
+
+def test_translate_prints_one_translation_per_line(target, capsys):
+    assert main(["translate", "--server", target, "--model_name", MODEL_NAME, "x y z", "w"]) == 0
+    assert capsys.readouterr().out == "z y x\nw\n"
+
+
+def test_translate_against_a_closed_port_is_one_line(closed_port, capsys):
+    assert main(["translate", "--server", f"127.0.0.1:{closed_port}", "--timeout", "10", "a"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"keras-attn translate: cannot reach a model server at 127.0.0.1:{closed_port} "
+        "(UNAVAILABLE)\n"
+    )
+
+
+def test_translate_rpc_error_is_one_line(target, capsys):
+    assert main(["translate", "--server", target, "--model_name", "nope", "a"]) == 1
+    assert capsys.readouterr().err == (
+        "keras-attn translate: NOT_FOUND: Servable not found for request: Latest(nope)\n"
+    )
+
+
+def test_translate_needs_host_and_port(capsys):
+    assert main(["translate", "--server", "localhost", "a"]) == 2
+    assert capsys.readouterr().err == (
+        "keras-attn translate: error: --server must be HOST:PORT, got 'localhost'\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "layout, message",
+    [
+        (None, "Could not find base path {base} for servable translator"),
+        (
+            ["latest/", "notes.txt"],
+            "No versions of servable translator found under base path {base}. Did you forget "
+            "to name your leaf directory as a number (eg. '/1/')?",
+        ),
+        (["1/"], "SavedModel not found in {base}/1 (no saved_model.pb or saved_model.pbtxt)"),
+    ],
+    ids=["missing", "no integer version", "not a SavedModel"],
+)
+def test_serve_with_a_bad_model_directory_is_one_line(tmp_path, capsys, layout, message):
+    base = tmp_path / "translator"
+    for entry in layout or []:
+        if entry.endswith("/"):
+            (base / entry).mkdir(parents=True)
+        else:
+            base.mkdir(exist_ok=True)
+            (base / entry).write_text("x")
+    args = ["serve", "--port", "0", "--model_name", MODEL_NAME, "--model_base_path", str(base)]
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"keras-attn serve: error: {message.format(base=base)}\n"
+    assert captured.out == ""
