@@ -103,7 +103,8 @@ class RunDirectory:
         return keras.saving.load_model(self.file(MODEL_FILE), compile=False)
 
 
-def _prepare_run(run: RunDirectory, config: TrainConfig, resume: bool) -> TrainConfig:
+def _resolve_config(run: RunDirectory, config: TrainConfig, resume: bool) -> TrainConfig:
+    """The run's config: the saved one (with the new step target) when resuming. Writes nothing."""
     if resume:
         if not run.exists():
             raise FileNotFoundError(f"cannot resume: {run.path} holds no {CONFIG_FILE}")
@@ -114,7 +115,6 @@ def _prepare_run(run: RunDirectory, config: TrainConfig, resume: bool) -> TrainC
         raise FileExistsError(
             f"{run.path} already holds a run; pass --resume to continue it or choose another --out"
         )
-    run.path.mkdir(parents=True, exist_ok=True)
     return config
 
 
@@ -154,12 +154,14 @@ def train(
 
     config.validate()
     run = RunDirectory(out)
-    config = _prepare_run(run, config, resume)
+    config = _resolve_config(run, config, resume)
+    # Load the corpus before any write: a bad name leaves no half-made run directory behind.
+    splits = corpora.load_corpus(config.corpus, seed=config.seed)
+    run.path.mkdir(parents=True, exist_ok=True)
     policy = precision.set_policy(config.mixed_precision)
     keras.utils.set_random_seed(config.seed)
     run.write_json(CONFIG_FILE, dataclasses.asdict(config))
 
-    splits = corpora.load_corpus(config.corpus, seed=config.seed)
     _vocabularies(run, config, splits["train"], log)
     source_tokenizer, target_tokenizer = run.tokenizers()
     sources, targets = tokenize_pairs(

@@ -1,0 +1,58 @@
+import json
+
+import numpy as np
+import pytest
+
+from keras_attn.cli import main as cli
+from keras_attn.training.trainer import RunDirectory, TrainConfig, train
+
+TINY = dict(
+    batch_size=16, units=16, embedding_dim=8, vocab_size=400, dropout=0.0,
+    checkpoint_every=5, eval_sentences=10,
+)  # fmt: skip
+
+
+def weights_of(run):
+    return [w.copy() for w in RunDirectory(run).load_model().get_weights()]
+
+
+def test_resume_continues_exactly_where_it_stopped(tmp_path):
+    straight = tmp_path / "straight"
+    train(straight, TrainConfig(steps=10, **TINY), progress=False)
+    interrupted = tmp_path / "interrupted"
+    train(interrupted, TrainConfig(steps=5, **TINY), progress=False)
+    metrics = train(interrupted, TrainConfig(steps=10, **TINY), resume=True, progress=False)
+    assert metrics["steps"] == 10 and metrics["steps_this_session"] == 5
+    for a, b in zip(weights_of(straight), weights_of(interrupted), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    saved = json.loads((interrupted / "metrics.json").read_text())
+    assert saved["steps"] == 10 and 0.0 <= saved["dev_exact_match"] <= 1.0
+    for name in ("config.json", "source_vocab.txt", "target_vocab.txt", "model.keras"):
+        assert (interrupted / name).exists()
+    assert any((interrupted / "logs").iterdir())
+    assert (interrupted / "checkpoints" / "checkpoint").exists()
+
+
+def test_refuses_to_overwrite_and_to_resume_nothing(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "keep.txt").write_text("mine")
+    assert cli(["train", "--steps", "1", "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert (tmp_path / "run" / "keep.txt").read_text() == "mine"
+    assert cli(["train", "--steps", "1", "--out", str(tmp_path / "none"), "--resume"]) == 2
+    assert "cannot resume" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--steps", "0"], "--steps must be positive"),
+        (["--model", "nope"], "Unknown model 'nope'"),
+        (["--corpus", "nope"], "nope"),
+    ],
+)
+def test_bad_flags_are_one_line_errors(tmp_path, capsys, flags, message):
+    assert cli(["train", *flags, "--out", str(tmp_path / "r"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "r").exists()  # nothing written, so a corrected retry just works
