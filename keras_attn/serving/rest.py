@@ -646,10 +646,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer("POST")
 
     def _answer(self, method: str) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length > 0 else b""
         path = urlsplit(self.path).path
-        answer = self.api.handle(method, path, body)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:
+            answer = 400, {"error": "Invalid Content-Length header"}
+        else:
+            body = self.rfile.read(length) if length > 0 else b""
+            answer = self.api.handle(method, path, body)
         if answer is None:
             status, payload = 404, {"error": f"Not found: {method} {path}"}
         else:

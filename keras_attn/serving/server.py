@@ -187,17 +187,24 @@ class ModelServer:
             server,
         )
         address = format_address(self.host, self._requested_port)
+        unavailable = f"cannot bind gRPC address {address} (in use, or not an address of this host)"
         try:
             port = server.add_insecure_port(address)
-        except RuntimeError as error:
-            raise OSError(f"cannot bind gRPC address {address}: {error}") from None
+        except RuntimeError:
+            raise OSError(unavailable) from None
         if port == 0:
-            raise OSError(f"cannot bind gRPC address {address}")
+            raise OSError(unavailable)
         self.port = port
         if self._requested_rest_port is not None:
             from keras_attn.serving.rest import make_rest_server
 
-            self._rest = make_rest_server(core, self.host, self._requested_rest_port)
+            rest_address = format_address(self.host, self._requested_rest_port)
+            try:
+                self._rest = make_rest_server(core, self.host, self._requested_rest_port)
+            except OSError as error:
+                raise OSError(
+                    f"cannot bind REST address {rest_address}: {error.strerror or error}"
+                ) from None
             self.rest_api_port = self._rest.server_address[1]
         server.start()
         self._grpc = server

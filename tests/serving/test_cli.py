@@ -122,3 +122,19 @@ def test_serve_with_a_bad_model_directory_is_one_line(tmp_path, capsys, layout, 
     captured = capsys.readouterr()
     assert captured.err == f"keras-attn serve: error: {message.format(base=base)}\n"
     assert captured.out == ""
+
+
+@pytest.mark.parametrize("api", ["gRPC", "REST"])
+def test_serve_on_a_port_in_use_is_one_line(server, model_base_path, capsys, api):
+    args = ["serve", "--model_name", MODEL_NAME, "--model_base_path", model_base_path]
+    if api == "gRPC":
+        args += ["--port", str(server.port)]
+        message = f"cannot bind gRPC address 127.0.0.1:{server.port} (in use, or not an address "
+        message += "of this host)"
+    else:
+        args += ["--port", "0", "--rest_api_port", str(server.rest_api_port)]
+        message = (
+            f"cannot bind REST address 127.0.0.1:{server.rest_api_port}: Address already in use"
+        )
+    assert main(args) == 2
+    assert capsys.readouterr().err == f"keras-attn serve: error: {message}\n"
