@@ -202,6 +202,7 @@ class ModelServer:
             try:
                 self._rest = make_rest_server(core, self.host, self._requested_rest_port)
             except OSError as error:
+                server.stop(None)  # release the gRPC port bound above
                 raise OSError(
                     f"cannot bind REST address {rest_address}: {error.strerror or error}"
                 ) from None
