@@ -56,3 +56,28 @@ def test_bad_flags_are_one_line_errors(tmp_path, capsys, flags, message):
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "r").exists()  # nothing written, so a corrected retry just works
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_runs_export_and_translate(tmp_path, policy):
+    from keras_attn.export.cli import export_run
+
+    run = tmp_path / "run"
+    metrics = train(run, TrainConfig(steps=3, mixed_precision=policy, **TINY), progress=False)
+    assert metrics["precision"] == policy and np.isfinite(metrics["final_loss"])
+    model = RunDirectory(run).load_model()
+    assert model.get_layer("decoder").compute_dtype == policy.split("_")[1]
+    assert all(w.dtype == "float32" for w in model.trainable_weights)
+    version = export_run(run, tmp_path / "models", check=False)
+    assert (version / "saved_model.pb").exists()
+
+
+def test_auto_precision_follows_the_device():
+    import tensorflow as tf
+
+    from keras_attn.training.precision import resolve_policy
+
+    on_gpu = bool(tf.config.list_physical_devices("GPU"))
+    assert resolve_policy("auto") == ("mixed_float16" if on_gpu else "float32")
+    with pytest.raises(ValueError, match="Received: 'fp8'"):
+        resolve_policy("fp8")
