@@ -28,6 +28,9 @@ def greedy_search(
     where `state` is a dict of tensors whose shapes do not change from step to step. When the
     state has an `"attention"` entry `(batch, T_x)`, it is collected into `alignments`.
 
+    PAD and START are never chosen; `scores` are the model's own log-probabilities of the chosen
+    tokens (not renormalised over the remaining vocabulary).
+
     Runs in one `keras.ops.while_loop` (a `tf.while_loop` under TensorFlow), so it exports inside
     a SavedModel; the loop stops as soon as every sentence has produced END. Logits are cast to
     float32 before the log-softmax.
@@ -66,7 +69,10 @@ def greedy_search(
     def body(t, tokens, finished, lengths, scores, ids, alignments, state):
         logits, state = step_fn(tokens, state)
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # (batch, V)
-        next_tokens = ops.cast(ops.argmax(log_probs, axis=-1), "int32")
+        vocab = ops.arange(ops.shape(log_probs)[-1], dtype="int32")
+        allowed = ops.logical_and(ops.not_equal(vocab, pad_id), ops.not_equal(vocab, start_id))
+        choosable = ops.where(allowed, log_probs, float("-inf"))  # PAD, START never generated
+        next_tokens = ops.cast(ops.argmax(choosable, axis=-1), "int32")
         token_scores = ops.take_along_axis(log_probs, ops.expand_dims(next_tokens, -1), axis=-1)
         next_tokens = ops.where(finished, pad_id, next_tokens)
         scores = scores + ops.where(finished, 0.0, token_scores[:, 0])

@@ -63,15 +63,19 @@ for meta in proto.meta_graphs:
                            "outputs": describe(sig.outputs)}
 unknown = sorted(op for op in ops if op_def_registry.get(op) is None)
 loaded = tf.saved_model.load(path)
-translations = {}
+translations, errors = {}, {}
 for key in loaded.signatures:
-    outputs = loaded.signatures[key](text=tf.constant(sentences, tf.string))
+    try:
+        outputs = loaded.signatures[key](text=tf.constant(sentences, tf.string))
+    except Exception as error:  # reported, with the static findings, by the parent
+        errors[key] = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        continue
     translations[key] = {name: value.shape.as_list() for name, value in outputs.items()}
     if "translation" in outputs:
         translations[key]["_text"] = [t.decode("utf-8") for t in outputs["translation"].numpy()]
 leaked = sorted(m for m in sys.modules if m.split(".")[0] == "keras_attn")
 print(json.dumps({"ops": sorted(ops), "unknown_ops": unknown, "signatures": signatures,
-                  "outputs": translations, "leaked_modules": leaked}))
+                  "outputs": translations, "errors": errors, "leaked_modules": leaked}))
 """
 
 
@@ -124,6 +128,8 @@ def check_translator_saved_model(
         problems.append(f"forbidden ops in the graph: {forbidden}")
     if report["unknown_ops"]:
         problems.append(f"ops unknown to tensorflow + tensorflow_text: {report['unknown_ops']}")
+    for key, error in report["errors"].items():
+        problems.append(f"{key} fails to run: {error}")
     if report["leaked_modules"]:
         problems.append(f"loading imported {report['leaked_modules']}")
     for key, (inputs, outputs) in TRANSLATOR_SIGNATURES.items():

@@ -75,3 +75,24 @@ def test_runs_inside_tf_function_with_dynamic_limit():
 
     np.testing.assert_array_equal(decode(tf.constant(3)).numpy(), [[4, END, PAD]])
     np.testing.assert_array_equal(decode(tf.constant(1)).numpy(), [[4]])
+
+
+def test_never_generates_pad_or_start():
+    table = logits_for([[PAD, START], [END, END]])  # the model prefers PAD and START
+    table[0, 0, 5] = np.log(0.2)  # second choices
+    table[0, 1, 4] = np.log(0.2)
+    result = greedy_search(
+        scripted_step(table),
+        {"t": tf.constant(0), "attention": tf.zeros((2, 3))},
+        2,
+        START,
+        END,
+        max_length=2,
+    )
+    np.testing.assert_array_equal(result.ids.numpy()[:, 0], [5, 4])
+    log_probs = table - np.log(np.exp(table).sum(-1, keepdims=True))  # the model's own
+    expected = [
+        log_probs[0, 0, 5] + log_probs[1, 0, END],
+        log_probs[0, 1, 4] + log_probs[1, 1, END],
+    ]
+    np.testing.assert_allclose(result.scores.numpy(), expected, rtol=1e-5)

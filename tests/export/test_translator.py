@@ -1,0 +1,42 @@
+import numpy as np
+import tensorflow as tf
+
+
+def test_outputs_are_consistent_with_a_teacher_forced_pass(translator, tiny_pairs):
+    texts = [s for s, _ in tiny_pairs[:4]] + [""]
+    out = translator.translate_with_alignment(tf.constant(texts))
+    tokens, scores = out["tokens"].numpy(), out["scores"].numpy()
+    alignment, source_tokens = out["alignment"].numpy(), out["source_tokens"].numpy()
+    batch, width = tokens.shape
+    assert batch == len(texts) and out["translation"].shape == (batch,)
+    assert alignment.shape == (batch, width, source_tokens.shape[1])
+
+    source_ids = translator._source_ids(tf.constant(texts)).numpy()
+    vocab = translator.target_tokenizer.vocab
+    for row in range(batch):
+        words = [t.decode() for t in tokens[row] if t]
+        assert all(t == b"" for t in tokens[row][len(words) :])  # padding only at the end
+        ids = [vocab.index(w) for w in words]
+        # Teacher-force START + ids (+ END if it fit) and recompute the sum of log-probabilities.
+        generated = ids if len(ids) == translator.max_output_length else [*ids, 3]
+        target = np.array([[2, *generated[:-1]]])
+        logits = translator.model({"source_ids": source_ids[row : row + 1], "target_ids": target})
+        log_probs = tf.nn.log_softmax(logits).numpy()[0]
+        expected = log_probs[np.arange(len(generated)), generated].sum()
+        np.testing.assert_allclose(scores[row], expected, rtol=1e-4, atol=1e-4)
+        real = source_tokens[row] != b""
+        assert np.all(alignment[row, : len(words)][:, ~real] == 0.0)
+
+
+def test_length_limit(translator):
+    out = translator.translate(tf.constant(["el gato"] * 2))
+    assert out["tokens"].shape[1] <= translator.max_output_length
+
+
+def test_translation_is_detokenized_tokens(translator, tiny_pairs):
+    out = translator.translate(tf.constant([tiny_pairs[0][0]]))
+    ids = [
+        translator.target_tokenizer.vocab.index(t.decode()) for t in out["tokens"].numpy()[0] if t
+    ]
+    expected = translator.target_tokenizer.detokenize(tf.constant([ids or [0]], tf.int64))
+    assert out["translation"].numpy()[0] == expected.numpy()[0]
