@@ -104,18 +104,22 @@ class WordPieceTokenizer(tf.Module):
 
     @property
     def pad_id(self) -> int:
+        """Id of `[PAD]` (0)."""
         return 0
 
     @property
     def unk_id(self) -> int:
+        """Id of `[UNK]` (1)."""
         return 1
 
     @property
     def start_id(self) -> int:
+        """Id of `[START]` (2)."""
         return 2
 
     @property
     def end_id(self) -> int:
+        """Id of `[END]` (3)."""
         return 3
 
     def normalize(self, strings: tf.Tensor) -> tf.Tensor:
