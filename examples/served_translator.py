@@ -32,7 +32,7 @@ def run(command: list[str]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="demo", help="demo directory (recreated on each run)")
-    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--batch-size", type=int, default=96)
     parser.add_argument("--units", type=int, default=256)
     parser.add_argument("--examples", type=int, default=8, help="translations to print")

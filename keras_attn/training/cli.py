@@ -18,7 +18,10 @@ def add_parsers(subparsers) -> None:
     parser.add_argument("--corpus", default="synthetic", help="corpus name (synthetic)")
     parser.add_argument("--steps", type=int, default=2000, help="total training steps")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=2e-3)
+    parser.add_argument("--learning-rate", type=float, default=3e-3, help="peak learning rate")
+    parser.add_argument(
+        "--warmup-steps", type=int, default=100, help="linear warm-up, then cosine decay"
+    )
     parser.add_argument("--clipnorm", type=float, default=5.0, help="gradient norm clipping")
     parser.add_argument("--mixed-precision", choices=POLICIES, default="auto")
     parser.add_argument("--seed", type=int, default=0)
@@ -48,6 +51,7 @@ def run_train(args: argparse.Namespace) -> int:
         steps=args.steps,
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
+        warmup_steps=args.warmup_steps,
         clipnorm=args.clipnorm,
         mixed_precision=args.mixed_precision,
         seed=args.seed,

@@ -39,7 +39,8 @@ class TrainConfig:
     corpus: str = "synthetic"
     steps: int = 2000
     batch_size: int = 64
-    learning_rate: float = 2e-3
+    learning_rate: float = 3e-3
+    warmup_steps: int = 100
     clipnorm: float = 5.0
     mixed_precision: str = "auto"
     seed: int = 0
@@ -127,8 +128,24 @@ def _vocabularies(run: RunDirectory, config: TrainConfig, train_pairs, log) -> N
             log(f"built {name}: {len(vocab)} tokens in {time.perf_counter() - started:.1f}s")
 
 
+def learning_rate_schedule(config: TrainConfig) -> keras.optimizers.schedules.LearningRateSchedule:
+    """Linear warm-up to `learning_rate`, then cosine decay to 5 % of it at step `steps`.
+
+    The schedule is a function of the step counter only, so a resumed run follows it exactly;
+    extending `--steps` on resume stretches the remaining decay.
+    """
+    warmup = min(config.warmup_steps, max(config.steps - 1, 0))
+    return keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=0.0,
+        decay_steps=max(config.steps - warmup, 1),
+        alpha=0.05,
+        warmup_target=config.learning_rate,
+        warmup_steps=warmup,
+    )
+
+
 def _optimizer(config: TrainConfig, policy: str) -> keras.optimizers.Optimizer:
-    optimizer = keras.optimizers.Adam(config.learning_rate, clipnorm=config.clipnorm)
+    optimizer = keras.optimizers.Adam(learning_rate_schedule(config), clipnorm=config.clipnorm)
     if policy == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     return optimizer
