@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -218,11 +219,12 @@ def train(
 
     start = int(step.numpy())
     writer = tf.summary.create_file_writer(str(run.file(LOGS)))
-    bar = (
-        keras.utils.Progbar(config.steps, stateful_metrics=["loss", "accuracy"])
-        if progress
-        else None
-    )
+    bar = None
+    if progress:  # a live bar on a terminal; a line every 10 s in a log file
+        interval = 0.05 if sys.stdout.isatty() else 10.0
+        bar = keras.utils.Progbar(
+            config.steps, stateful_metrics=["loss", "accuracy"], interval=interval
+        )
     started = time.perf_counter()
     loss = accuracy = float("nan")
     for features, labels in plan.dataset(start, config.steps):
