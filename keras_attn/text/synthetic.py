@@ -1262,14 +1262,15 @@ class _Grammar:
             pred = _Predicate([verb.forms[tense, subj.slot]], "lex", verb.en, [], [], tense, False)
             before, after = _en_verb_group(pred, subj.agr)
             return ["qué"] + pred.es + subj.es, ["what"] + before + subj.en + after
-        # "cuándo" and "por qué": verb first, then subject, then complements.
+        # "cuándo" and "por qué": verb first, then subject, then complements ("¿Por qué come
+        # Ana pan?"); a predicate adjective goes before the subject ("¿Por qué está triste Ana?")
+        # so that it cannot be read as an adjective of the subject.
         subj = self.subject(self.rng.choices(["P", "PA"], weights=(3, 1))[0], allow_rel=False)
         neg = kind == "porque" and self.chance(0.25)
         frames = ("intr", "trans") if kind == "cuando" else ("intr", "trans", "adj")
         pred = self.predicate(subj, tense, neg=neg, allow_pre_adverb=False, frames=frames)
         before, after = _en_verb_group(pred, subj.agr)
-        # Split the Spanish predicate after its finite verb so the subject can follow it.
-        split = 2 if neg else 1
+        split = len(pred.es) if pred.en_verb == "be" else 2 if neg else 1
         es_wh = ["cuándo"] if kind == "cuando" else ["por", "qué"]
         en_wh = ["when"] if kind == "cuando" else ["why"]
         es = es_wh + pred.es[:split] + subj.es + pred.es[split:]
