@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import keras
-
-from keras_attn.scores.additive_score import AdditiveScore, ConcatScore
+from keras_attn import registry
+from keras_attn.scores.additive_score import AdditiveScore
+from keras_attn.scores.concat_score import ConcatScore
 from keras_attn.scores.dot_score import DotScore
 from keras_attn.scores.general_score import GeneralScore
 from keras_attn.scores.score import Score
@@ -18,33 +18,18 @@ SCORES: dict[str, type[Score]] = {
 
 
 def get(identifier, **kwargs) -> Score:
-    """Return a new score object for `identifier`.
-
-    Args:
-        identifier: a name in `SCORES`, a `Score` instance (returned as is), or a serialized
-            config dict.
-        **kwargs: constructor arguments when `identifier` is a name (e.g. `units=64`).
+    """Return a score object for a name in `SCORES` (built with `**kwargs`, e.g. `units=64`), a
+    `Score` instance (returned as is) or a serialized config dict.
 
     Example:
 
     >>> type(get("general")).__name__
     'GeneralScore'
     """
-    if isinstance(identifier, Score):
-        return identifier
-    if isinstance(identifier, dict):
-        return keras.saving.deserialize_keras_object(identifier)
-    if isinstance(identifier, str) and identifier in SCORES:
-        return SCORES[identifier](**kwargs)
-    raise ValueError(
-        f"Expected score in {sorted(SCORES)} or a keras_attn.scores.Score. "
-        f"Received: score={identifier!r}"
-    )
+    return registry.resolve(identifier, SCORES, Score, "score", **kwargs)
 
 
-def serialize(score) -> str | dict:
-    """A score spec for `get_config()`: names stay names, objects become config dicts."""
-    return score if isinstance(score, str) else keras.saving.serialize_keras_object(score)
+serialize = registry.serialize
 
 
 __all__ = [
