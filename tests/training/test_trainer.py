@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from keras_attn.cli import main as cli
+from keras_attn.training.data import BatchPlan
 from keras_attn.training.trainer import RunDirectory, TrainConfig, train
 
 TINY = dict(
@@ -16,21 +17,47 @@ def weights_of(run):
     return [w.copy() for w in RunDirectory(run).load_model().get_weights()]
 
 
-def test_resume_continues_exactly_where_it_stopped(tmp_path):
+class Crash(Exception):
+    pass
+
+
+def test_resume_after_a_crash_continues_exactly_where_it_stopped(tmp_path, monkeypatch):
     straight = tmp_path / "straight"
     train(straight, TrainConfig(steps=10, **TINY), progress=False)
-    interrupted = tmp_path / "interrupted"
-    train(interrupted, TrainConfig(steps=5, **TINY), progress=False)
-    metrics = train(interrupted, TrainConfig(steps=10, **TINY), resume=True, progress=False)
+
+    crashed = tmp_path / "crashed"
+    original = BatchPlan.iterate
+
+    def crash_at_step_7(self, start, stop):
+        for step, batch in zip(range(start, stop), original(self, start, stop), strict=True):
+            if step == 7:
+                raise Crash("killed")
+            yield batch
+
+    monkeypatch.setattr(BatchPlan, "iterate", crash_at_step_7)
+    with pytest.raises(Exception, match="killed"):
+        train(crashed, TrainConfig(steps=10, **TINY), progress=False)
+    monkeypatch.setattr(BatchPlan, "iterate", original)
+    assert not (crashed / "model.keras").exists()  # died before the end; checkpoint 5 is there
+
+    metrics = train(crashed, TrainConfig(steps=10, **TINY), resume=True, progress=False)
     assert metrics["steps"] == 10 and metrics["steps_this_session"] == 5
-    for a, b in zip(weights_of(straight), weights_of(interrupted), strict=True):
+    for a, b in zip(weights_of(straight), weights_of(crashed), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    saved = json.loads((interrupted / "metrics.json").read_text())
+    saved = json.loads((crashed / "metrics.json").read_text())
     assert saved["steps"] == 10 and 0.0 <= saved["dev_exact_match"] <= 1.0
     for name in ("config.json", "source_vocab.txt", "target_vocab.txt", "model.keras"):
-        assert (interrupted / name).exists()
-    assert any((interrupted / "logs").iterdir())
-    assert (interrupted / "checkpoints" / "checkpoint").exists()
+        assert (crashed / name).exists()
+    assert any((crashed / "logs").iterdir())
+    assert (crashed / "checkpoints" / "checkpoint").exists()
+
+
+def test_resume_can_extend_a_finished_run(tmp_path):
+    run = tmp_path / "run"
+    train(run, TrainConfig(steps=5, **TINY), progress=False)
+    metrics = train(run, TrainConfig(steps=8, **TINY), resume=True, progress=False)
+    assert metrics["steps"] == 8 and metrics["steps_this_session"] == 3
+    assert RunDirectory(run).read_config().steps == 8
 
 
 def test_refuses_to_overwrite_and_to_resume_nothing(tmp_path, capsys):
