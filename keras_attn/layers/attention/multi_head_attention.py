@@ -1,0 +1,275 @@
+"""Multi-head scaled dot-product attention with fused projections and an optional KV cache."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+from keras import ops
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.ops.distributions import softmax
+from keras_attn.ops.masking import apply_query_mask, merge_masks
+
+
+@keras_attn_export("keras_attn.layers.MultiHeadAttention")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product attention (thesis eqs. 2.23-2.26, Vaswani et al. 2017).
+
+    For every head `i` (shapes for one batch element):
+
+        Q_i = E_Q W_i^Q + b_i^Q      (T_q, key_dim)      W_i^Q: (d_q, key_dim)
+        K_i = E_K W_i^K + b_i^K      (T_k, key_dim)      W_i^K: (d_k, key_dim)
+        V_i = E_V W_i^V + b_i^V      (T_k, value_dim)    W_i^V: (d_v, value_dim)
+        A_i = softmax(Q_i K_i^T / sqrt(key_dim))         (T_q, T_k), masked positions get 0
+        H_i = A_i V_i                                    (T_q, value_dim)
+        out = concat_i(H_i) W^O + b^O                    (T_q, d_out)
+
+    The thesis' eq. 2.25 writes `V_i = E_V W_i^K`; the standard (and implemented) form projects
+    the values with their own matrix `W_i^V`.
+
+    Projections are fused: when `query`, `value` and `key` are the same tensor (self-attention) one
+    einsum computes Q, K and V; when only `key` is `value` one einsum computes K and V. The weights
+    are kept per projection (`query_kernel` `(d_q, heads, key_dim)`, `key_kernel`, `value_kernel`
+    `(d_v, heads, value_dim)`, `output_kernel` `(heads, value_dim, d_out)` and their biases), the
+    layout of `keras.layers.MultiHeadAttention`'s `EinsumDense` sublayers, so weights map one to
+    one. The softmax is taken in float32 (`keras_attn.ops.softmax`).
+
+    Incremental decoding: pass `cache=(key_cache, value_cache)` with shapes
+    `(batch, heads, S, key_dim)` and `(batch, heads, S, value_dim)` (zeros to start) and
+    `cache_update_index=i`. The keys and values of the `T_q` new positions are written into the
+    caches at positions `i .. i + T_q - 1`, and the queries attend over all `S` cache positions.
+    With `use_causal_mask=True` the query at position `i + t` sees cache positions `<= i + t`,
+    which also hides the not yet written part of the cache; `value_mask` and `attention_mask` then
+    describe the `S` cache positions.
+
+    Args:
+        num_heads: number of heads `h`.
+        key_dim: size of each head's queries and keys.
+        value_dim: size of each head's values; defaults to `key_dim`.
+        dropout: dropout rate on the attention weights during training.
+        use_bias: whether the four projections have biases.
+        output_shape: size `d_out` of the output's last axis; defaults to the query's last axis.
+        kernel_initializer: initializer of the four kernels.
+        bias_initializer: initializer of the four biases.
+
+    Call arguments:
+        query: `(batch, T_q, d_q)`.
+        value: `(batch, T_k, d_v)`.
+        key: `(batch, T_k, d_k)`; defaults to `value`.
+        query_mask: bool `(batch, T_q)`; padded queries get a zero output. Filled from Keras
+            masking when not given.
+        value_mask: bool `(batch, T_k)`; padded keys get exactly zero weight. Filled from Keras
+            masking when not given.
+        attention_mask: bool `(batch, T_q, T_k)`, True where attention is allowed.
+        use_causal_mask: query `t` attends only to keys `<= t` (offset by `cache_update_index`
+            when a cache is given).
+        return_attention_scores: also return the weights `(batch, heads, T_q, T_k)`.
+        training: enables dropout.
+        cache: None, or `(key_cache, value_cache)` as described above.
+        cache_update_index: int (or int scalar tensor) position at which the new keys and values
+            are written; required with `cache`.
+
+    Returns:
+        Without a cache: `output` `(batch, T_q, d_out)`, or `(output, weights)` when
+        `return_attention_scores=True`. With a cache: `(output, cache)`, or
+        `(output, weights, cache)`, where `cache` is the updated `(key_cache, value_cache)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    >>> x = np.random.rand(2, 3, 8).astype("float32")
+    >>> output, weights = layer(x, x, return_attention_scores=True)
+    >>> tuple(output.shape), tuple(weights.shape)
+    ((2, 3, 8), (2, 2, 3, 3))
+    >>> cache = (np.zeros((2, 2, 5, 4), "float32"), np.zeros((2, 2, 5, 4), "float32"))
+    >>> step, cache = layer(x[:, :1], x[:, :1], use_causal_mask=True, cache=cache,
+    ...                     cache_update_index=0)
+    >>> tuple(step.shape), tuple(cache[0].shape)
+    ((2, 1, 8), (2, 2, 5, 4))
+
+    References:
+        Vaswani et al., 2017, "Attention Is All You Need", arXiv:1706.03762.
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        key_dim: int,
+        value_dim: int | None = None,
+        dropout: float = 0.0,
+        use_bias: bool = True,
+        output_shape: int | None = None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _check_positive_int("num_heads", num_heads)
+        _check_positive_int("key_dim", key_dim)
+        if value_dim is not None:
+            _check_positive_int("value_dim", value_dim)
+        if output_shape is not None:
+            _check_positive_int("output_shape", output_shape)
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"Expected dropout in [0, 1). Received: dropout={dropout!r}")
+        self.num_heads = int(num_heads)
+        self.key_dim = int(key_dim)
+        self.value_dim = None if value_dim is None else int(value_dim)
+        self.dropout = float(dropout)
+        self.use_bias = bool(use_bias)
+        self._output_shape = None if output_shape is None else int(output_shape)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.supports_masking = True
+
+    @property
+    def output_shape(self) -> int | None:
+        """The configured size of the output's last axis (None = the query's)."""
+        return self._output_shape
+
+    @property
+    def head_value_dim(self) -> int:
+        """Size of each head's values (`value_dim`, or `key_dim` when not given)."""
+        return self.key_dim if self.value_dim is None else self.value_dim
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        heads, dk, dv = self.num_heads, self.key_dim, self.head_value_dim
+        d_out = self._output_shape or query_shape[-1]
+        self.query_kernel = self._kernel("query_kernel", (query_shape[-1], heads, dk))
+        self.key_kernel = self._kernel("key_kernel", (key_shape[-1], heads, dk))
+        self.value_kernel = self._kernel("value_kernel", (value_shape[-1], heads, dv))
+        self.output_kernel = self._kernel("output_kernel", (heads, dv, d_out))
+        if self.use_bias:
+            self.query_bias = self._bias("query_bias", (heads, dk))
+            self.key_bias = self._bias("key_bias", (heads, dk))
+            self.value_bias = self._bias("value_bias", (heads, dv))
+            self.output_bias = self._bias("output_bias", (d_out,))
+        self.built = True
+
+    def _kernel(self, name, shape):
+        return self.add_weight(name=name, shape=shape, initializer=self.kernel_initializer)
+
+    def _bias(self, name, shape):
+        return self.add_weight(name=name, shape=shape, initializer=self.bias_initializer)
+
+    def _project(self, x, kernels, biases):
+        """One einsum for several projections of `x`: `(b, T, d)` -> list of `(b, heads, T, e)`."""
+        kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=-1)
+        # (batch, T, d) x (d, heads, sum e) -> (batch, heads, T, sum e)
+        projected = ops.einsum("btd,dhe->bhte", x, kernel)
+        if self.use_bias:
+            bias = biases[0] if len(biases) == 1 else ops.concatenate(biases, axis=-1)
+            projected = projected + ops.expand_dims(bias, 1)  # (heads, 1, sum e)
+        if len(kernels) == 1:
+            return [projected]
+        sizes = [k.shape[-1] for k in kernels]
+        splits = [sum(sizes[: i + 1]) for i in range(len(sizes) - 1)]
+        return ops.split(projected, splits, axis=-1)
+
+    def _projections(self, query, value, key):
+        qb, kb, vb = (
+            (self.query_bias, self.key_bias, self.value_bias) if self.use_bias else (None,) * 3
+        )
+        if key is None and query is value:
+            return self._project(
+                query, [self.query_kernel, self.key_kernel, self.value_kernel], [qb, kb, vb]
+            )
+        (q,) = self._project(query, [self.query_kernel], [qb])
+        if key is None:
+            k, v = self._project(value, [self.key_kernel, self.value_kernel], [kb, vb])
+        else:
+            (k,) = self._project(key, [self.key_kernel], [kb])
+            (v,) = self._project(value, [self.value_kernel], [vb])
+        return q, k, v
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+        cache=None,
+        cache_update_index=None,
+    ):
+        if key is value:
+            key = None
+        q, k, v = self._projections(query, value, key)  # (batch, heads, T, e)
+        if cache is not None:
+            if cache_update_index is None:
+                raise ValueError("`cache_update_index` is required when `cache` is given.")
+            key_cache, value_cache = cache
+            start = [0, 0, cache_update_index, 0]
+            k = ops.slice_update(ops.cast(key_cache, k.dtype), start, k)  # (batch, heads, S, dk)
+            v = ops.slice_update(ops.cast(value_cache, v.dtype), start, v)
+            cache = (k, v)
+        q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
+        scores = ops.einsum("bhqe,bhke->bhqk", q, k)  # (batch, heads, T_q, T_k)
+
+        if attention_mask is not None:
+            attention_mask = ops.cast(attention_mask, "bool")
+        if use_causal_mask:
+            offset = 0 if cache is None else cache_update_index
+            causal = _causal_mask(ops.shape(q)[2], ops.shape(k)[2], offset)
+            attention_mask = (
+                causal if attention_mask is None else ops.logical_and(attention_mask, causal)
+            )
+        mask = merge_masks(value_mask=value_mask, attention_mask=attention_mask)
+        if mask is not None:
+            mask = ops.expand_dims(mask, 1)  # broadcast over heads
+        weights = softmax(scores, mask=mask)  # float32 inside, compute dtype out
+        dropped = self.dropout_layer(weights, training=training)
+        context = ops.einsum("bhqk,bhke->bqhe", dropped, v)  # (batch, T_q, heads, dv)
+        output = ops.einsum("bqhe,heo->bqo", context, self.output_kernel)
+        if self.use_bias:
+            output = output + self.output_bias
+        output = apply_query_mask(output, query_mask)
+
+        result = (output, weights) if return_attention_scores else (output,)
+        if cache is not None:
+            return (*result, cache)
+        return result if return_attention_scores else output
+
+    def compute_mask(self, query, value, key=None, query_mask=None, value_mask=None, **kwargs):
+        return query_mask
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            key_dim=self.key_dim,
+            value_dim=self.value_dim,
+            dropout=self.dropout,
+            use_bias=self.use_bias,
+            output_shape=self._output_shape,
+            kernel_initializer=keras.saving.serialize_keras_object(self.kernel_initializer),
+            bias_initializer=keras.saving.serialize_keras_object(self.bias_initializer),
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for name in ("kernel_initializer", "bias_initializer"):
+            config[name] = keras.saving.deserialize_keras_object(config[name])
+        return cls(**config)
+
+
+def _causal_mask(query_length, key_length, offset):
+    """Bool `(1, T_q, T_k)`: query `t` (at position `offset + t`) sees keys `<= offset + t`."""
+    rows = ops.expand_dims(ops.arange(query_length) + offset, -1)  # (T_q, 1)
+    cols = ops.expand_dims(ops.arange(key_length), 0)  # (1, T_k)
+    return ops.expand_dims(ops.greater_equal(rows, cols), 0)
+
+
+def _check_positive_int(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"Expected {name} to be a positive int. Received: {name}={value!r}")

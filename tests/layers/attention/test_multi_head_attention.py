@@ -1,0 +1,252 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.layers.attention.multi_head_attention import MultiHeadAttention
+from keras_attn.testing import run_layer_test
+from tests import numpy_reference as ref
+
+RNG = np.random.default_rng(7)
+B, T_Q, T_K, D = 2, 3, 5, 8
+X = RNG.normal(size=(B, T_Q, D)).astype("float32")
+V = RNG.normal(size=(B, T_K, 6)).astype("float32")
+K = RNG.normal(size=(B, T_K, 7)).astype("float32")
+VALUE_MASK = np.array([[True] * T_K, [True, True, True, False, False]])
+
+
+def copy_keras_weights(keras_layer, layer):
+    """Copy `keras.layers.MultiHeadAttention`'s EinsumDense kernels and biases into `layer`."""
+    sublayers = {
+        "query": keras_layer._query_dense,
+        "key": keras_layer._key_dense,
+        "value": keras_layer._value_dense,
+        "output": keras_layer._output_dense,
+    }
+    for name, dense in sublayers.items():
+        getattr(layer, f"{name}_kernel").assign(dense.kernel)
+        getattr(layer, f"{name}_bias").assign(dense.bias)
+
+
+def randomise(layer, seed=0):
+    """Give every weight (biases included) non-trivial values."""
+    rng = np.random.default_rng(seed)
+    for weight in layer.weights:
+        weight.assign(rng.normal(scale=0.5, size=weight.shape).astype("float32"))
+
+
+def reference(layer, query, value, key=None, mask=None):
+    """Eqs. 2.23-2.26 in NumPy (float64) with the layer's own weights."""
+    key = value if key is None else key
+    w = {name: getattr(layer, name).numpy().astype("float64") for name in _WEIGHT_NAMES}
+    q = np.einsum("btd,dhe->bhte", query, w["query_kernel"]) + w["query_bias"][:, None]
+    k = np.einsum("btd,dhe->bhte", key, w["key_kernel"]) + w["key_bias"][:, None]
+    v = np.einsum("btd,dhe->bhte", value, w["value_kernel"]) + w["value_bias"][:, None]
+    scores = np.einsum("bhqe,bhke->bhqk", q, k) / np.sqrt(layer.key_dim)
+    weights = ref.softmax(scores, None if mask is None else mask[:, None])
+    heads = np.einsum("bhqk,bhke->bqhe", weights, v)
+    output = np.einsum("bqhe,heo->bqo", heads, w["output_kernel"]) + w["output_bias"]
+    return output, weights
+
+
+_WEIGHT_NAMES = [
+    f"{part}_{kind}" for part in ("query", "key", "value", "output") for kind in ("kernel", "bias")
+]
+
+
+def test_matches_numpy_reference_with_masks():
+    layer = MultiHeadAttention(num_heads=2, key_dim=3, value_dim=4, output_shape=5)
+    layer(X, V, key=K)
+    randomise(layer)
+    attention_mask = RNG.random((B, T_Q, T_K)) > 0.3
+    attention_mask[:, :, 0] = True
+    output, weights = layer(
+        X,
+        V,
+        key=K,
+        value_mask=VALUE_MASK,
+        attention_mask=attention_mask,
+        return_attention_scores=True,
+    )
+    mask = VALUE_MASK[:, None, :] & attention_mask
+    expected_output, expected_weights = reference(layer, X, V, K, mask)
+    assert output.shape == (B, T_Q, 5) and weights.shape == (B, 2, T_Q, T_K)
+    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(output.numpy(), expected_output, rtol=1e-5, atol=1e-5)
+    assert np.all(weights.numpy()[1, :, :, 3:] == 0.0)
+
+
+@pytest.mark.parametrize("mode", ["self", "cross_kv", "cross_separate_key"])
+def test_equals_keras_multi_head_attention(mode):
+    query = X
+    value = {"self": X, "cross_kv": V, "cross_separate_key": V}[mode]
+    key = K if mode == "cross_separate_key" else None
+    value_mask = VALUE_MASK if mode != "self" else VALUE_MASK[:, :T_Q]
+    t_k = value.shape[1]
+    attention_mask = RNG.random((B, T_Q, t_k)) > 0.4
+    attention_mask[:, :, 0] = True
+
+    theirs_layer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3)
+    theirs_layer(query, value, key=key)
+    randomise(theirs_layer, seed=1)
+    ours_layer = MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3)
+    ours_layer(query, value, key=key)
+    copy_keras_weights(theirs_layer, ours_layer)
+
+    kwargs = dict(value_mask=value_mask, attention_mask=attention_mask)
+    ours, our_weights = ours_layer(query, value, key=key, return_attention_scores=True, **kwargs)
+    theirs, their_weights = theirs_layer(
+        query, value, key=key, return_attention_scores=True, **kwargs
+    )
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(our_weights.numpy(), their_weights.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_causal_mask_equals_keras():
+    theirs_layer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    theirs_layer(X, X)
+    randomise(theirs_layer, seed=2)
+    ours_layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    ours_layer(X, X)
+    copy_keras_weights(theirs_layer, ours_layer)
+    ours, weights = ours_layer(X, X, use_causal_mask=True, return_attention_scores=True)
+    theirs = theirs_layer(X, X, use_causal_mask=True)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-5)
+    upper = np.triu(np.ones((T_Q, T_Q), bool), k=1)
+    assert np.all(weights.numpy()[:, :, upper] == 0.0)
+
+
+def test_fused_self_attention_equals_separate_projections():
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    layer(X, X)
+    randomise(layer, seed=3)
+    fused = layer(X, X).numpy()  # query is value: one einsum for Q, K and V
+    separate = layer(X, np.array(X), key=np.array(X)).numpy()
+    expected, _ = reference(layer, X, X)
+    np.testing.assert_allclose(fused, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fused, separate, rtol=1e-6, atol=1e-6)
+
+
+def test_cached_decoding_equals_full_causal_pass():
+    length, heads, dim = 6, 2, 4
+    x = RNG.normal(size=(B, length, D)).astype("float32")
+    layer = MultiHeadAttention(num_heads=heads, key_dim=dim, value_dim=3)
+    layer(x, x)
+    randomise(layer, seed=4)
+    full, full_weights = layer(x, x, use_causal_mask=True, return_attention_scores=True)
+
+    cache = (
+        np.zeros((B, heads, length, dim), "float32"),
+        np.zeros((B, heads, length, 3), "float32"),
+    )
+    steps, step_weights = [], []
+    for t in range(length):
+        token = x[:, t : t + 1]
+        out, weights, cache = layer(
+            token,
+            token,
+            use_causal_mask=True,
+            return_attention_scores=True,
+            cache=cache,
+            cache_update_index=t,
+        )
+        steps.append(out.numpy())
+        step_weights.append(weights.numpy())
+    np.testing.assert_allclose(np.concatenate(steps, 1), full.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        np.concatenate(step_weights, 2), full_weights.numpy(), rtol=1e-5, atol=1e-6
+    )
+    # The filled cache holds exactly the keys of the full sequence.
+    expected_keys = np.einsum("btd,dhe->bhte", x, layer.key_kernel.numpy())
+    expected_keys += layer.key_bias.numpy()[:, None]
+    np.testing.assert_allclose(cache[0].numpy(), expected_keys, rtol=1e-5, atol=1e-5)
+
+
+def test_cache_prefill_then_step_in_graph():
+    length = 5
+    x = RNG.normal(size=(1, length, D)).astype("float32")
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    layer(x, x)
+    full = layer(x, x, use_causal_mask=True).numpy()
+    empty = (np.zeros((1, 2, length, 4), "float32"), np.zeros((1, 2, length, 4), "float32"))
+    prefix, cache = layer(
+        x[:, :3], x[:, :3], use_causal_mask=True, cache=empty, cache_update_index=0
+    )
+
+    @tf.function
+    def step(token, cache, index):
+        return layer(token, token, use_causal_mask=True, cache=cache, cache_update_index=index)
+
+    fourth, cache = step(x[:, 3:4], cache, tf.constant(3))
+    fifth, _ = step(x[:, 4:5], cache, tf.constant(4))
+    got = np.concatenate([prefix.numpy(), fourth.numpy(), fifth.numpy()], axis=1)
+    np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
+
+
+def test_query_mask_zeroes_padded_queries_and_propagates():
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    query_mask = np.array([[True, True, False], [True, True, True]])
+    output = layer(X, V, query_mask=query_mask).numpy()
+    unmasked = layer(X, V).numpy()
+    assert np.all(output[0, 2] == 0.0)
+    np.testing.assert_allclose(output[0, :2], unmasked[0, :2], rtol=1e-6)
+    tokens = np.array([[1, 2, 0], [3, 4, 5]])
+    embedded = keras.layers.Embedding(10, D, mask_zero=True)(tokens)
+    masked_layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    out = masked_layer(embedded, embedded)  # Keras masking fills query_mask and value_mask
+    mask = masked_layer.compute_mask(embedded, embedded, query_mask=tokens > 0)
+    np.testing.assert_array_equal(mask, tokens > 0)
+    assert np.all(out.numpy()[0, 2] == 0.0) and np.all(out.numpy()[0, :2] != 0.0)
+
+
+def test_fully_masked_row_gives_no_nan():
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    mask = VALUE_MASK.copy()
+    mask[0] = False
+    output, weights = layer(X, V, value_mask=mask, return_attention_scores=True)
+    assert np.all(np.isfinite(output.numpy())) and np.all(np.isfinite(weights.numpy()))
+    assert np.all(weights.numpy()[0] == 0.0)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="num_heads=0"):
+        MultiHeadAttention(num_heads=0, key_dim=4)
+    with pytest.raises(ValueError, match="key_dim='4'"):
+        MultiHeadAttention(num_heads=2, key_dim="4")
+    with pytest.raises(ValueError, match="value_dim=-1"):
+        MultiHeadAttention(num_heads=2, key_dim=4, value_dim=-1)
+    with pytest.raises(ValueError, match="output_shape=0"):
+        MultiHeadAttention(num_heads=2, key_dim=4, output_shape=0)
+    with pytest.raises(ValueError, match="dropout=1.0"):
+        MultiHeadAttention(num_heads=2, key_dim=4, dropout=1.0)
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    cache = (np.zeros((B, 2, 4, 4), "float32"),) * 2
+    with pytest.raises(ValueError, match="cache_update_index"):
+        layer(X, X, cache=cache)
+
+
+def test_harness_cross_attention():
+    run_layer_test(
+        MultiHeadAttention,
+        {"num_heads": 2, "key_dim": 3, "value_dim": 2, "dropout": 0.1, "output_shape": 4},
+        {"query": X, "value": V},
+        mask=VALUE_MASK,
+        padded_input="value",
+        mask_kwarg="value_mask",
+        expected_output_shape=(B, T_Q, 4),
+        run_saved_model_check=True,
+    )
+
+
+def test_harness_causal_keras_masking():
+    x = RNG.normal(size=(B, 4, D)).astype("float32")
+    run_layer_test(
+        MultiHeadAttention,
+        {"num_heads": 2, "key_dim": 4, "use_bias": False},
+        {"query": RNG.normal(size=(B, 4, D)), "value": x},
+        call_kwargs={"use_causal_mask": True},
+        mask=np.array([[True] * 4, [True, True, False, False]]),
+        padded_input="value",
+        expected_output_shape=(B, 4, D),
+        run_saved_model_check=False,
+    )
