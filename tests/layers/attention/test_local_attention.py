@@ -1,0 +1,130 @@
+import numpy as np
+import pytest
+
+from keras_attn.layers.attention.local_attention import LocalAttention
+from keras_attn.testing import run_layer_test
+from tests import numpy_reference as ref
+
+RNG = np.random.default_rng(11)
+Q = RNG.normal(size=(2, 4, 3)).astype("float32")
+V = RNG.normal(size=(2, 7, 3)).astype("float32")
+MASK = np.array([[True] * 7, [True, True, True, True, True, False, False]])
+
+
+def local_reference(scores, values, value_mask, positions, window, predictive):
+    """Luong section 3.2 written out position by position (float64)."""
+    batch, t_q, t_k = scores.shape
+    weights = np.zeros((batch, t_q, t_k))
+    for b in range(batch):
+        for t in range(t_q):
+            p_t = positions[b, t]
+            allowed = [
+                s for s in range(t_k) if value_mask[b, s] and p_t - window <= s <= p_t + window
+            ]
+            if not allowed:
+                continue
+            logits = np.array([scores[b, t, s] for s in allowed], dtype=np.float64)
+            align = np.exp(logits - logits.max())
+            align /= align.sum()
+            for s, a in zip(allowed, align, strict=True):
+                if predictive:
+                    a = a * np.exp(-((s - p_t) ** 2) / (2 * (window / 2) ** 2))
+                weights[b, t, s] = a
+    return np.einsum("bqk,bkd->bqd", weights, values), weights
+
+
+def test_monotonic_matches_numpy():
+    layer = LocalAttention(mode="monotonic", window=1, score="general")
+    context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
+    scores = ref.general_score(Q, V, layer.score_fn.kernel.numpy())
+    positions = np.broadcast_to(np.arange(4), (2, 4))
+    expected_context, expected_weights = local_reference(scores, V, MASK, positions, 1, False)
+    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(context.numpy(), expected_context, rtol=1e-5, atol=1e-6)
+    # Query 0 sees keys 0 and 1 only; query 3 sees keys 2, 3, 4.
+    assert np.all(weights.numpy()[:, 0, 2:] == 0.0)
+    assert np.all(weights.numpy()[:, 3, :2] == 0.0) and np.all(weights.numpy()[:, 3, 5:] == 0.0)
+
+
+def test_monotonic_explicit_positions_equal_stepwise_decoding():
+    layer = LocalAttention(mode="monotonic", window=2, score="dot")
+    full_context, full_weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
+    for t in range(4):
+        positions = np.full((2, 1), t, dtype="int32")
+        context, weights = layer(
+            Q[:, t : t + 1],
+            V,
+            value_mask=MASK,
+            query_positions=positions,
+            return_attention_scores=True,
+        )
+        np.testing.assert_allclose(weights.numpy()[:, 0], full_weights.numpy()[:, t], atol=1e-7)
+        np.testing.assert_allclose(context.numpy()[:, 0], full_context.numpy()[:, t], atol=1e-6)
+
+
+def test_predictive_matches_numpy():
+    layer = LocalAttention(mode="predictive", window=2, score="general", units=5)
+    context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
+    hidden = np.tanh(Q.astype(np.float64) @ layer.position_kernel.numpy())
+    length = MASK.sum(axis=1, keepdims=True).astype(np.float64)  # S: 7 and 5
+    positions = length * ref.sigmoid(hidden @ layer.position_v.numpy())
+    scores = ref.general_score(Q, V, layer.score_fn.kernel.numpy())
+    expected_context, expected_weights = local_reference(scores, V, MASK, positions, 2, True)
+    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(context.numpy(), expected_context, rtol=1e-5, atol=1e-5)
+    assert np.all(weights.numpy()[1, :, 5:] == 0.0)
+    # The Gaussian factor is at most 1, so rows sum to less than one.
+    assert np.all(weights.numpy().sum(-1) < 1.0)
+
+
+def test_window_covering_everything_is_global_attention():
+    layer = LocalAttention(mode="monotonic", window=10, score="dot")
+    context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
+    expected_context, expected_weights = ref.attention(ref.dot_score(Q, V), V, MASK[:, None, :])
+    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(context.numpy(), expected_context, rtol=1e-5, atol=1e-6)
+
+
+def test_fully_masked_row_and_empty_window_give_zeros_not_nan():
+    mask = MASK.copy()
+    mask[0] = False
+    for mode in ("monotonic", "predictive"):
+        layer = LocalAttention(mode=mode, window=1, score="dot")
+        context, weights = layer(Q, V, value_mask=mask, return_attention_scores=True)
+        assert np.all(np.isfinite(context.numpy())) and np.all(weights.numpy()[0] == 0.0)
+    # Query 3 of a 2-key source: its window [2, 4] holds no real key.
+    layer = LocalAttention(mode="monotonic", window=1, score="dot")
+    short = np.array([[True, True] + [False] * 5] * 2)
+    _, weights = layer(Q, V, value_mask=short, return_attention_scores=True)
+    assert np.all(weights.numpy()[:, 3] == 0.0)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="mode='local'"):
+        LocalAttention(mode="local")
+    with pytest.raises(ValueError, match="window=-1"):
+        LocalAttention(window=-1)
+    with pytest.raises(ValueError, match="window=0"):
+        LocalAttention(mode="predictive", window=0)
+    with pytest.raises(ValueError, match="units=0"):
+        LocalAttention(mode="predictive", units=0)
+    with pytest.raises(ValueError, match="dropout=1.0"):
+        LocalAttention(dropout=1.0)
+    with pytest.raises(ValueError, match="score='nope'"):
+        LocalAttention(score="nope")
+    with pytest.raises(ValueError, match="mode='predictive'"):
+        LocalAttention(mode="predictive")(Q, V, query_positions=np.zeros((2, 4)))
+
+
+@pytest.mark.parametrize("mode", ["monotonic", "predictive"])
+def test_harness(mode):
+    run_layer_test(
+        LocalAttention,
+        {"mode": mode, "window": 2, "score": "general", "dropout": 0.1},
+        {"query": Q, "value": V},
+        mask=MASK,
+        padded_input="value",
+        mask_kwarg="value_mask",
+        expected_output_shape=(2, 4, 3),
+        run_saved_model_check=mode == "predictive",
+    )
