@@ -1,0 +1,101 @@
+"""Co-attention: two sequences attend to each other through one affinity matrix."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_attn import ops as attn_ops
+from keras_attn import scores
+from keras_attn.api_export import keras_attn_export
+
+
+@keras_attn_export("keras_attn.layers.CoAttention")
+class CoAttention(keras.layers.Layer):
+    """Co-attention: one affinity matrix normalised both ways gives a context for each sequence.
+
+    For sequences `a` `(batch, T_a, d_a)` and `b` `(batch, T_b, d_b)`:
+
+        L = score(a, b)                  (batch, T_a, T_b), e.g. L_ij = a_i^T W b_j
+        A_a = softmax over j of L        (batch, T_a, T_b)   each a_i attends over b
+        A_b = softmax over i of L        (batch, T_a, T_b)   each b_j attends over a
+        C_a = A_a b                      (batch, T_a, d_b)
+        C_b = A_b^T a                    (batch, T_b, d_a)
+
+    Both softmaxes see only pairs of real positions, in float32: padded positions of either
+    sequence get exactly zero weight, and the contexts of padded positions are zero (a fully
+    padded sequence gives zero weights and zero contexts, never NaN). This is the single-level
+    co-attention of the Dynamic Coattention Network (its `C^Q = D A^Q`); the second level, which
+    attends over `[b; C_b]`, is left to the caller.
+
+    Args:
+        score: the affinity function, a name from `keras_attn.scores.SCORES` (`"dot"` is DCN's
+            `L = D^T Q`, `"general"` the bilinear `a^T W b` of Lu et al.'s affinity matrix,
+            `"concat"`, `"additive"`) or a `keras_attn.scores.Score` instance.
+
+    Call arguments:
+        a: `(batch, T_a, d_a)`.
+        b: `(batch, T_b, d_b)`.
+        a_mask: bool `(batch, T_a)`, True at real positions; filled from Keras masking.
+        b_mask: bool `(batch, T_b)`, likewise.
+        return_attention_scores: also return the weights.
+
+    Returns:
+        `(context_a, context_b)`, or `((context_a, context_b), weights)` when
+        `return_attention_scores=True`, where `weights` `(batch, 2, T_a, T_b)` stacks both
+        normalisations of `L` in its layout: `weights[:, 0]` is `A_a` (rows sum to one over `b`)
+        and `weights[:, 1]` is `A_b` (columns sum to one over `a`).
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = CoAttention(score="general")
+    >>> a = np.random.rand(2, 3, 4).astype("float32"); b = np.random.rand(2, 5, 6).astype("float32")
+    >>> (context_a, context_b), weights = layer(a, b, return_attention_scores=True)
+    >>> tuple(context_a.shape), tuple(context_b.shape), tuple(weights.shape)
+    ((2, 3, 6), (2, 5, 4), (2, 2, 3, 5))
+
+    References:
+        Xiong, Zhong and Socher, 2017, "Dynamic Coattention Networks for Question Answering",
+        arXiv:1611.01604, section 2.2; Lu, Yang, Batra and Parikh, 2016, "Hierarchical
+        Question-Image Co-Attention for Visual Question Answering", arXiv:1606.00061, section 3.3.
+    """
+
+    def __init__(self, score="general", **kwargs):
+        super().__init__(**kwargs)
+        self.score = score
+        self.score_fn = scores.get(score, dtype=self.dtype_policy)
+        self.supports_masking = True
+
+    def build(self, a_shape, b_shape):
+        self.score_fn.build(a_shape, b_shape)
+        self.built = True
+
+    def call(self, a, b, a_mask=None, b_mask=None, return_attention_scores=False):
+        affinity = self.score_fn(a, b)  # (batch, T_a, T_b)
+        mask = None
+        if a_mask is not None or b_mask is not None:
+            # (batch, T_a, 1) & (batch, 1, T_b) -> (batch, T_a, T_b): pairs of real positions.
+            a_keep = ops.ones_like(a[..., 0], "bool") if a_mask is None else a_mask
+            b_keep = ops.ones_like(b[..., 0], "bool") if b_mask is None else b_mask
+            mask = ops.logical_and(
+                ops.expand_dims(ops.cast(a_keep, "bool"), -1),
+                ops.expand_dims(ops.cast(b_keep, "bool"), -2),
+            )
+        weights_a = attn_ops.softmax(affinity, mask=mask, axis=-1)
+        weights_b = attn_ops.softmax(affinity, mask=mask, axis=-2)
+        # (batch, T_a, T_b) x (batch, T_b, d_b) -> (batch, T_a, d_b)
+        context_a = ops.einsum("bij,bjd->bid", weights_a, ops.cast(b, weights_a.dtype))
+        # (batch, T_a, T_b) x (batch, T_a, d_a) -> (batch, T_b, d_a)
+        context_b = ops.einsum("bij,bid->bjd", weights_b, ops.cast(a, weights_b.dtype))
+        if return_attention_scores:
+            return (context_a, context_b), ops.stack([weights_a, weights_b], axis=1)
+        return context_a, context_b
+
+    def compute_mask(self, a, b, a_mask=None, b_mask=None, **kwargs):
+        return a_mask, b_mask
+
+    def get_config(self):
+        config = super().get_config()
+        config["score"] = scores.serialize(self.score)
+        return config

@@ -1,0 +1,109 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.layers.attention.co_attention import CoAttention
+from keras_attn.testing import run_layer_test
+from tests import numpy_reference as ref
+
+RNG = np.random.default_rng(5)
+A = RNG.normal(size=(2, 3, 4)).astype("float32")
+B = RNG.normal(size=(2, 5, 6)).astype("float32")
+A_MASK = np.array([[True, True, True], [True, True, False]])
+B_MASK = np.array([[True] * 5, [True, True, True, False, False]])
+
+
+def numpy_co_attention(affinity, a, b, a_mask, b_mask):
+    """DCN (Xiong et al., 2017) eqs. 2-3 on one affinity matrix, restricted to real pairs."""
+    pairs = a_mask[:, :, None] & b_mask[:, None, :]
+    weights_a = ref.softmax(affinity, pairs)
+    weights_b = np.swapaxes(
+        ref.softmax(np.swapaxes(affinity, 1, 2), np.swapaxes(pairs, 1, 2)), 1, 2
+    )
+    context_a = np.einsum("bij,bjd->bid", weights_a, b)
+    context_b = np.einsum("bij,bid->bjd", weights_b, a)
+    return context_a, context_b, weights_a, weights_b
+
+
+def test_general_matches_numpy_reference():
+    layer = CoAttention(score="general")
+    (context_a, context_b), weights = layer(
+        A, B, a_mask=A_MASK, b_mask=B_MASK, return_attention_scores=True
+    )
+    affinity = ref.general_score(A.astype(np.float64), B, layer.score_fn.kernel.numpy())
+    expected = numpy_co_attention(affinity, A, B, A_MASK, B_MASK)
+    np.testing.assert_allclose(context_a.numpy(), expected[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(context_b.numpy(), expected[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(weights.numpy()[:, 0], expected[2], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(weights.numpy()[:, 1], expected[3], rtol=1e-5, atol=1e-7)
+    # Padding on either side: zero weights and zero contexts, distributions over real positions.
+    assert np.all(weights.numpy()[1, :, 2, :] == 0.0)
+    assert np.all(weights.numpy()[1, :, :, 3:] == 0.0)
+    assert np.all(context_a.numpy()[1, 2] == 0.0) and np.all(context_b.numpy()[1, 3:] == 0.0)
+    np.testing.assert_allclose(weights.numpy()[1, 0, :2].sum(-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(weights.numpy()[1, 1, :, :3].sum(-2), 1.0, rtol=1e-6)
+
+
+def test_dot_affinity_is_dcn_and_symmetric():
+    b = RNG.normal(size=(2, 5, 4)).astype("float32")
+    layer = CoAttention(score="dot")
+    forward = layer(A, b, a_mask=A_MASK, b_mask=B_MASK, return_attention_scores=True)
+    backward = layer(b, A, a_mask=B_MASK, b_mask=A_MASK, return_attention_scores=True)
+    expected = numpy_co_attention(ref.dot_score(A, b), A, b, A_MASK, B_MASK)
+    np.testing.assert_allclose(forward[0][0].numpy(), expected[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(forward[0][1].numpy(), expected[1], rtol=1e-5, atol=1e-6)
+    # Swapping the sequences swaps the contexts (the dot affinity is symmetric).
+    np.testing.assert_allclose(backward[0][0].numpy(), forward[0][1].numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(backward[0][1].numpy(), forward[0][0].numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_one_direction_equals_keras_attention():
+    b = RNG.normal(size=(2, 5, 4)).astype("float32")
+    (context_a, _), weights = CoAttention(score="dot")(
+        A, b, b_mask=B_MASK, return_attention_scores=True
+    )
+    theirs, their_weights = keras.layers.Attention()(
+        [A, b], mask=[None, B_MASK], return_attention_scores=True
+    )
+    np.testing.assert_allclose(context_a.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(weights.numpy()[:, 0], their_weights.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_fully_masked_side_gives_zeros_not_nan():
+    (context_a, context_b), weights = CoAttention()(
+        A, B, b_mask=np.zeros((2, 5), bool), return_attention_scores=True
+    )
+    for x in (context_a, context_b, weights):
+        np.testing.assert_array_equal(x.numpy(), 0.0)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="score='bilinear'"):
+        CoAttention(score="bilinear")
+
+
+@pytest.mark.parametrize("score", ["general", "additive"])
+def test_harness(score):
+    run_layer_test(
+        CoAttention,
+        {"score": score},
+        {"a": A, "b": B},
+        mask=B_MASK,
+        padded_input="b",
+        expected_output_shape=((2, 3, 6), (2, 5, 4)),
+        run_saved_model_check=score == "general",
+    )
+
+
+def test_harness_explicit_mask_on_a():
+    run_layer_test(
+        CoAttention,
+        {"score": "dot"},
+        {"b": B[..., :4], "a": A},
+        mask=A_MASK,
+        padded_input="a",
+        mask_kwarg="a_mask",
+        weights_kwarg=None,
+        run_saved_model_check=False,
+        run_mixed_precision_check=False,
+    )
