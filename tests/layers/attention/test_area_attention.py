@@ -1,0 +1,103 @@
+import numpy as np
+import pytest
+
+from keras_attn.layers.attention.area_attention import AreaAttention
+from keras_attn.testing import run_layer_test
+from tests import numpy_reference as ref
+
+RNG = np.random.default_rng(5)
+Q = RNG.normal(size=(2, 3, 4)).astype("float32")
+V = RNG.normal(size=(2, 5, 4)).astype("float32")
+MASK = np.array([[True] * 5, [True, True, True, False, False]])
+POOL = {"mean": np.mean, "max": np.max, "sum": np.sum}
+
+
+def area_reference(keys, values, value_mask, max_width, key_pooling="mean", value_pooling="sum"):
+    """Areas enumerated one by one: (start, width) list, area keys, values and validity."""
+    length = keys.shape[1]
+    spans = [(s, w) for w in range(1, min(max_width, length) + 1) for s in range(length - w + 1)]
+    area_keys = np.stack([POOL[key_pooling](keys[:, s : s + w], axis=1) for s, w in spans], 1)
+    area_values = np.stack([POOL[value_pooling](values[:, s : s + w], axis=1) for s, w in spans], 1)
+    valid = np.stack([value_mask[:, s : s + w].all(axis=1) for s, w in spans], 1)
+    return spans, area_keys.astype(np.float64), area_values.astype(np.float64), valid
+
+
+def test_matches_numpy_basic_area_attention():
+    layer = AreaAttention(max_area_width=3, score="dot")
+    context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
+    spans, keys, values, valid = area_reference(V, V, MASK, 3)
+    assert layer.area_spans(5) == spans and len(spans) == 5 + 4 + 3
+    expected_context, expected_weights = ref.attention(
+        ref.dot_score(Q.astype(np.float64), keys), values, valid[:, None, :]
+    )
+    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(context.numpy(), expected_context, rtol=1e-5, atol=1e-5)
+    # Example 1 has 3 real positions: only areas inside them are attended.
+    attended = [span for span, w in zip(spans, weights.numpy()[1, 0], strict=True) if w > 0]
+    assert attended == [(0, 1), (1, 1), (2, 1), (0, 2), (1, 2), (0, 3)]
+
+
+@pytest.mark.parametrize(("key_pooling", "value_pooling"), [("max", "mean"), ("sum", "max")])
+def test_other_poolings_and_separate_keys(key_pooling, value_pooling):
+    keys = RNG.normal(size=(2, 5, 6)).astype("float32")
+    layer = AreaAttention(
+        max_area_width=2, score="general", key_pooling=key_pooling, value_pooling=value_pooling
+    )
+    context, weights = layer(Q, V, key=keys, value_mask=MASK, return_attention_scores=True)
+    _, area_keys, area_values, valid = area_reference(keys, V, MASK, 2, key_pooling, value_pooling)
+    scores = ref.general_score(Q, area_keys, layer.score_fn.kernel.numpy())
+    expected_context, expected_weights = ref.attention(scores, area_values, valid[:, None, :])
+    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(context.numpy(), expected_context, rtol=1e-5, atol=1e-5)
+
+
+def test_width_one_is_ordinary_attention_and_width_is_capped():
+    context = AreaAttention(max_area_width=1, score="dot")(Q, V, value_mask=MASK).numpy()
+    expected, _ = ref.attention(ref.dot_score(Q, V), V, MASK[:, None, :])
+    np.testing.assert_allclose(context, expected, rtol=1e-5, atol=1e-6)
+    layer = AreaAttention(max_area_width=9, score="dot")
+    _, weights = layer(Q, V, return_attention_scores=True)
+    assert weights.shape == (2, 3, 15) and layer.area_spans(5)[-1] == (0, 5)
+
+
+def test_padded_areas_get_zero_weight_and_fully_masked_row_is_finite():
+    mask = MASK.copy()
+    mask[0] = False
+    noisy = V.copy()
+    noisy[~mask] = 1e3
+    layer = AreaAttention(max_area_width=2, score="dot")
+    context, weights = layer(Q, noisy, value_mask=mask, return_attention_scores=True)
+    _, _, _, valid = area_reference(V, V, mask, 2)
+    assert np.all(weights.numpy()[np.broadcast_to(~valid[:, None, :], weights.shape)] == 0.0)
+    assert np.all(np.isfinite(context.numpy())) and np.all(context.numpy()[0] == 0.0)
+    clean = layer(Q, V, value_mask=mask).numpy()
+    np.testing.assert_allclose(context.numpy(), clean, rtol=1e-6, atol=1e-6)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="max_area_width=0"):
+        AreaAttention(max_area_width=0)
+    with pytest.raises(ValueError, match="key_pooling='median'"):
+        AreaAttention(key_pooling="median")
+    with pytest.raises(ValueError, match="value_pooling='concat'"):
+        AreaAttention(value_pooling="concat")
+    with pytest.raises(ValueError, match="dropout=-0.1"):
+        AreaAttention(dropout=-0.1)
+    with pytest.raises(ValueError, match="distribution='nope'"):
+        AreaAttention(distribution="nope")
+
+
+def test_harness():
+    # Weights run over the N areas, not the T_k positions, so the harness checks the context only;
+    # the weights' masking is tested above.
+    run_layer_test(
+        AreaAttention,
+        {"max_area_width": 2, "score": "general", "key_pooling": "mean", "dropout": 0.1},
+        {"query": Q, "value": V},
+        mask=MASK,
+        padded_input="value",
+        mask_kwarg="value_mask",
+        weights_kwarg=None,
+        expected_output_shape=(2, 3, 4),
+        run_saved_model_check=True,
+    )
