@@ -1,0 +1,87 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.layers.attention.multi_dimensional_attention import MultiDimensionalAttention
+from keras_attn.testing import run_layer_test
+from tests import numpy_reference as ref
+
+RNG = np.random.default_rng(6)
+X = RNG.normal(size=(2, 5, 4)).astype("float32")
+MASK = np.array([[True] * 5, [True, False, True, True, False]])
+
+
+def elu(x):
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+
+
+def numpy_multi_dimensional(x, mask, w1, b1, w2, b2):
+    """DiSAN source2token: f(x_i) = W2 elu(W1 x_i + b1) + b2, a softmax per feature."""
+    scores = elu(x.astype(np.float64) @ w1 + b1) @ w2 + b2  # (batch, T, d)
+    weights = ref.softmax(np.swapaxes(scores, 1, 2), mask[:, None, :])  # (batch, d, T)
+    return np.einsum("bdt,btd->bd", weights, x), weights
+
+
+def built_layer(units=6):
+    layer = MultiDimensionalAttention(units)
+    layer.build(X.shape)
+    layer.hidden_bias.assign(RNG.normal(size=(units,)).astype("float32"))
+    layer.score_bias.assign(RNG.normal(size=(4,)).astype("float32"))
+    return layer
+
+
+def test_matches_numpy_reference():
+    layer = built_layer()
+    pooled, weights = layer(X, mask=MASK, return_attention_scores=True)
+    expected, expected_weights = numpy_multi_dimensional(X, MASK, *layer.get_weights())
+    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(pooled.numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert np.all(weights.numpy()[1][:, ~MASK[1]] == 0.0)
+    np.testing.assert_allclose(weights.numpy().sum(-1), 1.0, rtol=1e-6)
+    # The features really get different distributions over the tokens.
+    assert np.ptp(weights.numpy()[0], axis=0).max() > 1e-3
+
+
+def test_identical_feature_scores_reduce_to_scalar_attention():
+    layer = built_layer()
+    w1, b1, w2, _ = layer.get_weights()
+    column = w2[:, :1]
+    layer.score_kernel.assign(np.repeat(column, 4, axis=1))
+    layer.score_bias.assign(np.zeros(4, "float32"))
+    pooled, weights = layer(X, mask=MASK, return_attention_scores=True)
+    token_weights = ref.softmax((elu(X @ w1 + b1) @ column)[..., 0], MASK)  # (batch, T)
+    np.testing.assert_allclose(
+        weights.numpy(), np.repeat(token_weights[:, None], 4, 1), rtol=1e-5, atol=1e-7
+    )
+    expected = np.einsum("bt,btd->bd", token_weights, X)
+    np.testing.assert_allclose(pooled.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_keras_masking_and_fully_masked_row():
+    tokens = keras.Input((None,), dtype="int32")
+    embedded = keras.layers.Embedding(10, 4, mask_zero=True)(tokens)
+    pooled, weights = MultiDimensionalAttention(3)(embedded, return_attention_scores=True)
+    model = keras.Model(tokens, [pooled, weights])
+    pooled, weights = model(np.array([[1, 2, 0, 0], [0, 0, 0, 0]]))
+    np.testing.assert_array_equal(weights.numpy()[0, :, 2:], 0.0)
+    np.testing.assert_array_equal(weights.numpy()[1], 0.0)
+    np.testing.assert_array_equal(pooled.numpy()[1], 0.0)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="units=-1"):
+        MultiDimensionalAttention(-1)
+    with pytest.raises(ValueError, match="activation='nope'"):
+        MultiDimensionalAttention(4, activation="nope")
+
+
+def test_harness():
+    run_layer_test(
+        MultiDimensionalAttention,
+        {"units": 6, "activation": "elu"},
+        {"inputs": X},
+        mask=MASK,
+        padded_input="inputs",
+        expected_output_shape=(2, 4),
+        run_saved_model_check=True,
+    )
