@@ -1,0 +1,181 @@
+import numpy as np
+import pytest
+
+from keras_attn.layers.attention.kernel_attention import KernelAttention
+from keras_attn.testing import run_layer_test
+from tests import numpy_reference as ref
+
+RNG = np.random.default_rng(11)
+B, T, D = 2, 6, 8
+X = RNG.normal(size=(B, T, D)).astype("float32")
+V = RNG.normal(size=(B, 5, 6)).astype("float32")
+VALUE_MASK = np.array([[True] * 5, [True, True, True, False, False]])
+
+_PARTS = ("query", "key", "value", "output")
+
+
+def randomise(layer, seed=0, scale=0.5):
+    rng = np.random.default_rng(seed)
+    for part in _PARTS:
+        for kind in ("kernel", "bias"):
+            weight = getattr(layer, f"{part}_{kind}")
+            weight.assign(rng.normal(scale=scale, size=weight.shape).astype("float32"))
+
+
+def projections(layer, query, value):
+    w = {
+        f"{p}_{k}": getattr(layer, f"{p}_{k}").numpy().astype("float64")
+        for p in _PARTS
+        for k in ("kernel", "bias")
+    }
+    q = np.einsum("btd,dhe->bhte", query, w["query_kernel"]) + w["query_bias"][:, None]
+    k = np.einsum("btd,dhe->bhte", value, w["key_kernel"]) + w["key_bias"][:, None]
+    v = np.einsum("btd,dhe->bhte", value, w["value_kernel"]) + w["value_bias"][:, None]
+    return q, k, v, w
+
+
+def phi(x, features, key_dim):
+    """FAVOR+ positive features, unstabilised, in float64."""
+    x = x / key_dim**0.25
+    logits = np.einsum("bhte,me->bhtm", x, features) - 0.5 * np.sum(x**2, -1, keepdims=True)
+    return np.exp(logits) / np.sqrt(features.shape[0])
+
+
+def quadratic_reference(layer, query, value, mask=None, causal=False):
+    """phi(Q) phi(K)^T V / phi(Q) phi(K)^T 1 formed explicitly (the quadratic form) in NumPy."""
+    q, k, v, w = projections(layer, query, value)
+    features = layer.random_features.numpy().astype("float64")
+    scores = np.einsum("bhqm,bhkm->bhqk", phi(q, features, layer.key_dim), phi(k, features, 4))
+    if mask is not None:
+        scores = scores * mask[:, None, None, :]
+    if causal:
+        scores = np.tril(scores)
+    weights = scores / scores.sum(-1, keepdims=True)
+    heads = np.einsum("bhqk,bhke->bqhe", weights, v)
+    return np.einsum("bqhe,heo->bqo", heads, w["output_kernel"]) + w["output_bias"], weights
+
+
+def softmax_reference(layer, query, value):
+    """Exact multi-head softmax attention (eqs. 2.23-2.26) with the layer's weights."""
+    q, k, v, w = projections(layer, query, value)
+    weights = ref.softmax(np.einsum("bhqe,bhke->bhqk", q, k) / np.sqrt(layer.key_dim))
+    heads = np.einsum("bhqk,bhke->bqhe", weights, v)
+    return np.einsum("bqhe,heo->bqo", heads, w["output_kernel"]) + w["output_bias"]
+
+
+def test_linear_form_equals_quadratic_form_with_mask():
+    layer = KernelAttention(num_heads=2, key_dim=4, num_features=32, seed=1)
+    layer(X, V)
+    randomise(layer, seed=1)
+    output, weights = layer(X, V, value_mask=VALUE_MASK, return_attention_scores=True)
+    expected, expected_weights = quadratic_reference(layer, X, V, mask=VALUE_MASK)
+    np.testing.assert_allclose(output.numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
+    assert np.all(weights.numpy()[1, :, :, 3:] == 0.0)
+
+
+def test_causal_prefix_sums_equal_quadratic_form():
+    layer = KernelAttention(num_heads=2, key_dim=4, num_features=32, causal=True, seed=2)
+    layer(X, X)
+    randomise(layer, seed=2)
+    output, weights = layer(X, X, return_attention_scores=True)
+    expected, expected_weights = quadratic_reference(layer, X, X, causal=True)
+    np.testing.assert_allclose(output.numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
+
+
+def test_causal_output_does_not_depend_on_later_inputs():
+    layer = KernelAttention(num_heads=2, key_dim=4, num_features=16, causal=True, seed=3)
+    layer(X, X)
+    randomise(layer, seed=3)
+    full = layer(X, X).numpy()
+    for t in range(T - 1):
+        changed = X.copy()
+        changed[:, t + 1 :] = RNG.normal(scale=10.0, size=changed[:, t + 1 :].shape)
+        out = layer(changed, changed).numpy()
+        np.testing.assert_allclose(out[:, : t + 1], full[:, : t + 1], rtol=1e-6, atol=1e-6)
+        assert not np.allclose(out[:, t + 1 :], full[:, t + 1 :], atol=1e-3)
+
+
+def test_approximates_softmax_attention_with_many_features():
+    # The estimator's error shrinks like 1/sqrt(m): with m = 4096 features and moderate scores
+    # (|scores| ~ 0.3) the outputs (mean |out| ~ 0.19) are within 0.02 of exact softmax attention,
+    # with m = 8 the error is several times larger.
+    x = RNG.normal(scale=0.5, size=(1, 8, 8)).astype("float32")
+    errors = {}
+    for m in (8, 4096):
+        layer = KernelAttention(num_heads=2, key_dim=4, num_features=m, seed=4)
+        layer(x, x)
+        randomise(layer, seed=4, scale=0.3)
+        exact = softmax_reference(layer, x, x)
+        errors[m] = np.max(np.abs(layer(x, x).numpy() - exact))
+    assert errors[4096] < 0.02, errors
+    assert errors[8] > 3 * errors[4096], errors
+
+
+def test_random_features_are_orthogonal_blocks_and_fixed():
+    layer = KernelAttention(num_heads=1, key_dim=4, num_features=8, seed=5)
+    layer(X, X)
+    features = layer.random_features.numpy()
+    assert not layer.random_features.trainable
+    for block in (features[:4], features[4:]):
+        gram = block @ block.T
+        np.testing.assert_allclose(gram - np.diag(np.diag(gram)), 0.0, atol=1e-5)
+    # Marginally N(0, I): zero mean, identity second moment (a biased QR sign convention fails).
+    many = KernelAttention(num_heads=1, key_dim=4, num_features=8192, seed=5)
+    many(X, X)
+    rows = many.random_features.numpy().astype("float64")
+    np.testing.assert_allclose(rows.mean(0), 0.0, atol=0.05)
+    np.testing.assert_allclose(rows.T @ rows / len(rows), np.eye(4), atol=0.06)
+    again = KernelAttention(num_heads=1, key_dim=4, num_features=8, seed=5)
+    again(X, X)
+    np.testing.assert_array_equal(again.random_features.numpy(), features)
+    assert "random_features" not in [w.name for w in layer.trainable_weights]
+
+
+def test_fully_masked_row_gives_no_nan():
+    for causal in (False, True):
+        layer = KernelAttention(num_heads=2, key_dim=4, num_features=8, causal=causal, seed=6)
+        mask = np.ones((B, T), bool)
+        mask[0] = False
+        output, weights = layer(X, X, value_mask=mask, return_attention_scores=True)
+        assert np.all(np.isfinite(output.numpy())) and np.all(np.isfinite(weights.numpy()))
+        assert np.all(weights.numpy()[0] == 0.0)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="num_features=0"):
+        KernelAttention(num_heads=2, key_dim=4, num_features=0)
+    with pytest.raises(ValueError, match="num_heads=-2"):
+        KernelAttention(num_heads=-2, key_dim=4)
+    with pytest.raises(ValueError, match="causal='yes'"):
+        KernelAttention(num_heads=2, key_dim=4, causal="yes")
+    with pytest.raises(ValueError, match="seed=1.5"):
+        KernelAttention(num_heads=2, key_dim=4, seed=1.5)
+    with pytest.raises(ValueError, match="output_shape=0"):
+        KernelAttention(num_heads=2, key_dim=4, output_shape=0)
+
+
+def test_harness_cross_attention_value_mask():
+    run_layer_test(
+        KernelAttention,
+        {"num_heads": 2, "key_dim": 4, "value_dim": 3, "num_features": 8, "output_shape": 4},
+        {"query": RNG.normal(size=(B, 3, D)), "value": V},
+        mask=VALUE_MASK,
+        padded_input="value",
+        mask_kwarg="value_mask",
+        expected_output_shape=(B, 3, 4),
+        run_saved_model_check=True,
+    )
+
+
+def test_harness_causal_keras_masking():
+    run_layer_test(
+        KernelAttention,
+        {"num_heads": 2, "key_dim": 4, "num_features": 8, "causal": True, "seed": 7},
+        {"query": RNG.normal(size=(B, 4, D)), "value": RNG.normal(size=(B, 4, D))},
+        mask=np.array([[True] * 4, [True, True, False, False]]),
+        padded_input="value",
+        expected_output_shape=(B, 4, D),
+        run_saved_model_check=False,
+    )
