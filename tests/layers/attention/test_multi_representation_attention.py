@@ -1,0 +1,103 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.layers.attention.multi_representation_attention import (
+    MultiRepresentationAttention,
+)
+from keras_attn.testing import run_layer_test
+from keras_attn.testing.harness import LayerSpec, check_keras_save_load
+from tests import numpy_reference as ref
+
+RNG = np.random.default_rng(7)
+X = RNG.normal(size=(2, 4, 3, 5)).astype("float32")  # (batch, T, R, d)
+MASK = np.array([[True] * 4, [True, True, False, False]])
+PRESENT = np.ones((2, 4, 3), bool)
+PRESENT[0, 1, 2] = False
+PRESENT[0, 3] = False  # a real token with no representation at all
+
+
+def numpy_dme(x, keep, kernel, bias, attention_vector):
+    """Kiela et al. (2018) DME: x'_r = P_r x_r + b_r, alpha = softmax_r(a . x'_r), sum alpha x'."""
+    projected = np.einsum("btrd,rdu->btru", x.astype(np.float64), kernel) + bias
+    weights = ref.softmax(projected @ attention_vector, keep)
+    return np.einsum("btr,btru->btu", weights, projected), weights
+
+
+def built_layer(units=6):
+    layer = MultiRepresentationAttention(units)
+    layer.build(X.shape)
+    layer.bias.assign(RNG.normal(size=layer.bias.shape).astype("float32"))
+    return layer
+
+
+def test_matches_numpy_reference_with_both_masks():
+    layer = built_layer()
+    outputs, weights = layer(
+        X, mask=MASK, representation_mask=PRESENT, return_attention_scores=True
+    )
+    keep = MASK[..., None] & PRESENT
+    expected, expected_weights = numpy_dme(X, keep, *layer.get_weights())
+    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(outputs.numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert np.all(weights.numpy()[~keep] == 0.0)
+    assert np.all(outputs.numpy()[1, 2:] == 0.0) and np.all(outputs.numpy()[0, 3] == 0.0)
+    np.testing.assert_allclose(weights.numpy()[keep.any(-1)].sum(-1), 1.0, rtol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:You are using a softmax over axis")
+def test_one_representation_equals_keras_dense():
+    layer = MultiRepresentationAttention(6)
+    outputs, weights = layer(X[:, :, :1], return_attention_scores=True)
+    dense = keras.layers.Dense(6)
+    dense.build((None, 5))
+    dense.set_weights([layer.kernel.numpy()[0], layer.bias.numpy()[0]])
+    np.testing.assert_allclose(weights.numpy(), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(outputs.numpy(), dense(X[:, :, 0]).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_keras_masking_passes_the_token_mask_on():
+    inputs = keras.Input((None, 3, 5))
+    token_mask = keras.Input((None,), dtype="bool")
+    layer = MultiRepresentationAttention(4)
+    outputs = layer(inputs, mask=token_mask)
+    pooled = keras.layers.GlobalAveragePooling1D()(outputs)
+    model = keras.Model([inputs, token_mask], pooled)
+    layer_out = layer(X, mask=MASK).numpy()
+    expected = layer_out[1, :2].mean(0)
+    np.testing.assert_allclose(model([X, MASK]).numpy()[1], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="units=0"):
+        MultiRepresentationAttention(0)
+    with pytest.raises(ValueError, match="number of representations"):
+        MultiRepresentationAttention(4).build((None, None, None, 5))
+
+
+def test_weights_survive_keras_save_load():
+    spec = LayerSpec(
+        MultiRepresentationAttention,
+        {"units": 4},
+        {"inputs": X, "representation_mask": PRESENT},
+        call_kwargs={"return_attention_scores": True},
+        mask=MASK,
+        padded_input="inputs",
+        weights_kwarg=None,
+    )
+    check_keras_save_load(spec)
+
+
+def test_harness():
+    # The weights run over the R representations, not over the padded T axis, so the harness
+    # checks the outputs only (weights_kwarg=None); the weights are checked above.
+    run_layer_test(
+        MultiRepresentationAttention,
+        {"units": 6},
+        {"inputs": X},
+        mask=MASK,
+        padded_input="inputs",
+        weights_kwarg=None,
+        expected_output_shape=(2, 4, 6),
+        run_saved_model_check=True,
+    )
