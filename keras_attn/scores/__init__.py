@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from keras_attn import registry
+from keras_attn.scores.activated_general_score import ActivatedGeneralScore
 from keras_attn.scores.additive_score import AdditiveScore
+from keras_attn.scores.biased_general_score import BiasedGeneralScore
 from keras_attn.scores.concat_score import ConcatScore
+from keras_attn.scores.cosine_score import CosineScore
+from keras_attn.scores.deep_score import DeepScore
 from keras_attn.scores.dot_score import DotScore
+from keras_attn.scores.feature_score import FeatureScore
 from keras_attn.scores.general_score import GeneralScore
+from keras_attn.scores.location_score import LocationScore
+from keras_attn.scores.scaled_dot_score import ScaledDotScore
 from keras_attn.scores.score import Score
 
 SCORES: dict[str, type[Score]] = {
@@ -14,6 +21,13 @@ SCORES: dict[str, type[Score]] = {
     "general": GeneralScore,
     "concat": ConcatScore,
     "additive": AdditiveScore,
+    "cosine": CosineScore,
+    "scaled_dot": ScaledDotScore,
+    "biased_general": BiasedGeneralScore,
+    "activated_general": ActivatedGeneralScore,
+    "deep": DeepScore,
+    "location": LocationScore,
+    "feature": FeatureScore,
 }
 
 
@@ -34,10 +48,17 @@ serialize = registry.serialize
 
 __all__ = [
     "SCORES",
+    "ActivatedGeneralScore",
     "AdditiveScore",
+    "BiasedGeneralScore",
     "ConcatScore",
+    "CosineScore",
+    "DeepScore",
     "DotScore",
+    "FeatureScore",
     "GeneralScore",
+    "LocationScore",
+    "ScaledDotScore",
     "Score",
     "get",
     "serialize",

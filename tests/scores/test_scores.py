@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from keras_attn import scores
+from keras_attn.layers import Attention
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
 
@@ -60,6 +61,47 @@ def test_prepare_keys_then_score_equals_call():
         layer = scores.get(name)
         full = layer(Q, K).numpy()
         np.testing.assert_allclose(layer.score(Q, layer.prepare_keys(K)).numpy(), full, rtol=1e-6)
+
+
+TABLE_2_1 = {
+    "dot": scores.DotScore,
+    "general": scores.GeneralScore,
+    "concat": scores.ConcatScore,
+    "additive": scores.AdditiveScore,
+    "cosine": scores.CosineScore,
+    "scaled_dot": scores.ScaledDotScore,
+    "biased_general": scores.BiasedGeneralScore,
+    "activated_general": scores.ActivatedGeneralScore,
+    "deep": scores.DeepScore,
+    "location": scores.LocationScore,
+    "feature": scores.FeatureScore,
+}
+
+
+def test_get_returns_every_table_2_1_score():
+    assert scores.SCORES == TABLE_2_1
+    for name, cls in TABLE_2_1.items():
+        assert type(scores.get(name)) is cls
+        assert cls.__name__ in scores.__all__
+
+
+@pytest.mark.parametrize("name", sorted(TABLE_2_1))
+def test_attention_with_every_score_masks_padding(name):
+    values = RNG.normal(size=(2, 5, 4)).astype("float32")
+    mask = np.array([[True, True, True, False, False], [False] * 5])  # row 1 fully padded
+    layer = Attention(score=name)
+    context, weights = layer(Q, values, value_mask=mask, return_attention_scores=True)
+    context, weights = context.numpy(), weights.numpy()
+    assert np.all(np.isfinite(context)) and np.all(np.isfinite(weights))
+    np.testing.assert_array_equal(weights[0, :, 3:], 0.0)
+    np.testing.assert_allclose(weights[0].sum(-1), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(weights[1], 0.0)
+    np.testing.assert_array_equal(context[1], 0.0)
+    noisy = values.copy()
+    noisy[0, 3:] = 1e3 * RNG.normal(size=(2, 4))
+    np.testing.assert_allclose(
+        layer(Q, noisy, value_mask=mask).numpy()[0], context[0], rtol=1e-6, atol=1e-6
+    )
 
 
 def test_get_errors_and_instances():
