@@ -114,9 +114,10 @@ class HardAttention(keras.layers.Layer):
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
         self.score_fn.build(query_shape, key_shape)
-        self.baseline = self.add_weight(
-            name="baseline", shape=(), initializer="zeros", trainable=False, dtype="float32"
-        )
+        if self.estimator == "reinforce":
+            self.baseline = self.add_weight(
+                name="baseline", shape=(), initializer="zeros", trainable=False, dtype="float32"
+            )
         self.built = True
 
     def _logits_and_mask(self, query, key, value_mask):
@@ -184,8 +185,13 @@ class HardAttention(keras.layers.Layer):
         """`reward - b` (float32, no gradient), then `b` moves towards `mean(reward)`.
 
         `reward`: a number or a tensor, e.g. `(batch,)` log-likelihoods of the targets. Call once
-        per training step, after the layer has been built.
+        per training step, after the layer has been built. Only for `estimator="reinforce"`.
         """
+        if self.estimator != "reinforce":
+            raise ValueError(
+                "advantage() keeps the REINFORCE baseline; it needs estimator='reinforce'. "
+                f"Received: estimator={self.estimator!r}"
+            )
         reward = ops.stop_gradient(ops.cast(reward, "float32"))
         advantage = reward - self.baseline
         decay = self.baseline_decay

@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 
@@ -72,6 +73,25 @@ def test_padded_areas_get_zero_weight_and_fully_masked_row_is_finite():
     assert np.all(np.isfinite(context.numpy())) and np.all(context.numpy()[0] == 0.0)
     clean = layer(Q, V, value_mask=mask).numpy()
     np.testing.assert_allclose(context.numpy(), clean, rtol=1e-6, atol=1e-6)
+
+
+def test_weights_over_areas_in_a_saved_model(tmp_path):
+    query = keras.Input((3, 4))
+    value = keras.Input((5, 4))
+    value_mask = keras.Input((5,), dtype="bool")
+    layer = AreaAttention(max_area_width=2, score="general")
+    outputs = layer(query, value, value_mask=value_mask, return_attention_scores=True)
+    model = keras.Model([query, value, value_mask], outputs)
+    context, weights = model([Q, V, MASK])
+    assert tuple(weights.shape) == (2, 3, 9)
+    eager_context, eager_weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
+    np.testing.assert_allclose(weights.numpy(), eager_weights.numpy(), atol=1e-7)
+    np.testing.assert_allclose(context.numpy(), eager_context.numpy(), atol=1e-6)
+    path = str(tmp_path / "area.keras")
+    model.save(path)
+    loaded_context, loaded_weights = keras.saving.load_model(path)([Q, V, MASK])
+    np.testing.assert_allclose(loaded_weights.numpy(), weights.numpy(), atol=1e-7)
+    np.testing.assert_allclose(loaded_context.numpy(), context.numpy(), atol=1e-6)
 
 
 def test_bad_arguments():

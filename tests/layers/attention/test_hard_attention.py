@@ -103,7 +103,7 @@ def test_reinforce_gives_no_pathwise_gradient_and_learns_from_reward():
 
 
 def test_log_prob_and_baseline_values():
-    layer = HardAttention(score="dot", baseline_decay=0.75)
+    layer = HardAttention(score="dot", estimator="reinforce", baseline_decay=0.75)
     _, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True, training=True)
     log_prob = layer.log_prob(Q, V, weights, value_mask=MASK).numpy()
     probs = ref.softmax(ref.dot_score(Q, V), MASK[:, None, :])
@@ -112,6 +112,11 @@ def test_log_prob_and_baseline_values():
     np.testing.assert_allclose(layer.advantage(np.array([2.0, 4.0])).numpy(), [2.0, 4.0])
     np.testing.assert_allclose(layer.baseline.numpy(), 0.25 * 3.0)
     np.testing.assert_allclose(layer.advantage(1.0).numpy(), 1.0 - 0.75)
+    gumbel = HardAttention(score="dot")
+    gumbel(Q, V)
+    assert not hasattr(gumbel, "baseline")
+    with pytest.raises(ValueError, match="estimator='gumbel'"):
+        gumbel.advantage(1.0)
 
 
 def test_fully_masked_row_gives_zero_weights_not_nan():
