@@ -5,8 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_attn import ops as attn_ops
-from keras_attn import scores
+from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
 
 
@@ -17,21 +16,25 @@ class CoAttention(keras.layers.Layer):
     For sequences `a` `(batch, T_a, d_a)` and `b` `(batch, T_b, d_b)`:
 
         L = score(a, b)                  (batch, T_a, T_b), e.g. L_ij = a_i^T W b_j
-        A_a = softmax over j of L        (batch, T_a, T_b)   each a_i attends over b
-        A_b = softmax over i of L        (batch, T_a, T_b)   each b_j attends over a
+        A_a = p over j of L              (batch, T_a, T_b)   each a_i attends over b
+        A_b = p over i of L              (batch, T_a, T_b)   each b_j attends over a
         C_a = A_a b                      (batch, T_a, d_b)
         C_b = A_b^T a                    (batch, T_b, d_a)
 
-    Both softmaxes see only pairs of real positions, in float32: padded positions of either
-    sequence get exactly zero weight, and the contexts of padded positions are zero (a fully
-    padded sequence gives zero weights and zero contexts, never NaN). This is the single-level
-    co-attention of the Dynamic Coattention Network (its `C^Q = D A^Q`); the second level, which
-    attends over `[b; C_b]`, is left to the caller.
+    with `p` the distribution (softmax by default, taken in float32). Both normalisations see
+    only pairs of real positions: padded positions of either sequence get exactly zero weight,
+    and the contexts of padded positions are zero (a fully padded sequence gives zero weights and
+    zero contexts, never NaN). With `a` the document and `b` the question this is the first level
+    of the Dynamic Coattention Network (its `C^Q = D A^Q` is `C_b`); the second level, where each
+    `a_i` attends over `[b; C_b]` with `A_a`, is left to the caller.
 
     Args:
         score: the affinity function, a name from `keras_attn.scores.SCORES` (`"dot"` is DCN's
             `L = D^T Q`, `"general"` the bilinear `a^T W b` of Lu et al.'s affinity matrix,
-            `"concat"`, `"additive"`) or a `keras_attn.scores.Score` instance.
+            `"concat"`, `"additive"`, …) or a `keras_attn.scores.Score` instance.
+        distribution: `p`, a name from `keras_attn.distributions.DISTRIBUTIONS` (`"softmax"`,
+            `"sparsemax"`, …) or a `keras_attn.distributions.Distribution` instance; the same
+            object normalises both directions.
 
     Call arguments:
         a: `(batch, T_a, d_a)`.
@@ -61,10 +64,12 @@ class CoAttention(keras.layers.Layer):
         Question-Image Co-Attention for Visual Question Answering", arXiv:1606.00061, section 3.3.
     """
 
-    def __init__(self, score="general", **kwargs):
+    def __init__(self, score="general", distribution="softmax", **kwargs):
         super().__init__(**kwargs)
         self.score = score
+        self.distribution = distribution
         self.score_fn = scores.get(score, dtype=self.dtype_policy)
+        self.distribution_fn = distributions.get(distribution, dtype=self.dtype_policy)
         self.supports_masking = True
 
     def build(self, a_shape, b_shape):
@@ -82,8 +87,11 @@ class CoAttention(keras.layers.Layer):
                 ops.expand_dims(ops.cast(a_keep, "bool"), -1),
                 ops.expand_dims(ops.cast(b_keep, "bool"), -2),
             )
-        weights_a = attn_ops.softmax(affinity, mask=mask, axis=-1)
-        weights_b = attn_ops.softmax(affinity, mask=mask, axis=-2)
+        weights_a = self.distribution_fn(affinity, attention_mask=mask)
+        # Normalise over a: (batch, T_b, T_a) rows, transposed back to (batch, T_a, T_b).
+        mask_t = None if mask is None else ops.transpose(mask, (0, 2, 1))
+        weights_b = self.distribution_fn(ops.transpose(affinity, (0, 2, 1)), attention_mask=mask_t)
+        weights_b = ops.transpose(weights_b, (0, 2, 1))
         # (batch, T_a, T_b) x (batch, T_b, d_b) -> (batch, T_a, d_b)
         context_a = ops.einsum("bij,bjd->bid", weights_a, ops.cast(b, weights_a.dtype))
         # (batch, T_a, T_b) x (batch, T_a, d_a) -> (batch, T_b, d_a)
@@ -97,5 +105,8 @@ class CoAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config["score"] = scores.serialize(self.score)
+        config.update(
+            score=scores.serialize(self.score),
+            distribution=distributions.serialize(self.distribution),
+        )
         return config

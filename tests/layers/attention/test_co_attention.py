@@ -5,6 +5,7 @@ import pytest
 from keras_attn.layers.attention.co_attention import CoAttention
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
+from tests.ops import numpy_distributions
 
 RNG = np.random.default_rng(5)
 A = RNG.normal(size=(2, 3, 4)).astype("float32")
@@ -69,6 +70,25 @@ def test_one_direction_equals_keras_attention():
     np.testing.assert_allclose(weights.numpy()[:, 0], their_weights.numpy(), rtol=1e-5, atol=1e-7)
 
 
+def test_sparsemax_distribution_normalises_both_directions():
+    layer = CoAttention(score="general", distribution="sparsemax")
+    (context_a, context_b), weights = layer(
+        A, B, a_mask=A_MASK, b_mask=B_MASK, return_attention_scores=True
+    )
+    affinity = ref.general_score(A.astype(np.float64), B, layer.score_fn.kernel.numpy())
+    pairs = A_MASK[:, :, None] & B_MASK[:, None, :]
+    expected_a = numpy_distributions.sparsemax(affinity, pairs)
+    expected_b = np.swapaxes(
+        numpy_distributions.sparsemax(np.swapaxes(affinity, 1, 2), np.swapaxes(pairs, 1, 2)), 1, 2
+    )
+    np.testing.assert_allclose(weights.numpy()[:, 0], expected_a, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(weights.numpy()[:, 1], expected_b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        context_b.numpy(), np.einsum("bij,bid->bjd", expected_b, A), rtol=1e-5, atol=1e-5
+    )
+    assert np.any(weights.numpy()[0, 0] == 0.0) and np.all(weights.numpy()[1, :, 2] == 0.0)
+
+
 def test_fully_masked_side_gives_zeros_not_nan():
     (context_a, context_b), weights = CoAttention()(
         A, B, b_mask=np.zeros((2, 5), bool), return_attention_scores=True
@@ -80,13 +100,15 @@ def test_fully_masked_side_gives_zeros_not_nan():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="score='bilinear'"):
         CoAttention(score="bilinear")
+    with pytest.raises(ValueError, match="distribution='max'"):
+        CoAttention(distribution="max")
 
 
 @pytest.mark.parametrize("score", ["general", "additive"])
 def test_harness(score):
     run_layer_test(
         CoAttention,
-        {"score": score},
+        {"score": score, "distribution": "softmax" if score == "general" else "sparsemax"},
         {"a": A, "b": B},
         mask=B_MASK,
         padded_input="b",
