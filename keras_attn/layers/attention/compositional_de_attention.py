@@ -1,0 +1,189 @@
+"""Compositional de-attention (CoDA): signed, unnormalised quasi-attention weights."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+from keras import ops
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.ops.masking import apply_query_mask, merge_masks
+
+
+@keras_attn_export("keras_attn.layers.CompositionalDeAttention")
+class CompositionalDeAttention(keras.layers.Layer):
+    """Quasi-attention that can add, subtract or ignore values: `out = (tanh(E) * sigmoid(N)) V`.
+
+    With `q = F_E(query)`, `k = F_E(key)` and `q' = F_N(query)`, `k' = F_N(key)`:
+
+        E[b, i, j] = affinity_scale * q_i . k_j                    (batch, T_q, T_k)
+        N[b, i, j] = -dissimilarity_scale * ||q'_i - k'_j||_1      (batch, T_q, T_k)
+        M = tanh(E) * sigmoid(N)                                   (batch, T_q, T_k)
+        out = M V                                                  (batch, T_q, d_v)
+
+    `tanh(E)` in [-1, 1] chooses to add (+1), subtract (-1) or ignore (0) a value; `sigmoid(N)`
+    in (0, 1/2] (N <= 0) shrinks the weight of keys far from the query in L1 distance. The
+    weights are not normalised: rows need not sum to one and may be negative.
+
+    Choices where the paper leaves freedom: `F_E` and `F_N` are the identity when `units` is
+    None, else two bias-free linear maps to `units` features (each shared by queries and keys);
+    the paper's scale constants default to `affinity_scale = 1 / sqrt(d)` (a dot product of
+    unit-variance features then has unit variance, the range where tanh is not saturated) and
+    `dissimilarity_scale = 1 / d` (N is then minus the mean absolute feature difference, O(1)
+    for any `d`), `d` being the feature size after `F`. N is not mean-centred. E and N, tanh and
+    sigmoid are computed in float32; the L1 distance materialises `(batch, T_q, T_k, d)`.
+
+    Args:
+        units: feature size of the projections `F_E`, `F_N`, or None for no projection. Either
+            way query and key must have the same feature size.
+        affinity_scale: alpha, the factor of `E`; None = `1 / sqrt(d)`.
+        dissimilarity_scale: beta, the factor of the L1 distance in `N`; None = `1 / d`.
+        kernel_initializer: initializer of the projection kernels.
+
+    Call arguments:
+        query: `(batch, T_q, d_q)`.
+        value: `(batch, T_k, d_v)`.
+        key: `(batch, T_k, d_k)`; defaults to `value`.
+        query_mask: bool `(batch, T_q)`; padded queries get a zero output. Filled from Keras
+            masking when not given.
+        value_mask: bool `(batch, T_k)`; padded keys get exactly zero weight. Filled from Keras
+            masking when not given.
+        attention_mask: bool `(batch, T_q, T_k)`, True where attention is allowed.
+        return_attention_scores: also return the weights `M`.
+
+    Returns:
+        `output` `(batch, T_q, d_v)`, or `(output, weights)` with `weights` `(batch, T_q, T_k)` in
+        [-1, 1] when `return_attention_scores=True`. Masked positions have weight exactly 0; a
+        query with no allowed key gets a zero output.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = CompositionalDeAttention(units=8)
+    >>> q = np.random.rand(2, 3, 4).astype("float32"); k = np.random.rand(2, 5, 4).astype("float32")
+    >>> v = np.random.rand(2, 5, 6).astype("float32")
+    >>> output, weights = layer(q, v, key=k, return_attention_scores=True)
+    >>> tuple(output.shape), tuple(weights.shape)
+    ((2, 3, 6), (2, 3, 5))
+
+    References:
+        Tay, Luu, Zhang, Wang and Hui, 2019, "Compositional De-Attention Networks", NeurIPS 2019
+        (section 2, eqs. for E, N and M).
+    """
+
+    def __init__(
+        self,
+        units: int | None = None,
+        affinity_scale: float | None = None,
+        dissimilarity_scale: float | None = None,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if units is not None and (
+            isinstance(units, bool) or not isinstance(units, int) or units < 1
+        ):
+            raise ValueError(
+                f"Expected units to be None or a positive integer. Received: units={units!r}"
+            )
+        for name, scale in (
+            ("affinity_scale", affinity_scale),
+            ("dissimilarity_scale", dissimilarity_scale),
+        ):
+            if scale is not None and (
+                isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0
+            ):
+                raise ValueError(
+                    f"Expected {name} to be None or a positive number. Received: {name}={scale!r}"
+                )
+        self.units = units
+        self.affinity_scale = None if affinity_scale is None else float(affinity_scale)
+        self.dissimilarity_scale = (
+            None if dissimilarity_scale is None else float(dissimilarity_scale)
+        )
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        if query_shape[-1] != key_shape[-1]:
+            raise ValueError(
+                "Expected query and key (value when no key is given) to have the same feature "
+                "size: F_E and F_N are shared by both. Received: "
+                f"query_shape={tuple(query_shape)}, key_shape={tuple(key_shape)}"
+            )
+        if self.units is None:
+            self.affinity_projection = self.dissimilarity_projection = None
+            depth = query_shape[-1]
+        else:
+            self.affinity_projection = self._projection("affinity_projection")
+            self.dissimilarity_projection = self._projection("dissimilarity_projection")
+            for projection in (self.affinity_projection, self.dissimilarity_projection):
+                projection.build((None, None, query_shape[-1]))
+            depth = self.units
+        self._affinity_factor = (
+            1.0 / math.sqrt(depth) if self.affinity_scale is None else self.affinity_scale
+        )
+        self._dissimilarity_factor = (
+            1.0 / depth if self.dissimilarity_scale is None else self.dissimilarity_scale
+        )
+        self.built = True
+
+    def _projection(self, name):
+        return keras.layers.Dense(
+            self.units,
+            use_bias=False,
+            kernel_initializer=keras.initializers.get(
+                keras.initializers.serialize(self.kernel_initializer)
+            ),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def _project(self, projection, x):
+        return ops.cast(x if projection is None else projection(x), "float32")
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+    ):
+        key = value if key is None else key
+        q = self._project(self.affinity_projection, query)  # (batch, T_q, d)
+        k = self._project(self.affinity_projection, key)  # (batch, T_k, d)
+        affinity = self._affinity_factor * ops.einsum("bqd,bkd->bqk", q, k)
+        q = self._project(self.dissimilarity_projection, query)
+        k = self._project(self.dissimilarity_projection, key)
+        # (batch, T_q, 1, d) - (batch, 1, T_k, d) -> L1 over d -> (batch, T_q, T_k)
+        distance = ops.sum(ops.abs(q[:, :, None, :] - k[:, None, :, :]), axis=-1)
+        weights = ops.tanh(affinity) * ops.sigmoid(-self._dissimilarity_factor * distance)
+        mask = merge_masks(value_mask=value_mask, attention_mask=attention_mask)
+        if mask is not None:
+            mask = ops.broadcast_to(mask, ops.shape(weights))
+            weights = ops.where(mask, weights, ops.zeros_like(weights))
+        weights = ops.cast(weights, self.compute_dtype)
+        # (batch, T_q, T_k) x (batch, T_k, d_v) -> (batch, T_q, d_v)
+        output = ops.einsum("bqk,bkd->bqd", weights, ops.cast(value, weights.dtype))
+        output = apply_query_mask(output, query_mask)
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def compute_mask(self, query, value, key=None, query_mask=None, value_mask=None, **kwargs):
+        return query_mask
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            units=self.units,
+            affinity_scale=self.affinity_scale,
+            dissimilarity_scale=self.dissimilarity_scale,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+        )
+        return config
