@@ -94,6 +94,15 @@ def test_weights_over_areas_in_a_saved_model(tmp_path):
     np.testing.assert_allclose(loaded_context.numpy(), context.numpy(), atol=1e-6)
 
 
+def test_query_keras_mask_propagates():
+    tokens = keras.Input((4,), dtype="int32")
+    embedded = keras.layers.Embedding(10, 4, mask_zero=True)(tokens)
+    context = AreaAttention(score="dot")(embedded, embedded)
+    pooled = keras.layers.GlobalAveragePooling1D()(context)
+    full, mean = keras.Model(tokens, [context, pooled])(np.array([[1, 2, 0, 0]]))
+    np.testing.assert_allclose(mean.numpy()[0], full.numpy()[0, :2].mean(0), rtol=1e-5, atol=1e-6)
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="max_area_width=0"):
         AreaAttention(max_area_width=0)

@@ -133,6 +133,15 @@ def test_fully_masked_row_gives_zero_weights_not_nan():
     assert np.all(log_prob[0] == 0.0) and np.all(np.isfinite(log_prob))
 
 
+def test_query_keras_mask_propagates():
+    tokens = keras.Input((4,), dtype="int32")
+    embedded = keras.layers.Embedding(10, 4, mask_zero=True)(tokens)
+    context = HardAttention(score="dot")(embedded, embedded)
+    pooled = keras.layers.GlobalAveragePooling1D()(context)
+    full, mean = keras.Model(tokens, [context, pooled])(np.array([[1, 2, 0, 0]]))
+    np.testing.assert_allclose(mean.numpy()[0], full.numpy()[0, :2].mean(0), rtol=1e-5, atol=1e-6)
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="estimator='straight'"):
         HardAttention(estimator="straight")

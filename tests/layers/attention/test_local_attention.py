@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 
@@ -97,6 +98,15 @@ def test_fully_masked_row_and_empty_window_give_zeros_not_nan():
     short = np.array([[True, True] + [False] * 5] * 2)
     _, weights = layer(Q, V, value_mask=short, return_attention_scores=True)
     assert np.all(weights.numpy()[:, 3] == 0.0)
+
+
+def test_query_keras_mask_propagates():
+    tokens = keras.Input((4,), dtype="int32")
+    embedded = keras.layers.Embedding(10, 4, mask_zero=True)(tokens)
+    context = LocalAttention(score="dot")(embedded, embedded)
+    pooled = keras.layers.GlobalAveragePooling1D()(context)
+    full, mean = keras.Model(tokens, [context, pooled])(np.array([[1, 2, 0, 0]]))
+    np.testing.assert_allclose(mean.numpy()[0], full.numpy()[0, :2].mean(0), rtol=1e-5, atol=1e-6)
 
 
 def test_bad_arguments():
