@@ -31,7 +31,7 @@ class Score(keras.layers.Layer):
     def build(self, query_shape, keys_shape):
         self.built = True
 
-    def compute_mask(self, query, keys, mask=None):
+    def compute_mask(self, query, previous_mask=None):
         return None
 
     def prepare_keys(self, keys):

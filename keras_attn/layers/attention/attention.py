@@ -91,8 +91,10 @@ class Attention(keras.layers.Layer):
             return context, weights
         return context
 
-    def compute_mask(self, query, value, key=None, query_mask=None, value_mask=None, **kwargs):
-        return query_mask
+    def compute_mask(self, query, previous_mask=None):
+        # Keras passes the first input (the query) and its mask: the context keeps the query's
+        # positions, so it keeps their mask.
+        return previous_mask
 
     def get_config(self):
         config = super().get_config()

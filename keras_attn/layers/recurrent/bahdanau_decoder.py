@@ -183,10 +183,10 @@ class BahdanauDecoder(keras.layers.Layer):
             return outputs, alignments
         return outputs
 
-    def compute_mask(self, inputs, memory, inputs_mask=None, return_attention_scores=False, **kw):
-        if return_attention_scores:
-            return inputs_mask, None
-        return inputs_mask
+    def compute_mask(self, inputs, previous_mask=None):
+        # Keras passes the first input (the target embeddings) and its mask; the outputs keep
+        # the target positions (with alignments, the mask goes to the outputs only).
+        return previous_mask
 
     def get_config(self):
         config = super().get_config()

@@ -54,6 +54,16 @@ def test_keras_masking_from_embedding():
     np.testing.assert_allclose(out[0, :2].sum(-1), 1.0, rtol=1e-6)
 
 
+def test_query_mask_flows_to_the_next_layer():
+    tokens = keras.Input((None,), dtype="int32")
+    embedded = keras.layers.Embedding(10, 4, mask_zero=True)(tokens)
+    context = Attention()(embedded, embedded)
+    pooled = keras.layers.GlobalAveragePooling1D()(context)
+    model = keras.Model(tokens, [context, pooled])
+    context_out, pooled_out = model(np.array([[1, 2, 0, 0]]))
+    np.testing.assert_allclose(pooled_out.numpy()[0], context_out.numpy()[0, :2].mean(0), rtol=1e-6)
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="dropout=1.5"):
         Attention(dropout=1.5)

@@ -89,6 +89,17 @@ def test_padded_targets_give_zero_outputs_and_keras_mask():
     assert np.any(out[0, 1] != 0.0)
 
 
+def test_target_mask_flows_to_the_next_layer_with_and_without_alignments():
+    tokens = keras.Input((None,), dtype="int32")
+    memory = keras.Input((None, 10))
+    embedded = keras.layers.Embedding(20, 3, mask_zero=True)(tokens)
+    outputs, _ = BahdanauDecoder(8)(embedded, memory, return_attention_scores=True)
+    pooled = keras.layers.GlobalAveragePooling1D()(outputs)
+    model = keras.Model([tokens, memory], [outputs, pooled])
+    out, mean = model([np.array([[4, 5, 0]]), MEMORY[:1]])
+    np.testing.assert_allclose(mean.numpy()[0], out.numpy()[0, :2].mean(0), rtol=1e-5)
+
+
 def test_harness():
     run_layer_test(
         BahdanauDecoder,
