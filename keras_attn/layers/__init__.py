@@ -1,6 +1,36 @@
 """Public layers: attention, recurrent, Transformer and embedding blocks."""
 
-from keras_attn.layers.attention import Attention
+from keras_attn.layers.attention import (
+    AreaAttention,
+    Attention,
+    CoAttention,
+    CompositionalDeAttention,
+    ContextAttentionPooling,
+    HardAttention,
+    HierarchicalAttention,
+    KernelAttention,
+    LocalAttention,
+    LuongAttentionalState,
+    MultiDimensionalAttention,
+    MultiHeadAttention,
+    MultiRepresentationAttention,
+)
 from keras_attn.layers.recurrent import BahdanauDecoder, BidirectionalEncoder
 
-__all__ = ["Attention", "BahdanauDecoder", "BidirectionalEncoder"]
+__all__ = [
+    "AreaAttention",
+    "Attention",
+    "BahdanauDecoder",
+    "BidirectionalEncoder",
+    "CoAttention",
+    "CompositionalDeAttention",
+    "ContextAttentionPooling",
+    "HardAttention",
+    "HierarchicalAttention",
+    "KernelAttention",
+    "LocalAttention",
+    "LuongAttentionalState",
+    "MultiDimensionalAttention",
+    "MultiHeadAttention",
+    "MultiRepresentationAttention",
+]

@@ -1,3 +1,31 @@
-from keras_attn.layers.attention.attention import Attention
+"""Attention structures: global, local, hard, area, multi-head, kernel, pooling, co-attention."""
 
-__all__ = ["Attention"]
+from keras_attn.layers.attention.area_attention import AreaAttention
+from keras_attn.layers.attention.attention import Attention
+from keras_attn.layers.attention.co_attention import CoAttention
+from keras_attn.layers.attention.compositional_de_attention import CompositionalDeAttention
+from keras_attn.layers.attention.context_attention_pooling import ContextAttentionPooling
+from keras_attn.layers.attention.hard_attention import HardAttention
+from keras_attn.layers.attention.hierarchical_attention import HierarchicalAttention
+from keras_attn.layers.attention.kernel_attention import KernelAttention
+from keras_attn.layers.attention.local_attention import LocalAttention
+from keras_attn.layers.attention.luong_attentional_state import LuongAttentionalState
+from keras_attn.layers.attention.multi_dimensional_attention import MultiDimensionalAttention
+from keras_attn.layers.attention.multi_head_attention import MultiHeadAttention
+from keras_attn.layers.attention.multi_representation_attention import MultiRepresentationAttention
+
+__all__ = [
+    "AreaAttention",
+    "Attention",
+    "CoAttention",
+    "CompositionalDeAttention",
+    "ContextAttentionPooling",
+    "HardAttention",
+    "HierarchicalAttention",
+    "KernelAttention",
+    "LocalAttention",
+    "LuongAttentionalState",
+    "MultiDimensionalAttention",
+    "MultiHeadAttention",
+    "MultiRepresentationAttention",
+]
