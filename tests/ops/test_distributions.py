@@ -279,3 +279,21 @@ def test_entmax_bisect_bad_arguments():
         attn_ops.entmax_bisect(SCORES, 1.5, n_iter=0)
     with pytest.raises(ValueError, match=r"alpha.shape=\(3,\)"):
         attn_ops.entmax_bisect(SCORES, np.array([1.5, 1.5, 1.5], "float32"))
+
+
+@pytest.mark.parametrize("fn", ALL_FUNCTIONS, ids=lambda f: f.__name__)
+def test_xla_compiled_values_and_gradients_match_eager(fn):
+    mask = MASK.copy()
+    mask[1, 2] = False
+    cotangent = RNG.normal(size=SCORES.shape).astype("float32")
+
+    def value_and_grad(scores):
+        with tf.GradientTape() as tape:
+            tape.watch(scores)
+            loss = tf.reduce_sum(fn(scores, mask=mask) * cotangent)
+        return fn(scores, mask=mask), tape.gradient(loss, scores)
+
+    compiled = tf.function(value_and_grad, jit_compile=True)(tf.constant(SCORES))
+    eager = value_and_grad(tf.constant(SCORES))
+    for got, want in zip(compiled, eager, strict=True):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6)
