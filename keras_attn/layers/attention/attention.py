@@ -19,9 +19,13 @@ class Attention(keras.layers.Layer):
     `(batch, T_q, d_v)`.
 
     Args:
-        score: alignment function, a name from `keras_attn.scores.SCORES` (`"dot"`, `"general"`,
-            `"concat"`, `"additive"`) or a `keras_attn.scores.Score` instance.
-        distribution: `"softmax"` or a `keras_attn.distributions.Distribution` instance.
+        score: alignment function (thesis Table 2.1), a name from `keras_attn.scores.SCORES`
+            (`"cosine"`, `"dot"`, `"scaled_dot"`, `"general"`, `"biased_general"`,
+            `"activated_general"`, `"concat"`, `"additive"`, `"deep"`, `"location"`, `"feature"`)
+            or a `keras_attn.scores.Score` instance.
+        distribution: a name from `keras_attn.distributions.DISTRIBUTIONS` (`"softmax"`,
+            `"sigmoid"`, `"sparsemax"`, `"entmax15"`, `"entmax"`, `"hardmax"`) or a
+            `keras_attn.distributions.Distribution` instance.
         dropout: dropout rate on the attention weights during training.
 
     Call arguments:
