@@ -239,8 +239,10 @@ class KernelAttention(keras.layers.Layer):
         weights = scores / safe
         return output, ops.cast(weights, self.compute_dtype)
 
-    def compute_mask(self, query, value, key=None, query_mask=None, value_mask=None, **kwargs):
-        return query_mask
+    def compute_mask(self, query, previous_mask=None):
+        # Keras passes the first input (the query) and its mask; the output keeps the query's
+        # positions, so it keeps their mask.
+        return previous_mask
 
     def get_config(self):
         config = super().get_config()

@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 
@@ -141,6 +142,17 @@ def test_fully_masked_row_gives_no_nan():
         output, weights = layer(X, X, value_mask=mask, return_attention_scores=True)
         assert np.all(np.isfinite(output.numpy())) and np.all(np.isfinite(weights.numpy()))
         assert np.all(weights.numpy()[0] == 0.0)
+
+
+def test_query_mask_zeroes_padded_queries_and_flows_on():
+    tokens = keras.Input((None,), dtype="int32")
+    embedded = keras.layers.Embedding(10, D, mask_zero=True)(tokens)
+    output = KernelAttention(num_heads=2, key_dim=4, num_features=8, seed=8)(embedded, embedded)
+    pooled = keras.layers.GlobalAveragePooling1D()(output)  # averages real positions only
+    model = keras.Model(tokens, [output, pooled])
+    output, pooled = model(np.array([[1, 2, 0, 0]]))
+    assert np.all(output.numpy()[0, 2:] == 0.0) and np.all(output.numpy()[0, :2] != 0.0)
+    np.testing.assert_allclose(pooled.numpy()[0], output.numpy()[0, :2].mean(0), rtol=1e-6)
 
 
 def test_bad_arguments():
