@@ -7,13 +7,14 @@ from keras import ops
 
 from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.masking import apply_query_mask, merge_masks
 
 POOLINGS = ("mean", "max", "sum")
 
 
 @keras_attn_export("keras_attn.layers.AreaAttention")
-class AreaAttention(keras.layers.Layer):
+class AreaAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     """1-D area attention: `c_t = sum_r p(a(k_r, q_t))_r v_r` over all areas `r` of width <= W.
 
     An area `r = (start, width)` is the run of memory positions `start, ..., start + width - 1`,
@@ -182,9 +183,6 @@ class AreaAttention(keras.layers.Layer):
         if return_attention_scores:
             return context, weights
         return context
-
-    def compute_mask(self, query, previous_mask=None):
-        return previous_mask
 
     def get_config(self):
         config = super().get_config()

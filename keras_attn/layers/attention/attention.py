@@ -7,11 +7,12 @@ from keras import ops
 
 from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.masking import apply_query_mask, merge_masks
 
 
 @keras_attn_export("keras_attn.layers.Attention")
-class Attention(keras.layers.Layer):
+class Attention(FirstInputMaskPassthrough, keras.layers.Layer):
     """Global attention: `c_t = sum_i p(a(k_i, q_t))_i v_i` (thesis eqs. 2.19, 2.20, 2.22).
 
     Shapes: query `(batch, T_q, d_q)`, value `(batch, T_k, d_v)`, key `(batch, T_k, d_k)`
@@ -94,11 +95,6 @@ class Attention(keras.layers.Layer):
         if return_attention_scores:
             return context, weights
         return context
-
-    def compute_mask(self, query, previous_mask=None):
-        # Keras passes the first input (the query) and its mask: the context keeps the query's
-        # positions, so it keeps their mask.
-        return previous_mask
 
     def get_config(self):
         config = super().get_config()

@@ -100,8 +100,10 @@ class CoAttention(keras.layers.Layer):
             return (context_a, context_b), ops.stack([weights_a, weights_b], axis=1)
         return context_a, context_b
 
-    def compute_mask(self, a, b, a_mask=None, b_mask=None, **kwargs):
-        return a_mask, b_mask
+    def compute_mask(self, a, previous_mask=None):
+        # Keras passes only the first input and its mask: C_a keeps a's positions and mask;
+        # b's Keras mask never reaches compute_mask, so C_b carries none (pass b_mask on by hand).
+        return previous_mask, None
 
     def get_config(self):
         config = super().get_config()

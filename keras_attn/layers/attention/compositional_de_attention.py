@@ -8,11 +8,12 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.masking import apply_query_mask, merge_masks
 
 
 @keras_attn_export("keras_attn.layers.CompositionalDeAttention")
-class CompositionalDeAttention(keras.layers.Layer):
+class CompositionalDeAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     """Quasi-attention that can add, subtract or ignore values: `out = (tanh(E) * sigmoid(N)) V`.
 
     With `q = F_E(query)`, `k = F_E(key)` and `q' = F_N(query)`, `k' = F_N(key)`:
@@ -174,9 +175,6 @@ class CompositionalDeAttention(keras.layers.Layer):
         if return_attention_scores:
             return output, weights
         return output
-
-    def compute_mask(self, query, value, key=None, query_mask=None, value_mask=None, **kwargs):
-        return query_mask
 
     def get_config(self):
         config = super().get_config()

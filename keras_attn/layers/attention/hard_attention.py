@@ -8,13 +8,14 @@ from keras import ops
 from keras_attn import ops as attn_ops
 from keras_attn import scores
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.masking import apply_query_mask, merge_masks
 
 ESTIMATORS = ("gumbel", "reinforce")
 
 
 @keras_attn_export("keras_attn.layers.HardAttention")
-class HardAttention(keras.layers.Layer):
+class HardAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     """Hard attention: `c_t = v_{s_t}` with one position `s_t ~ Multinoulli(alpha_t)` (Xu et al.).
 
     `alpha_t = softmax_i(a(k_i, q_t))` `(batch, T_q, T_k)` over the real keys. The weights are
@@ -197,9 +198,6 @@ class HardAttention(keras.layers.Layer):
         decay = self.baseline_decay
         self.baseline.assign(decay * self.baseline + (1.0 - decay) * ops.mean(reward))
         return advantage
-
-    def compute_mask(self, query, previous_mask=None):
-        return previous_mask
 
     def get_config(self):
         config = super().get_config()

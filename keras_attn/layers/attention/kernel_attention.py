@@ -9,6 +9,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.masking import apply_query_mask
 
 # Stands in for log(0) inside exp(): exp(-1e9) is exactly 0 in float32, and the value itself is
@@ -17,7 +18,7 @@ _LOG_ZERO = -1e9
 
 
 @keras_attn_export("keras_attn.layers.KernelAttention")
-class KernelAttention(keras.layers.Layer):
+class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     """Multi-head attention with Performer's positive orthogonal random features (FAVOR+).
 
     Projections are those of `MultiHeadAttention`; per head (shapes for one batch element), with
@@ -238,11 +239,6 @@ class KernelAttention(keras.layers.Layer):
             scores = ops.where(causal, scores, ops.zeros_like(scores))
         weights = scores / safe
         return output, ops.cast(weights, self.compute_dtype)
-
-    def compute_mask(self, query, previous_mask=None):
-        # Keras passes the first input (the query) and its mask; the output keeps the query's
-        # positions, so it keeps their mask.
-        return previous_mask
 
     def get_config(self):
         config = super().get_config()

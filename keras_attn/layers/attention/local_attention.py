@@ -7,13 +7,14 @@ from keras import ops
 
 from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.masking import apply_query_mask, merge_masks
 
 MODES = ("monotonic", "predictive")
 
 
 @keras_attn_export("keras_attn.layers.LocalAttention")
-class LocalAttention(keras.layers.Layer):
+class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     """Local attention over the window `[p_t - D, p_t + D]` (Luong et al., 2015, section 3.2).
 
     For query `t` and source position `s` (0-based), with queries `(batch, T_q, d_q)` and keys and
@@ -183,9 +184,6 @@ class LocalAttention(keras.layers.Layer):
         if return_attention_scores:
             return context, weights
         return context
-
-    def compute_mask(self, query, previous_mask=None):
-        return previous_mask
 
     def get_config(self):
         config = super().get_config()

@@ -6,10 +6,11 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 
 
 @keras_attn_export("keras_attn.layers.LuongAttentionalState")
-class LuongAttentionalState(keras.layers.Layer):
+class LuongAttentionalState(FirstInputMaskPassthrough, keras.layers.Layer):
     """Attentional hidden state `h~_t = tanh(W_c [c_t; h_t])` (Luong et al., eq. 5).
 
     The context `c_t` `(batch, T, d_c)` and the decoder hidden state `h_t` `(batch, T, d_h)` are
@@ -89,10 +90,6 @@ class LuongAttentionalState(keras.layers.Layer):
         if self.bias is not None:
             projected = projected + self.bias
         return self.activation(projected)
-
-    def compute_mask(self, context, previous_mask=None):
-        # Keras hands `compute_mask` the first input and its Keras mask only.
-        return previous_mask
 
     def compute_output_shape(self, context_shape, hidden_shape):
         return tuple(hidden_shape[:-1]) + (self.units,)

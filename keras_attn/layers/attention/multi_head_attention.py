@@ -8,12 +8,13 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.distributions import softmax
 from keras_attn.ops.masking import apply_query_mask, merge_masks
 
 
 @keras_attn_export("keras_attn.layers.MultiHeadAttention")
-class MultiHeadAttention(keras.layers.Layer):
+class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     """Multi-head scaled dot-product attention (thesis eqs. 2.23-2.26, Vaswani et al. 2017).
 
     For every head `i` (shapes for one batch element):
@@ -237,11 +238,6 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is not None:
             return (*result, cache)
         return result if return_attention_scores else output
-
-    def compute_mask(self, query, previous_mask=None):
-        # Keras passes the first input (the query) and its mask; the output keeps the query's
-        # positions, so it keeps their mask.
-        return previous_mask
 
     def get_config(self):
         config = super().get_config()

@@ -7,13 +7,14 @@ from keras import ops
 
 from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.masking import apply_query_mask
 
 _CELLS = {"lstm": keras.layers.LSTMCell, "gru": keras.layers.GRUCell}
 
 
 @keras_attn_export("keras_attn.layers.BahdanauDecoder")
-class BahdanauDecoder(keras.layers.Layer):
+class BahdanauDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
     """Recurrent decoder with Bahdanau attention (thesis eqs. 2.17–2.21).
 
     For every target step `t`, with encoder memory `h^(1..T_x)` `(batch, T_x, d_m)`:
@@ -182,11 +183,6 @@ class BahdanauDecoder(keras.layers.Layer):
         if return_attention_scores:
             return outputs, alignments
         return outputs
-
-    def compute_mask(self, inputs, previous_mask=None):
-        # Keras passes the first input (the target embeddings) and its mask; the outputs keep
-        # the target positions (with alignments, the mask goes to the outputs only).
-        return previous_mask
 
     def get_config(self):
         config = super().get_config()
