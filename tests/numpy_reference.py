@@ -80,3 +80,34 @@ def lstm_sequence(x, mask, kernel, recurrent_kernel, bias, reverse=False):
         c = np.where(keep, c_new, c)
         outputs[:, t] = np.where(keep, h_new, 0.0)
     return outputs, h, c
+
+
+def elman_step(x, h, kernel, recurrent_kernel, bias, act=np.tanh):
+    """Eq. 2.6: h^(t) = act(x^(t) W_x + h^(t-1) W_h + b)."""
+    return act(x @ kernel + h @ recurrent_kernel + bias)
+
+
+def output_projection(h, output_kernel, output_bias, act=None):
+    """Eq. 2.7 with the thesis' typo corrected: o^(t) = act(h^(t) W_out + b_out)."""
+    out = h @ output_kernel + output_bias
+    return out if act is None else act(out)
+
+
+def masked_recurrence(x, mask, step, state, reverse=False):
+    """Run `step(x_t, state) -> (output_t, new_state)` over (batch, T, d) as Keras' RNN does.
+
+    Padded steps keep the state and repeat the previous output (Keras'
+    `zero_output_for_mask=False`); returns `(outputs (batch, T, q), final state)`.
+    """
+    batch, steps, _ = x.shape
+    outputs, previous = [None] * steps, None
+    order = range(steps - 1, -1, -1) if reverse else range(steps)
+    for t in order:
+        output, new_state = step(x[:, t], state)
+        keep = mask[:, t : t + 1]
+        state = np.where(keep, new_state, state)
+        if previous is None:
+            previous = np.zeros_like(output)
+        previous = np.where(keep, output, previous)
+        outputs[t] = previous
+    return np.stack(outputs, axis=1), state

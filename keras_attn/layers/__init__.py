@@ -15,7 +15,14 @@ from keras_attn.layers.attention import (
     MultiHeadAttention,
     MultiRepresentationAttention,
 )
-from keras_attn.layers.recurrent import BahdanauDecoder, BidirectionalEncoder
+from keras_attn.layers.recurrent import (
+    BahdanauDecoder,
+    BidirectionalEncoder,
+    ElmanRNN,
+    ElmanRNNCell,
+    JordanRNN,
+    JordanRNNCell,
+)
 
 __all__ = [
     "AreaAttention",
@@ -25,8 +32,12 @@ __all__ = [
     "CoAttention",
     "CompositionalDeAttention",
     "ContextAttentionPooling",
+    "ElmanRNN",
+    "ElmanRNNCell",
     "HardAttention",
     "HierarchicalAttention",
+    "JordanRNN",
+    "JordanRNNCell",
     "KernelAttention",
     "LocalAttention",
     "LuongAttentionalState",

@@ -1,4 +1,15 @@
 from keras_attn.layers.recurrent.bahdanau_decoder import BahdanauDecoder
 from keras_attn.layers.recurrent.bidirectional_encoder import BidirectionalEncoder
+from keras_attn.layers.recurrent.elman_rnn import ElmanRNN
+from keras_attn.layers.recurrent.elman_rnn_cell import ElmanRNNCell
+from keras_attn.layers.recurrent.jordan_rnn import JordanRNN
+from keras_attn.layers.recurrent.jordan_rnn_cell import JordanRNNCell
 
-__all__ = ["BahdanauDecoder", "BidirectionalEncoder"]
+__all__ = [
+    "BahdanauDecoder",
+    "BidirectionalEncoder",
+    "ElmanRNN",
+    "ElmanRNNCell",
+    "JordanRNN",
+    "JordanRNNCell",
+]

@@ -1,0 +1,140 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.layers import ElmanRNN
+from keras_attn.testing import run_layer_test
+from tests import numpy_reference as ref
+
+RNG = np.random.default_rng(7)
+X = RNG.normal(size=(2, 5, 3)).astype("float32")
+MASK = np.array([[True] * 5, [True, True, True, False, False]])
+TOL = {"rtol": 1e-5, "atol": 1e-6}
+
+
+def randomize(layer, seed=0):
+    """Random values (biases included) in every weight, so no term can hide behind a zero."""
+    rng = np.random.default_rng(seed)
+    layer.set_weights([rng.normal(scale=0.5, size=w.shape) for w in layer.get_weights()])
+
+
+def numpy_elman(cell, x, mask, reverse=False):
+    kernel, recurrent, bias = (w.numpy() for w in (cell.kernel, cell.recurrent_kernel, cell.bias))
+    project = cell.output_units is not None
+
+    def step(x_t, h):
+        h = ref.elman_step(x_t, h, kernel, recurrent, bias)
+        if not project:
+            return h, h
+        return ref.output_projection(h, cell.output_kernel.numpy(), cell.output_bias.numpy()), h
+
+    h0 = np.zeros((x.shape[0], cell.units))
+    return ref.masked_recurrence(x, mask, step, h0, reverse=reverse)
+
+
+def test_matches_numpy_equations_2_6_and_2_7():
+    layer = ElmanRNN(4, output_units=2, return_sequences=True, return_state=True)
+    layer(X)
+    randomize(layer)
+    outputs, h = layer(X, mask=MASK)
+    expected, expected_h = numpy_elman(layer.cell, X, MASK)
+    np.testing.assert_allclose(outputs.numpy(), expected, **TOL)
+    np.testing.assert_allclose(h.numpy(), expected_h, **TOL)
+
+
+def test_output_activation_applies_to_the_projection():
+    layer = ElmanRNN(4, output_units=2, output_activation="sigmoid", return_sequences=True)
+    linear = ElmanRNN(4, output_units=2, return_sequences=True)
+    layer(X)
+    linear(X)
+    randomize(layer)
+    linear.set_weights(layer.get_weights())
+    np.testing.assert_allclose(
+        layer(X).numpy(), 1 / (1 + np.exp(-linear(X).numpy())), rtol=1e-5, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("go_backwards", [False, True])
+def test_without_projection_equals_keras_simple_rnn(go_backwards):
+    ours = ElmanRNN(4, return_sequences=True, go_backwards=go_backwards)
+    keras_rnn = keras.layers.SimpleRNN(4, return_sequences=True, go_backwards=go_backwards)
+    ours(X)
+    keras_rnn(X)
+    randomize(ours)
+    keras_rnn.set_weights(ours.get_weights())
+    np.testing.assert_allclose(ours(X, mask=MASK).numpy(), keras_rnn(X, mask=MASK).numpy(), **TOL)
+
+
+def test_summarising_rnn_is_the_last_real_output():
+    """Fig. 2.2c: return_sequences=False gives o^(T), the output at each row's last real step."""
+    sequence_layer = ElmanRNN(4, output_units=2, return_sequences=True)
+    summary_layer = ElmanRNN(4, output_units=2)
+    sequence_layer(X)
+    summary_layer(X)
+    randomize(sequence_layer)
+    summary_layer.set_weights(sequence_layer.get_weights())
+    sequence = sequence_layer(X, mask=MASK).numpy()
+    summary = summary_layer(X, mask=MASK).numpy()
+    assert summary.shape == (2, 2)
+    np.testing.assert_allclose(summary[0], sequence[0, 4], **TOL)
+    np.testing.assert_allclose(summary[1], sequence[1, 2], **TOL)
+    unmasked, _ = numpy_elman(summary_layer.cell, X, np.ones_like(MASK))
+    assert not np.allclose(summary[1], unmasked[1, 4])
+
+
+def test_bidirectional_matches_numpy_both_directions_and_round_trips(tmp_path):
+    inputs = keras.Input((5, 3))
+    mask = keras.Input((5,), dtype="bool")
+    bi = keras.layers.Bidirectional(ElmanRNN(4, output_units=2, return_sequences=True))
+    model = keras.Model([inputs, mask], bi(inputs, mask=mask))
+    randomize(model)
+    got = model([X, MASK]).numpy()
+    forward, _ = numpy_elman(bi.forward_layer.cell, X, MASK)
+    backward, _ = numpy_elman(bi.backward_layer.cell, X, MASK, reverse=True)
+    valid = MASK[:, :, None]
+    expected = np.concatenate([forward, backward], -1)
+    np.testing.assert_allclose(np.where(valid, got, 0), np.where(valid, expected, 0), **TOL)
+    path = tmp_path / "bi.keras"
+    model.save(path)
+    np.testing.assert_allclose(keras.saving.load_model(path)([X, MASK]).numpy(), got, **TOL)
+
+
+def test_padding_values_do_not_matter_through_embedding_mask():
+    tokens = keras.Input((None,), dtype="int32")
+    embedded = keras.layers.Embedding(10, 3, mask_zero=True)(tokens)
+    model = keras.Model(tokens, ElmanRNN(4, output_units=2)(embedded))
+    a = model(np.array([[3, 4, 0, 0]])).numpy()
+    b = model(np.array([[3, 4]])).numpy()
+    np.testing.assert_allclose(a, b, **TOL)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="units=0"):
+        ElmanRNN(0)
+    with pytest.raises(ValueError, match="output_units=-1"):
+        ElmanRNN(4, output_units=-1)
+    with pytest.raises(ValueError, match="output_activation='softmax'"):
+        ElmanRNN(4, output_activation="softmax")
+
+
+@pytest.mark.parametrize("mask_kwarg", ["mask", None])
+def test_harness(mask_kwarg):
+    run_layer_test(
+        ElmanRNN,
+        {
+            "units": 4,
+            "output_units": 2,
+            "activation": "tanh",
+            "output_activation": None,
+            "return_sequences": True,
+            "return_state": True,
+        },
+        {"sequences": X},
+        mask=MASK,
+        padded_input="sequences",
+        mask_kwarg=mask_kwarg,
+        weights_kwarg=None,
+        expected_output_shape=((2, 5, 2), (2, 4)),
+        atol=1e-5,
+        rtol=1e-5,
+    )
