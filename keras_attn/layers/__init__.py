@@ -22,6 +22,7 @@ from keras_attn.layers.recurrent import (
     ElmanRNNCell,
     JordanRNN,
     JordanRNNCell,
+    TeacherForcedRNN,
 )
 
 __all__ = [
@@ -44,4 +45,5 @@ __all__ = [
     "MultiDimensionalAttention",
     "MultiHeadAttention",
     "MultiRepresentationAttention",
+    "TeacherForcedRNN",
 ]
