@@ -23,6 +23,7 @@ from keras_attn.layers.recurrent import (
     JordanRNN,
     JordanRNNCell,
     TeacherForcedRNN,
+    VectorToSequence,
 )
 
 __all__ = [
@@ -46,4 +47,5 @@ __all__ = [
     "MultiHeadAttention",
     "MultiRepresentationAttention",
     "TeacherForcedRNN",
+    "VectorToSequence",
 ]

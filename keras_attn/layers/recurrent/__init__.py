@@ -5,6 +5,7 @@ from keras_attn.layers.recurrent.elman_rnn_cell import ElmanRNNCell
 from keras_attn.layers.recurrent.jordan_rnn import JordanRNN
 from keras_attn.layers.recurrent.jordan_rnn_cell import JordanRNNCell
 from keras_attn.layers.recurrent.teacher_forced_rnn import TeacherForcedRNN
+from keras_attn.layers.recurrent.vector_to_sequence import VectorToSequence
 
 __all__ = [
     "BahdanauDecoder",
@@ -14,4 +15,5 @@ __all__ = [
     "JordanRNN",
     "JordanRNNCell",
     "TeacherForcedRNN",
+    "VectorToSequence",
 ]
