@@ -1,0 +1,161 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.decoding import filter_logits, greedy_search, sample
+from tests.decoding.scripted_models import END, START, prefix_state, prefix_step, random_table
+
+PAD = 0
+VOCAB = 10
+# Logits over 10 tokens; PAD (0) and START (2) are never drawn, so 8 tokens compete.
+LOGITS = np.log(np.array([0.2, 0.04, 0.1, 0.01, 0.3, 0.15, 0.08, 0.06, 0.035, 0.025], "float32"))
+
+
+def allowed_probabilities(logits=LOGITS):
+    p = np.exp(logits.astype(np.float64))
+    p[[PAD, START]] = 0.0
+    return p / p.sum()
+
+
+def constant_step(tokens, state):
+    return tf.tile(tf.constant(LOGITS)[None], [tf.shape(tokens)[0], 1]), state
+
+
+def draws(n, seed=7, **kwargs):
+    """n independent first tokens (one sentence per draw)."""
+    result = sample(constant_step, {}, n, START, END, 1, seed=seed, **kwargs)
+    return result.ids.numpy()[:, 0]
+
+
+def chi_square_critical(df, z=4.753):
+    """Wilson-Hilferty approximation of the chi-square quantile for a standard-normal z (1e-6)."""
+    return df * (1 - 2 / (9 * df) + z * np.sqrt(2 / (9 * df))) ** 3
+
+
+def assert_frequencies_match(tokens, expected):
+    """Chi-square goodness of fit; false alarm probability about 1e-6 (seeded: deterministic)."""
+    support = expected > 0
+    counts = np.bincount(tokens, minlength=VOCAB)
+    assert counts[~support].sum() == 0, f"drawn outside the support: {counts}"
+    n = len(tokens)
+    statistic = ((counts[support] - n * expected[support]) ** 2 / (n * expected[support])).sum()
+    assert statistic < chi_square_critical(support.sum() - 1), (statistic, counts)
+
+
+def test_frequencies_match_the_softmax():
+    assert_frequencies_match(draws(20000), allowed_probabilities())
+
+
+def test_temperature_sharpens_like_the_softmax_of_scaled_logits():
+    assert_frequencies_match(draws(20000, temperature=0.5), allowed_probabilities(LOGITS / 0.5))
+
+
+def test_top_k_never_leaves_the_top_k_and_renormalises():
+    # Allowed tokens by probability: 4 (0.3), 0 is PAD, 5 (0.15), 6 (0.08), 7 (0.06), 1, 8, 9, 3.
+    expected = allowed_probabilities()
+    expected[np.argsort(-expected)[3:]] = 0.0
+    assert set(np.flatnonzero(expected)) == {4, 5, 6}
+    assert_frequencies_match(draws(20000, top_k=3), expected / expected.sum())
+
+
+def test_top_p_never_leaves_the_nucleus_and_renormalises():
+    probabilities = allowed_probabilities()  # 4: .3/.74 = .405, 5: .203, 6: .108, 7: .081 ...
+    order = np.argsort(-probabilities)
+    mass_before = np.cumsum(probabilities[order]) - probabilities[order]
+    nucleus = order[mass_before < 0.7]
+    assert set(nucleus) == {4, 5, 6}  # .405 + .203 = .608 < .7, then 6 reaches .716
+    expected = np.zeros(VOCAB)
+    expected[nucleus] = probabilities[nucleus]
+    assert_frequencies_match(draws(20000, top_p=0.7), expected / expected.sum())
+
+
+def test_filters_compose_in_order_temperature_top_k_top_p():
+    logits = tf.constant(LOGITS[None])
+    kept = filter_logits(logits, temperature=2.0, top_k=4, top_p=0.6).numpy()[0]
+    scaled = LOGITS / 2.0
+    top4 = np.argsort(-scaled)[:4]  # 4, 0, 5, 2 (PAD and START are not masked here)
+    p = np.exp(scaled[top4] - scaled[top4].max())
+    p /= p.sum()
+    keep = top4[(np.cumsum(p) - p) < 0.6]
+    np.testing.assert_allclose(kept[keep], scaled[keep], rtol=1e-6)
+    assert np.all(np.isneginf(np.delete(kept, keep)))
+    assert len(keep) < 4  # top-p did cut inside the top-k set
+
+
+def test_temperature_zero_and_tiny_equal_greedy():
+    table = random_table(3, 5, seed=11)
+    step, state = prefix_step(table, 5), prefix_state(3, 5)
+    greedy = greedy_search(step, state, 3, START, END, 5)
+    for temperature in (0.0, 1e-4):
+        result = sample(step, state, 3, START, END, 5, temperature=temperature, seed=3)
+        np.testing.assert_array_equal(result.ids.numpy(), greedy.ids.numpy())
+        np.testing.assert_allclose(result.scores.numpy(), greedy.scores.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(result.alignments.numpy(), greedy.alignments.numpy())
+
+
+def test_scores_are_the_model_log_probabilities_of_the_drawn_tokens():
+    result = sample(constant_step, {}, 500, START, END, 3, temperature=3.0, top_k=5, seed=1)
+    ids, lengths = result.ids.numpy(), result.lengths.numpy()
+    log_probs = LOGITS - np.log(np.exp(LOGITS).sum())
+    for row in range(500):
+        generated = ids[row, : min(lengths[row] + 1, 3)]
+        np.testing.assert_allclose(result.scores[row], log_probs[generated].sum(), rtol=1e-5)
+        assert not {PAD, START} & set(generated.tolist())
+
+
+SIGNATURE = [
+    tf.TensorSpec([], tf.float32, name="temperature"),
+    tf.TensorSpec([], tf.int32, name="top_k"),
+    tf.TensorSpec([], tf.float32, name="top_p"),
+    tf.TensorSpec([], tf.int64, name="seed"),
+]
+
+
+class Sampler(tf.Module):
+    """What an exported `generate` signature does: sampling knobs and the seed are inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.seed_generator = keras.random.SeedGenerator(5)
+        self.seed_state = self.seed_generator.state  # tracked, so it is saved and advances
+
+    @tf.function(input_signature=SIGNATURE)
+    def seeded(self, temperature, top_k, top_p, seed):
+        return sample(constant_step, {}, 64, START, END, 4, temperature, top_k, top_p, seed).ids
+
+    @tf.function(input_signature=[])
+    def unseeded(self):
+        return sample(constant_step, {}, 64, START, END, 4).ids
+
+    @tf.function(input_signature=[])
+    def from_generator(self):
+        return sample(constant_step, {}, 64, START, END, 4, seed=self.seed_generator).ids
+
+
+@pytest.fixture(scope="module")
+def exported_sampler(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("sampler"))
+    module = Sampler()
+    tf.saved_model.save(module, path)
+    return tf.saved_model.load(path)
+
+
+def test_exported_sampler_is_reproducible_with_a_seed_and_varies_without(exported_sampler):
+    knobs = (tf.constant(1.0), tf.constant(0), tf.constant(1.0))
+    first = exported_sampler.seeded(*knobs, tf.constant(42, tf.int64)).numpy()
+    np.testing.assert_array_equal(
+        first, exported_sampler.seeded(*knobs, tf.constant(42, tf.int64)).numpy()
+    )
+    assert not np.array_equal(first, exported_sampler.seeded(*knobs, tf.constant(43, tf.int64)))
+    assert not np.array_equal(exported_sampler.unseeded(), exported_sampler.unseeded())
+    assert not np.array_equal(exported_sampler.from_generator(), exported_sampler.from_generator())
+    narrow = exported_sampler.seeded(
+        tf.constant(0.7), tf.constant(2), tf.constant(0.9), tf.constant(1, tf.int64)
+    ).numpy()
+    assert set(np.unique(narrow)) <= {4, 5, PAD}  # the two most probable allowed tokens (+ PAD)
+
+
+def test_same_int_seed_same_output_in_eager():
+    np.testing.assert_array_equal(draws(100, seed=3), draws(100, seed=3))
+    assert not np.array_equal(draws(100, seed=3), draws(100, seed=4))
