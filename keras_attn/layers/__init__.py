@@ -22,6 +22,7 @@ from keras_attn.layers.recurrent import (
     ElmanRNNCell,
     JordanRNN,
     JordanRNNCell,
+    LuongDecoder,
     TeacherForcedRNN,
     VectorToSequence,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "KernelAttention",
     "LocalAttention",
     "LuongAttentionalState",
+    "LuongDecoder",
     "MultiDimensionalAttention",
     "MultiHeadAttention",
     "MultiRepresentationAttention",

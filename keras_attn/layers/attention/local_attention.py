@@ -146,6 +146,29 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         length = ops.sum(ops.cast(value_mask, "float32"), axis=-1, keepdims=True)  # S, (batch, 1)
         return length * ops.sigmoid(ops.cast(logits, "float32"))
 
+    def window_weights(self, raw_scores, query, value_mask=None, query_positions=None):
+        """The window weights `a_t(s)` `(batch, T_q, T_k)` from raw scores, before dropout.
+
+        The hook a step-wise decoder uses with scores it computed from keys projected once per
+        sentence (`score_fn.prepare_keys`): `raw_scores` `(batch, T_q, T_k)`, `query`
+        `(batch, T_q, d_q)` (local-p predicts `p_t` from it), `value_mask` bool `(batch, T_k)` or
+        None, `query_positions` as in `call`.
+        """
+        if value_mask is None:
+            value_mask = ops.ones((ops.shape(raw_scores)[0], ops.shape(raw_scores)[2]), "bool")
+        positions = self._aligned_positions(query, value_mask, query_positions)
+        # (1, 1, T_k) - (batch, T_q, 1) -> (batch, T_q, T_k): distance of every key from p_t.
+        source = ops.cast(ops.arange(ops.shape(raw_scores)[2]), "float32")
+        offset = source[None, None, :] - ops.expand_dims(positions, -1)
+        in_window = ops.less_equal(ops.abs(offset), float(self.window))
+        mask = merge_masks(value_mask=value_mask, attention_mask=in_window)
+        weights = self.distribution_fn(raw_scores, attention_mask=mask)
+        if self.mode == "predictive":
+            sigma = self.window / 2.0
+            gaussian = ops.exp(-ops.square(offset) / (2.0 * sigma**2))
+            weights = ops.cast(ops.cast(weights, "float32") * gaussian, weights.dtype)
+        return weights
+
     def call(
         self,
         query,
@@ -164,19 +187,7 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             )
         key = value if key is None else key
         raw_scores = self.score_fn(query, key)  # (batch, T_q, T_k)
-        if value_mask is None:
-            value_mask = ops.ones(ops.shape(value)[:2], dtype="bool")
-        positions = self._aligned_positions(query, value_mask, query_positions)
-        # (1, 1, T_k) - (batch, T_q, 1) -> (batch, T_q, T_k): distance of every key from p_t.
-        source = ops.cast(ops.arange(ops.shape(value)[1]), "float32")
-        offset = source[None, None, :] - ops.expand_dims(positions, -1)
-        in_window = ops.less_equal(ops.abs(offset), float(self.window))
-        mask = merge_masks(value_mask=value_mask, attention_mask=in_window)
-        weights = self.distribution_fn(raw_scores, attention_mask=mask)
-        if self.mode == "predictive":
-            sigma = self.window / 2.0
-            gaussian = ops.exp(-ops.square(offset) / (2.0 * sigma**2))
-            weights = ops.cast(ops.cast(weights, "float32") * gaussian, weights.dtype)
+        weights = self.window_weights(raw_scores, query, value_mask, query_positions)
         dropped = self.dropout_layer(weights, training=training)
         # (batch, T_q, T_k) x (batch, T_k, d_v) -> (batch, T_q, d_v)
         context = ops.einsum("bqk,bkd->bqd", dropped, ops.cast(value, dropped.dtype))

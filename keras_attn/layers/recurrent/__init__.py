@@ -4,6 +4,7 @@ from keras_attn.layers.recurrent.elman_rnn import ElmanRNN
 from keras_attn.layers.recurrent.elman_rnn_cell import ElmanRNNCell
 from keras_attn.layers.recurrent.jordan_rnn import JordanRNN
 from keras_attn.layers.recurrent.jordan_rnn_cell import JordanRNNCell
+from keras_attn.layers.recurrent.luong_decoder import LuongDecoder
 from keras_attn.layers.recurrent.teacher_forced_rnn import TeacherForcedRNN
 from keras_attn.layers.recurrent.vector_to_sequence import VectorToSequence
 
@@ -14,6 +15,7 @@ __all__ = [
     "ElmanRNNCell",
     "JordanRNN",
     "JordanRNNCell",
+    "LuongDecoder",
     "TeacherForcedRNN",
     "VectorToSequence",
 ]

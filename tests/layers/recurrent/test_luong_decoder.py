@@ -1,0 +1,192 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.layers import LuongDecoder
+from keras_attn.testing import run_layer_test
+from tests import numpy_reference as ref
+
+RNG = np.random.default_rng(5)
+Y = RNG.normal(size=(2, 4, 3)).astype("float32")
+MEMORY = RNG.normal(size=(2, 6, 10)).astype("float32")
+MASK = np.array([[True] * 6, [True] * 3 + [False] * 3])
+H0 = RNG.normal(size=(2, 10)).astype("float32")
+C0 = RNG.normal(size=(2, 10)).astype("float32")
+
+
+def numpy_score(decoder, h, memory):
+    """score(h_t, h_s) `(batch, T_x)` with the decoder's score weights (Luong eq. 8)."""
+    score, q = decoder.attention_layer.score_fn, h[:, None, :]
+    if decoder.score == "dot":
+        return ref.dot_score(q, memory)[:, 0]
+    if decoder.score == "general":
+        return ref.general_score(q, memory, score.kernel.numpy())[:, 0]
+    assert decoder.score == "concat"
+    return ref.concat_score(q, memory, score.kernel.numpy(), score.v.numpy(), score.bias.numpy())[
+        :, 0
+    ]
+
+
+def numpy_luong(decoder, y, memory, mask, h, c):
+    """Luong et al. eqs. 5, 7, 9, 10 with an LSTM and input feeding, step by step."""
+    cell, layer = decoder.rnn.cell, decoder.attention_layer
+    w_c = decoder.attentional_state.kernel.numpy()
+    source = np.arange(memory.shape[1])
+    feed = np.zeros((y.shape[0], decoder.units))
+    outputs, alignments = [], []
+    for t in range(y.shape[1]):
+        x = np.concatenate([y[:, t], feed], axis=-1) if decoder.input_feeding else y[:, t]
+        h, c = ref.lstm_step(
+            x, h, c, cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+        )
+        scores = numpy_score(decoder, h, memory)
+        if decoder.attention == "global":
+            alpha = ref.softmax(scores, mask)  # eq. 7
+        else:
+            if decoder.attention == "local-m":
+                p = np.full((y.shape[0], 1), float(t))
+            else:  # eq. 9: p_t = S sigmoid(v_p^T tanh(W_p h_t)), S = real source length
+                hidden = np.tanh(h @ layer.position_kernel.numpy()) @ layer.position_v.numpy()
+                p = mask.sum(-1, keepdims=True) * ref.sigmoid(hidden)[:, None]
+            window = np.abs(source[None, :] - p) <= decoder.window
+            alpha = ref.softmax(scores, mask & window)
+            if decoder.attention == "local-p":  # eq. 10, sigma = D / 2
+                sigma = decoder.window / 2
+                alpha = alpha * np.exp(-((source[None, :] - p) ** 2) / (2 * sigma**2))
+        context = np.einsum("bk,bkd->bd", alpha, memory)
+        feed = np.tanh(np.concatenate([context, h], axis=-1) @ w_c)  # eq. 5
+        outputs.append(feed)
+        alignments.append(alpha)
+    return np.stack(outputs, 1), np.stack(alignments, 1)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"score": "general"},
+        {"score": "dot"},
+        {"score": "concat", "attention_units": 7},
+        {"score": "general", "attention": "local-p", "window": 2},
+        {"score": "general", "attention": "local-m", "window": 1},
+        {"score": "general", "input_feeding": False},
+        {"score": "dot", "attention": "local-p", "window": 2, "input_feeding": False},
+    ],
+    ids=lambda kwargs: "-".join(str(v) for v in kwargs.values()),
+)
+def test_matches_numpy_equations(kwargs):
+    decoder = LuongDecoder(10, **kwargs)
+    outputs, alignments = decoder(
+        Y, MEMORY, memory_mask=MASK, initial_state=[H0, C0], return_attention_scores=True
+    )
+    expected_outputs, expected_alignments = numpy_luong(decoder, Y, MEMORY, MASK, H0, C0)
+    np.testing.assert_allclose(alignments.numpy(), expected_alignments, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(outputs.numpy(), expected_outputs, rtol=1e-4, atol=1e-5)
+    assert np.all(alignments.numpy()[1, :, 3:] == 0.0)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("attention", ["global", "local-m", "local-p"])
+@pytest.mark.parametrize("input_feeding", [True, False])
+def test_step_by_step_equals_teacher_forced(cell, attention, input_feeding):
+    decoder = LuongDecoder(8, cell=cell, attention=attention, window=2, input_feeding=input_feeding)
+    outputs, alignments = decoder(Y, MEMORY, memory_mask=MASK, return_attention_scores=True)
+    states = decoder.get_initial_state(2)
+    prepared = decoder.prepare_memory(MEMORY)
+    for t in range(Y.shape[1]):
+        output_t, alignment_t, states = decoder.step(Y[:, t], states, MEMORY, prepared, MASK)
+        np.testing.assert_allclose(output_t.numpy(), outputs.numpy()[:, t], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(alignment_t.numpy(), alignments.numpy()[:, t], atol=1e-5)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_fast_path_equals_the_step_loop(cell):
+    """Without input feeding `call` runs keras.layers.LSTM/GRU; `_scan` is the step loop."""
+    decoder = LuongDecoder(8, cell=cell, attention="local-m", window=1, input_feeding=False)
+    initial = [RNG.normal(size=(2, 8)).astype("float32")] * decoder.num_cell_states
+    outputs, alignments = decoder(
+        Y, MEMORY, memory_mask=MASK, initial_state=initial, return_attention_scores=True
+    )
+    loop_outputs, loop_alignments = decoder._scan(Y, MEMORY, MASK, initial, None)
+    np.testing.assert_allclose(outputs.numpy(), loop_outputs.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(alignments.numpy(), loop_alignments.numpy(), atol=1e-6)
+    assert isinstance(decoder.rnn, keras.layers.LSTM if cell == "lstm" else keras.layers.GRU)
+
+
+def test_input_feeding_changes_the_recurrence():
+    fed = LuongDecoder(8, input_feeding=True)
+    fed(Y, MEMORY)
+    plain = LuongDecoder(8, input_feeding=False)
+    plain(Y, MEMORY)
+    assert fed.rnn.cell.kernel.shape == (3 + 8, 32) and plain.rnn.cell.kernel.shape == (3, 32)
+    assert len(fed.get_initial_state(2)) == 3 and len(plain.get_initial_state(2)) == 2
+    local_m = LuongDecoder(8, cell="gru", attention="local-m")
+    assert [tuple(s.shape) for s in local_m.get_initial_state(2)] == [(2, 8), (2, 8), (2,)]
+
+
+def test_local_m_window_follows_the_target_step():
+    decoder = LuongDecoder(8, attention="local-m", window=1)
+    _, alignments = decoder(Y, MEMORY, return_attention_scores=True)
+    nonzero = alignments.numpy()[0] > 0
+    for t in range(4):
+        assert np.flatnonzero(nonzero[t]).tolist() == [s for s in (t - 1, t, t + 1) if 0 <= s < 6]
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="cell='rnn'"):
+        LuongDecoder(8, cell="rnn")
+    with pytest.raises(ValueError, match="units=0"):
+        LuongDecoder(0)
+    with pytest.raises(ValueError, match="attention='local'"):
+        LuongDecoder(8, attention="local")
+    with pytest.raises(ValueError, match="input_feeding='yes'"):
+        LuongDecoder(8, input_feeding="yes")
+    with pytest.raises(ValueError, match="window=-1"):
+        LuongDecoder(8, attention="local-m", window=-1)
+    with pytest.raises(ValueError, match="score"):
+        LuongDecoder(8, score="nope")
+    with pytest.raises(ValueError, match="same size"):
+        LuongDecoder(8, score="dot")(Y, MEMORY)
+    with pytest.raises(ValueError, match="1 initial state"):
+        LuongDecoder(8, cell="gru")(Y, MEMORY, initial_state=[np.zeros((2, 8))] * 2)
+
+
+@pytest.mark.parametrize("input_feeding", [True, False])
+def test_padded_targets_give_zero_outputs_and_keras_mask(input_feeding):
+    tokens = keras.Input((None,), dtype="int32")
+    memory = keras.Input((None, 10))
+    embedded = keras.layers.Embedding(20, 3, mask_zero=True)(tokens)
+    outputs = LuongDecoder(8, input_feeding=input_feeding)(embedded, memory)
+    pooled = keras.layers.GlobalAveragePooling1D()(outputs)
+    model = keras.Model([tokens, memory], [outputs, pooled])
+    out, mean = model([np.array([[4, 5, 0], [6, 0, 0]]), MEMORY])
+    out = out.numpy()
+    assert np.all(out[0, 2] == 0.0) and np.all(out[1, 1:] == 0.0)
+    assert np.any(out[0, 1] != 0.0)
+    np.testing.assert_allclose(mean.numpy()[0], out[0, :2].mean(0), rtol=1e-5)
+
+
+def test_harness_input_feeding_global():
+    run_layer_test(
+        LuongDecoder,
+        {"units": 8, "cell": "lstm", "score": "concat", "attention_units": 5},
+        {"inputs": Y, "memory": MEMORY},
+        mask=MASK,
+        padded_input="memory",
+        mask_kwarg="memory_mask",
+        expected_output_shape=(2, 4, 8),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+
+
+def test_harness_fast_path_local_p_through_keras_masking():
+    run_layer_test(
+        LuongDecoder,
+        {"units": 8, "cell": "gru", "attention": "local-p", "window": 2, "input_feeding": False},
+        {"inputs": Y, "memory": MEMORY},
+        mask=MASK,
+        padded_input="memory",
+        expected_output_shape=(2, 4, 8),
+        atol=1e-5,
+        rtol=1e-5,
+    )
