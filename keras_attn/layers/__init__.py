@@ -15,6 +15,11 @@ from keras_attn.layers.attention import (
     MultiHeadAttention,
     MultiRepresentationAttention,
 )
+from keras_attn.layers.embedding import (
+    PositionEmbedding,
+    SinusoidalPositionEncoding,
+    TokenAndPositionEmbedding,
+)
 from keras_attn.layers.recurrent import (
     BahdanauDecoder,
     BidirectionalEncoder,
@@ -25,6 +30,13 @@ from keras_attn.layers.recurrent import (
     LuongDecoder,
     TeacherForcedRNN,
     VectorToSequence,
+)
+from keras_attn.layers.transformer import (
+    FeedForward,
+    TransformerDecoder,
+    TransformerDecoderBlock,
+    TransformerEncoder,
+    TransformerEncoderBlock,
 )
 
 __all__ = [
@@ -37,6 +49,7 @@ __all__ = [
     "ContextAttentionPooling",
     "ElmanRNN",
     "ElmanRNNCell",
+    "FeedForward",
     "HardAttention",
     "HierarchicalAttention",
     "JordanRNN",
@@ -48,6 +61,13 @@ __all__ = [
     "MultiDimensionalAttention",
     "MultiHeadAttention",
     "MultiRepresentationAttention",
+    "PositionEmbedding",
+    "SinusoidalPositionEncoding",
     "TeacherForcedRNN",
+    "TokenAndPositionEmbedding",
+    "TransformerDecoder",
+    "TransformerDecoderBlock",
+    "TransformerEncoder",
+    "TransformerEncoderBlock",
     "VectorToSequence",
 ]

@@ -1,0 +1,37 @@
+"""Argument checks and initializer cloning shared by the Transformer and embedding layers."""
+
+from __future__ import annotations
+
+import keras
+
+
+def check_positive_int(name: str, value) -> int:
+    """`value` as an int; a ValueError quoting it unless it is a positive int (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"Expected {name} to be a positive int. Received: {name}={value!r}")
+    return int(value)
+
+
+def check_rate(name: str, value) -> float:
+    """`value` as a float; a ValueError quoting it unless it is a number in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ValueError(f"Expected {name} in [0, 1). Received: {name}={value!r}")
+    return float(value)
+
+
+def clone_initializer(initializer):
+    """A fresh initializer of the same config.
+
+    Keras 3 gives an unseeded initializer instance one fixed seed, so reusing one instance for
+    several weights of the same shape would give them identical values.
+    """
+    if isinstance(initializer, keras.initializers.Initializer):
+        return initializer.__class__.from_config(initializer.get_config())
+    return initializer
+
+
+def check_positive_float(name: str, value) -> float:
+    """`value` as a float; a ValueError quoting it unless it is a number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"Expected {name} > 0. Received: {name}={value!r}")
+    return float(value)

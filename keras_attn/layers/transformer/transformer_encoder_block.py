@@ -1,0 +1,203 @@
+"""One Transformer encoder layer: multi-head self-attention and a feed-forward network."""
+
+from __future__ import annotations
+
+import keras
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.attention.multi_head_attention import MultiHeadAttention
+from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
+from keras_attn.layers.transformer._arguments import (
+    check_positive_float,
+    check_positive_int,
+    check_rate,
+    clone_initializer,
+)
+from keras_attn.layers.transformer._residual import residual
+from keras_attn.layers.transformer.feed_forward import FeedForward
+
+
+@keras_attn_export("keras_attn.layers.TransformerEncoderBlock")
+class TransformerEncoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
+    """Transformer encoder layer (thesis fig. 2.10, Vaswani et al. 2017).
+
+    Post-LN, as in the paper (`normalize_first=False`, default), for `X` `(batch, T, d)`:
+
+        mha_1  = MHA(X, X, X)                       (batch, T, d), padded keys get 0 weight
+        norm_1 = LN(X + Dropout(mha_1))
+        f      = FFN(norm_1)                        act(norm_1 W_1 + b_1) W_2 + b_2
+        out    = LN(norm_1 + Dropout(f))            (batch, T, d)
+
+    Pre-LN (`normalize_first=True`, Xiong et al. 2020; GPT-2 and most recent models):
+
+        h   = X + Dropout(MHA(LN(X), LN(X), LN(X)))
+        out = h + Dropout(FFN(LN(h)))
+
+    A pre-LN stack needs a final LayerNorm after its last block (`TransformerEncoder` adds it).
+    MHA has `num_heads` heads of size `d / num_heads` (eq. 2.26: `d_k = d_v = d_m / h`).
+
+    Args:
+        num_heads: attention heads `h`; must divide `d`.
+        intermediate_dim: width of the feed-forward hidden layer (`d_ff`).
+        dropout: residual dropout on each sublayer's output (`P_drop` of the paper).
+        attention_dropout: dropout on the attention weights.
+        activation: feed-forward activation (`"relu"` as in the paper, `"gelu"` for BERT).
+        normalize_first: pre-LN instead of post-LN.
+        layer_norm_epsilon: epsilon of the LayerNorms.
+        kernel_initializer: initializer of every kernel.
+        bias_initializer: initializer of every bias.
+
+    Call arguments:
+        inputs: `(batch, T, d)`.
+        inputs_mask: bool `(batch, T)`, True at real positions: padded positions get exactly zero
+            attention weight. Filled from Keras masking when not given (Keras passes the mask as
+            `inputs_mask`, or as `mask` when `inputs` is the only tensor argument; both work).
+        attention_mask: bool `(batch, T, T)`, True where attention is allowed.
+        mask: the Keras mask of `inputs` (see `inputs_mask`).
+        training: enables dropout.
+        return_attention_scores: also return the self-attention weights.
+
+    Returns:
+        `(batch, T, d)`, or `(outputs, weights)` with `weights` `(batch, heads, T, T)` when
+        `return_attention_scores=True`. The Keras mask of `inputs` passes on.
+
+    Example:
+
+    >>> import numpy as np
+    >>> block = TransformerEncoderBlock(num_heads=2, intermediate_dim=16)
+    >>> x = np.random.rand(2, 5, 8).astype("float32")
+    >>> mask = np.array([[True] * 5, [True, True, True, False, False]])
+    >>> y, weights = block(x, inputs_mask=mask, return_attention_scores=True)
+    >>> tuple(y.shape), tuple(weights.shape), float(np.abs(weights[1, :, :, 3:]).max())
+    ((2, 5, 8), (2, 2, 5, 5), 0.0)
+
+    References:
+        Vaswani et al., 2017, "Attention Is All You Need", arXiv:1706.03762.
+        Xiong et al., 2020, "On Layer Normalization in the Transformer Architecture",
+        arXiv:2002.04745.
+    """
+
+    def __init__(
+        self,
+        num_heads: int,
+        intermediate_dim: int,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+        activation="relu",
+        normalize_first: bool = False,
+        layer_norm_epsilon: float = 1e-5,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
+        self.dropout = check_rate("dropout", dropout)
+        self.attention_dropout = check_rate("attention_dropout", attention_dropout)
+        self.activation = keras.activations.get(activation)
+        self.normalize_first = bool(normalize_first)
+        self.layer_norm_epsilon = check_positive_float("layer_norm_epsilon", layer_norm_epsilon)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def build(self, inputs_shape):
+        model_dim = inputs_shape[-1]
+        if model_dim % self.num_heads:
+            raise ValueError(
+                f"Expected the input width to be divisible by num_heads={self.num_heads}. "
+                f"Received: inputs_shape={tuple(inputs_shape)}"
+            )
+        self.self_attention = MultiHeadAttention(
+            self.num_heads,
+            model_dim // self.num_heads,
+            dropout=self.attention_dropout,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy,
+            name="self_attention",
+        )
+        self.self_attention.build(inputs_shape, inputs_shape)
+        self.self_attention_norm = self._layer_norm("self_attention_norm", inputs_shape)
+        self.feed_forward = FeedForward(
+            self.intermediate_dim,
+            activation=self.activation,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy,
+            name="feed_forward",
+        )
+        self.feed_forward.build(inputs_shape)
+        self.feed_forward_norm = self._layer_norm("feed_forward_norm", inputs_shape)
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.built = True
+
+    def _layer_norm(self, name, shape):
+        norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+        norm.build(shape)
+        return norm
+
+    def call(
+        self,
+        inputs,
+        inputs_mask=None,
+        attention_mask=None,
+        mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        padding = inputs_mask if inputs_mask is not None else mask
+
+        def attend(h):
+            return self.self_attention(
+                h,
+                h,
+                query_mask=padding,
+                value_mask=padding,
+                attention_mask=attention_mask,
+                return_attention_scores=True,
+                training=training,
+            )
+
+        x, weights = residual(
+            inputs,
+            attend,
+            self.self_attention_norm,
+            self.dropout_layer,
+            self.normalize_first,
+            training,
+        )
+        x, _ = residual(
+            x,
+            lambda h: (self.feed_forward(h, training=training), None),
+            self.feed_forward_norm,
+            self.dropout_layer,
+            self.normalize_first,
+            training,
+        )
+        return (x, weights) if return_attention_scores else x
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_heads=self.num_heads,
+            intermediate_dim=self.intermediate_dim,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            activation=keras.activations.serialize(self.activation),
+            normalize_first=self.normalize_first,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            kernel_initializer=keras.saving.serialize_keras_object(self.kernel_initializer),
+            bias_initializer=keras.saving.serialize_keras_object(self.bias_initializer),
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for name in ("kernel_initializer", "bias_initializer"):
+            config[name] = keras.saving.deserialize_keras_object(config[name])
+        return cls(**config)

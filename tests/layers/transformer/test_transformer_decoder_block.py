@@ -1,0 +1,227 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.layers import TransformerDecoderBlock
+from keras_attn.testing import run_layer_test
+from tests.layers.transformer import numpy_transformer as npt
+
+RNG = np.random.default_rng(5)
+B, T, D, T_X, D_X = 2, 5, 8, 6, 12
+X = RNG.normal(size=(B, T, D)).astype("float32")
+MEMORY = RNG.normal(size=(B, T_X, D_X)).astype("float32")
+MEMORY_MASK = np.array([[True] * T_X, [True, True, True, True, False, False]])
+PADDING = np.array([[True] * T, [True, True, True, False, False]])
+UPPER = np.triu(np.ones((T, T), bool), k=1)
+
+
+def built_block(seed=0, cross_attention=True, **kwargs):
+    block = TransformerDecoderBlock(
+        num_heads=2, intermediate_dim=12, cross_attention=cross_attention, **kwargs
+    )
+    block(X, MEMORY if cross_attention else None)
+    npt.randomise(block, seed=seed)
+    return block
+
+
+@pytest.mark.parametrize("normalize_first", [False, True], ids=["post_ln", "pre_ln"])
+def test_matches_numpy_reference_with_memory(normalize_first):
+    block = built_block(normalize_first=normalize_first)
+    output, scores = block(
+        X, MEMORY, inputs_mask=PADDING, memory_mask=MEMORY_MASK, return_attention_scores=True
+    )
+    expected, self_weights, cross_weights = npt.decoder_block(
+        block, X.astype("float64"), MEMORY.astype("float64"), PADDING, MEMORY_MASK
+    )
+    np.testing.assert_allclose(output.numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(scores["self_attention"].numpy(), self_weights, atol=1e-6)
+    np.testing.assert_allclose(scores["cross_attention"].numpy(), cross_weights, atol=1e-6)
+
+
+@pytest.mark.parametrize("normalize_first", [False, True], ids=["post_ln", "pre_ln"])
+def test_matches_numpy_reference_decoder_only(normalize_first):
+    block = built_block(cross_attention=False, normalize_first=normalize_first, activation="gelu")
+    output, scores = block(X, return_attention_scores=True)
+    assert set(scores) == {"self_attention"}
+    expected, self_weights, _ = npt.decoder_block(block, X.astype("float64"))
+    np.testing.assert_allclose(output.numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(scores["self_attention"].numpy(), self_weights, atol=1e-6)
+
+
+def test_residual_after_cross_attention_is_norm_1_not_x():
+    """Fig. 2.11 writes norm_2 = Norm(mha_2 + X); the block adds norm_1 (the standard form)."""
+    block = built_block(seed=7)
+    output = block(X, MEMORY).numpy()
+    expected, _, _ = npt.decoder_block(block, X.astype("float64"), MEMORY.astype("float64"))
+    np.testing.assert_allclose(output, expected, rtol=1e-5, atol=1e-5)
+    h = X.astype("float64")
+    causal = np.broadcast_to(np.tril(np.ones((T, T), bool)), (B, T, T))
+    mha_1, _ = npt.multi_head_attention(block.self_attention, h, h, causal)
+    norm_1 = npt.layer_norm(block.self_attention_norm, h + mha_1)
+    mha_2, _ = npt.multi_head_attention(block.cross_attention_layer, norm_1, MEMORY)
+    typo = npt.layer_norm(block.cross_attention_norm, mha_2 + h)  # the thesis' literal line
+    right = npt.layer_norm(block.cross_attention_norm, mha_2 + norm_1)
+    ffn = block.feed_forward
+    typo_out = npt.layer_norm(block.feed_forward_norm, typo + npt.feed_forward(ffn, typo))
+    right_out = npt.layer_norm(block.feed_forward_norm, right + npt.feed_forward(ffn, right))
+    np.testing.assert_allclose(output, right_out, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(output, typo_out, atol=1e-2)
+
+
+@pytest.mark.parametrize("cross_attention", [True, False], ids=["memory", "decoder_only"])
+def test_no_position_attends_to_the_future(cross_attention):
+    block = built_block(seed=1, cross_attention=cross_attention)
+    memory = MEMORY if cross_attention else None
+    output, scores = block(X, memory, return_attention_scores=True)
+    weights = scores["self_attention"].numpy()
+    assert np.all(weights[:, :, UPPER] == 0.0)
+    assert np.all(weights[:, :, ~UPPER] > 0.0)
+    # Perturbing position t changes nothing before t.
+    for t in range(1, T):
+        perturbed = X.copy()
+        perturbed[:, t:] += RNG.normal(scale=10.0, size=perturbed[:, t:].shape)
+        changed = block(perturbed, memory).numpy()
+        np.testing.assert_array_equal(changed[:, :t], output.numpy()[:, :t])
+        assert not np.allclose(changed[:, t], output.numpy()[:, t])
+
+
+def test_padded_memory_and_padded_decoder_positions_get_zero_weight():
+    block = built_block(seed=2)
+    _, scores = block(
+        X, MEMORY, inputs_mask=PADDING, memory_mask=MEMORY_MASK, return_attention_scores=True
+    )
+    assert np.all(scores["cross_attention"].numpy()[1, :, :, 4:] == 0.0)
+    assert np.all(scores["self_attention"].numpy()[1, :, :, 3:] == 0.0)
+
+
+@pytest.mark.parametrize("normalize_first", [False, True], ids=["post_ln", "pre_ln"])
+@pytest.mark.parametrize("cross_attention", [True, False], ids=["memory", "decoder_only"])
+def test_cached_token_by_token_equals_full_causal_pass(cross_attention, normalize_first):
+    block = built_block(seed=3, cross_attention=cross_attention, normalize_first=normalize_first)
+    memory = MEMORY if cross_attention else None
+    mask = MEMORY_MASK if cross_attention else None
+    full, full_scores = block(X, memory, memory_mask=mask, return_attention_scores=True)
+
+    cache = block.initial_cache(B, T, memory)
+    steps, self_weights, cross_weights = [], [], []
+    for t in range(T):
+        output, scores, cache = block(
+            X[:, t : t + 1],
+            cache=cache,
+            cache_index=t,
+            memory_mask=mask,
+            return_attention_scores=True,
+        )
+        steps.append(output.numpy())
+        self_weights.append(scores["self_attention"].numpy())
+        if cross_attention:
+            cross_weights.append(scores["cross_attention"].numpy())
+    np.testing.assert_allclose(np.concatenate(steps, 1), full.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        np.concatenate(self_weights, 2), full_scores["self_attention"].numpy(), atol=1e-6
+    )
+    if cross_attention:
+        np.testing.assert_allclose(
+            np.concatenate(cross_weights, 2), full_scores["cross_attention"].numpy(), atol=1e-6
+        )
+
+
+def test_cache_structure_and_cross_cache_is_the_projected_memory():
+    block = built_block(seed=4)
+    cache = block.initial_cache(B, 7, MEMORY)
+    assert sorted(cache) == ["cross_key", "cross_value", "self_key", "self_value"]
+    assert tuple(cache["self_key"].shape) == (B, 2, 7, 4)
+    assert np.all(cache["self_value"].numpy() == 0.0)
+    attention = block.cross_attention_layer
+    keys = np.einsum("btd,dhe->bhte", MEMORY, attention.key_kernel.numpy())
+    keys += attention.key_bias.numpy()[:, None]
+    values = np.einsum("btd,dhe->bhte", MEMORY, attention.value_kernel.numpy())
+    values += attention.value_bias.numpy()[:, None]
+    np.testing.assert_allclose(cache["cross_key"].numpy(), keys, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(cache["cross_value"].numpy(), values, rtol=1e-5, atol=1e-5)
+    _, new_cache = block(X[:, :1], cache=cache, cache_index=0)
+    assert sorted(new_cache) == sorted(cache)
+    np.testing.assert_array_equal(new_cache["cross_key"].numpy(), cache["cross_key"].numpy())
+    assert np.any(new_cache["self_key"].numpy()[:, :, 0] != 0)
+    assert np.all(new_cache["self_key"].numpy()[:, :, 1:] == 0)
+
+
+def test_prefill_then_steps_in_a_tf_function():
+    block = built_block(seed=5)
+    full = block(X, MEMORY, memory_mask=MEMORY_MASK).numpy()
+
+    @tf.function
+    def step(tokens, cache, index):
+        return block(tokens, cache=cache, cache_index=index, memory_mask=MEMORY_MASK)
+
+    cache = block.initial_cache(B, T, MEMORY)
+    prompt, cache = step(X[:, :3], cache, tf.constant(0))
+    fourth, cache = step(X[:, 3:4], cache, tf.constant(3))
+    fifth, cache = step(X[:, 4:5], cache, tf.constant(4))
+    got = np.concatenate([prompt.numpy(), fourth.numpy(), fifth.numpy()], axis=1)
+    np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
+
+
+def test_keras_masks_of_both_inputs_are_used():
+    source = keras.Input((None,), dtype="int32")
+    target = keras.Input((None,), dtype="int32")
+    memory = keras.layers.Embedding(10, D_X, mask_zero=True)(source)
+    x = keras.layers.Embedding(10, D, mask_zero=True)(target)
+    output, scores = TransformerDecoderBlock(2, 12)(x, memory, return_attention_scores=True)
+    pooled = keras.layers.GlobalAveragePooling1D()(output)
+    model = keras.Model([source, target], [output, scores["cross_attention"], pooled])
+    output, cross, pooled = model([np.array([[1, 2, 3, 0]]), np.array([[4, 5, 0]])])
+    assert np.all(cross.numpy()[0, :, :, 3:] == 0.0)
+    np.testing.assert_allclose(pooled.numpy()[0], output.numpy()[0, :2].mean(0), rtol=1e-5)
+
+
+def test_bad_calls_and_arguments():
+    with pytest.raises(ValueError, match="num_heads=-1"):
+        TransformerDecoderBlock(num_heads=-1, intermediate_dim=4)
+    with pytest.raises(ValueError, match="attention_dropout=1"):
+        TransformerDecoderBlock(num_heads=2, intermediate_dim=4, attention_dropout=1)
+    gpt = built_block(cross_attention=False)
+    with pytest.raises(ValueError, match="cross_attention=False"):
+        gpt(X, MEMORY)
+    block = built_block()
+    with pytest.raises(ValueError, match="pass `memory`"):
+        block(X)
+    cache = block.initial_cache(B, T, MEMORY)
+    with pytest.raises(ValueError, match="cache_index"):
+        block(X[:, :1], cache=cache)
+    with pytest.raises(ValueError, match="memory=None"):
+        block(X[:, :1], MEMORY, cache=cache, cache_index=0)
+    with pytest.raises(ValueError, match="needs `memory`"):
+        block.initial_cache(B, T)
+
+
+def test_harness_padded_memory():
+    run_layer_test(
+        TransformerDecoderBlock,
+        {"num_heads": 2, "intermediate_dim": 12, "dropout": 0.1, "attention_dropout": 0.1},
+        {"inputs": X, "memory": MEMORY},
+        mask=MEMORY_MASK,
+        padded_input="memory",
+        mask_kwarg="memory_mask",
+        weights_kwarg=None,
+        expected_output_shape=(B, T, D),
+    )
+
+
+def test_harness_decoder_only_keras_masking_pre_ln():
+    run_layer_test(
+        TransformerDecoderBlock,
+        {
+            "num_heads": 2,
+            "intermediate_dim": 12,
+            "cross_attention": False,
+            "normalize_first": True,
+            "activation": "gelu",
+        },
+        {"inputs": X},
+        mask=PADDING,
+        padded_input="inputs",
+        weights_kwarg=None,
+        run_saved_model_check=False,
+    )
