@@ -23,6 +23,7 @@ from keras_attn.layers.embedding import (
 from keras_attn.layers.recurrent import (
     BahdanauDecoder,
     BidirectionalEncoder,
+    DeepRNN,
     ElmanRNN,
     ElmanRNNCell,
     JordanRNN,
@@ -47,6 +48,7 @@ __all__ = [
     "CoAttention",
     "CompositionalDeAttention",
     "ContextAttentionPooling",
+    "DeepRNN",
     "ElmanRNN",
     "ElmanRNNCell",
     "FeedForward",

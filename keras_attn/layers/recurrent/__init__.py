@@ -1,5 +1,6 @@
 from keras_attn.layers.recurrent.bahdanau_decoder import BahdanauDecoder
 from keras_attn.layers.recurrent.bidirectional_encoder import BidirectionalEncoder
+from keras_attn.layers.recurrent.deep_rnn import DeepRNN
 from keras_attn.layers.recurrent.elman_rnn import ElmanRNN
 from keras_attn.layers.recurrent.elman_rnn_cell import ElmanRNNCell
 from keras_attn.layers.recurrent.jordan_rnn import JordanRNN
@@ -11,6 +12,7 @@ from keras_attn.layers.recurrent.vector_to_sequence import VectorToSequence
 __all__ = [
     "BahdanauDecoder",
     "BidirectionalEncoder",
+    "DeepRNN",
     "ElmanRNN",
     "ElmanRNNCell",
     "JordanRNN",
