@@ -111,3 +111,91 @@ def masked_recurrence(x, mask, step, state, reverse=False):
         previous = np.where(keep, output, previous)
         outputs[t] = previous
     return np.stack(outputs, axis=1), state
+
+
+def ntm_cosine(key, memory, eps=1e-16):
+    """Graves et al. 2014 eq. 6, K[k, M(i)], with `eps` under both norms' square roots."""
+    dot = np.einsum("bnm,bm->bn", memory, key)
+    key_norm = np.sqrt((key**2).sum(-1, keepdims=True) + eps)
+    return dot / (key_norm * np.sqrt((memory**2).sum(-1) + eps))
+
+
+def ntm_content_weights(key, beta, memory):
+    """Eq. 5: softmax_i(beta K[k, M(i)]), (batch, N)."""
+    return softmax(beta * ntm_cosine(key, memory))
+
+
+def ntm_interpolate(content, gate, previous):
+    """Eq. 7: g w^c + (1 - g) w^(t-1)."""
+    return gate * content + (1 - gate) * previous
+
+
+def ntm_shift(weights, shifts):
+    """Eq. 8 written as the loop: w~(i) = sum_{j=-r..r} s(j) w((i - j) mod N)."""
+    n, r = weights.shape[-1], (shifts.shape[-1] - 1) // 2
+    out = np.zeros_like(weights, dtype=np.float64)
+    for i in range(n):
+        for j in range(-r, r + 1):
+            out[:, i] += shifts[:, j + r] * weights[:, (i - j) % n]
+    return out
+
+
+def ntm_sharpen(weights, gamma):
+    """Eq. 9: w~^gamma / sum w~^gamma."""
+    powered = weights.astype(np.float64) ** gamma
+    return powered / powered.sum(-1, keepdims=True)
+
+
+def ntm_read(weights, memory):
+    """Eq. 2: r = sum_i w(i) M(i)."""
+    return np.einsum("bn,bnm->bm", weights, memory)
+
+
+def ntm_write(memory, weights, erase, add):
+    """Eqs. 3-4, one head after the other's erasure, then all additions: (batch, W, ...) heads."""
+    erased = memory.astype(np.float64)
+    for h in range(weights.shape[1]):
+        erased = erased * (1 - weights[:, h, :, None] * erase[:, h, None, :])
+    return erased + np.einsum("bhn,bhm->bnm", weights, add)
+
+
+def ntm_step(x, state, params):
+    """One NTMCell step from the paper's equations; `state` = (h, c, memory (b, N, M_w),
+    reads (b, R*M_w), weights (b, R+W, N)); `params` holds the weights and sizes by name."""
+    h, c, memory, reads, previous = state
+    width, r = params["memory_width"], params["shift_range"]
+    num_read, num_write = params["num_read_heads"], params["num_write_heads"]
+    h, c = lstm_step(
+        np.concatenate([x, reads], -1),
+        h,
+        c,
+        params["controller_kernel"],
+        params["controller_recurrent_kernel"],
+        params["controller_bias"],
+    )
+    p = h @ params["head_kernel"] + params["head_bias"]
+    if params["clip_value"] is not None:
+        p = np.clip(p, -params["clip_value"], params["clip_value"])
+    size = width + 2 * r + 4
+    weights = []
+    for head in range(num_read + num_write):
+        q = p[:, head * size : (head + 1) * size]
+        key = q[:, :width]
+        beta = np.log1p(np.exp(q[:, width : width + 1]))
+        gate = sigmoid(q[:, width + 1 : width + 2])
+        shifts = softmax(q[:, width + 2 : width + 3 + 2 * r])
+        gamma = 1 + np.log1p(np.exp(q[:, width + 3 + 2 * r :]))
+        w = ntm_content_weights(key, beta, memory)
+        w = ntm_interpolate(w, gate, previous[:, head])
+        w = ntm_shift(w, shifts)
+        weights.append(ntm_sharpen(w, gamma))
+    weights = np.stack(weights, 1)
+    erase_add = p[:, (num_read + num_write) * size :].reshape(-1, num_write, 2, width)
+    memory = ntm_write(
+        memory, weights[:, num_read:], sigmoid(erase_add[:, :, 0]), np.tanh(erase_add[:, :, 1])
+    )
+    reads = np.concatenate([ntm_read(weights[:, j], memory) for j in range(num_read)], -1)
+    output = np.concatenate([h, reads], -1)
+    if "output_kernel" in params:
+        output = output @ params["output_kernel"] + params["output_bias"]
+    return output, (h, c, memory, reads, weights)

@@ -29,6 +29,8 @@ from keras_attn.layers.recurrent import (
     JordanRNN,
     JordanRNNCell,
     LuongDecoder,
+    NeuralTuringMachine,
+    NTMCell,
     TeacherForcedRNN,
     VectorToSequence,
 )
@@ -63,6 +65,8 @@ __all__ = [
     "MultiDimensionalAttention",
     "MultiHeadAttention",
     "MultiRepresentationAttention",
+    "NeuralTuringMachine",
+    "NTMCell",
     "PositionEmbedding",
     "SinusoidalPositionEncoding",
     "TeacherForcedRNN",

@@ -6,6 +6,8 @@ from keras_attn.layers.recurrent.elman_rnn_cell import ElmanRNNCell
 from keras_attn.layers.recurrent.jordan_rnn import JordanRNN
 from keras_attn.layers.recurrent.jordan_rnn_cell import JordanRNNCell
 from keras_attn.layers.recurrent.luong_decoder import LuongDecoder
+from keras_attn.layers.recurrent.neural_turing_machine import NeuralTuringMachine
+from keras_attn.layers.recurrent.ntm_cell import NTMCell
 from keras_attn.layers.recurrent.teacher_forced_rnn import TeacherForcedRNN
 from keras_attn.layers.recurrent.vector_to_sequence import VectorToSequence
 
@@ -18,6 +20,8 @@ __all__ = [
     "JordanRNN",
     "JordanRNNCell",
     "LuongDecoder",
+    "NeuralTuringMachine",
+    "NTMCell",
     "TeacherForcedRNN",
     "VectorToSequence",
 ]
