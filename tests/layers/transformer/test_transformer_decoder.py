@@ -1,0 +1,171 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.layers import TransformerDecoder
+from keras_attn.testing import run_layer_test
+from tests.layers.transformer import numpy_transformer as npt
+
+RNG = np.random.default_rng(31)
+B, T, D, T_X = 2, 6, 8, 4
+X = RNG.normal(size=(B, T, D)).astype("float32")
+MEMORY = RNG.normal(size=(B, T_X, D)).astype("float32")
+MEMORY_MASK = np.array([[True] * T_X, [True, True, False, False]])
+UPPER = np.triu(np.ones((T, T), bool), k=1)
+
+
+def built_decoder(seed=0, cross_attention=True, **kwargs):
+    decoder = TransformerDecoder(
+        num_layers=3, num_heads=2, intermediate_dim=12, cross_attention=cross_attention, **kwargs
+    )
+    decoder(X, MEMORY if cross_attention else None)
+    npt.randomise(decoder, seed=seed)
+    return decoder
+
+
+def reference(decoder, memory=None, memory_mask=None):
+    h = X.astype("float64")
+    memory = None if memory is None else memory.astype("float64")
+    for block in decoder.blocks:
+        h, _, _ = npt.decoder_block(block, h, memory, memory_mask=memory_mask)
+    return npt.layer_norm(decoder.final_norm, h) if decoder.normalize_first else h
+
+
+@pytest.mark.parametrize("normalize_first", [False, True], ids=["post_ln", "pre_ln"])
+@pytest.mark.parametrize("cross_attention", [True, False], ids=["memory", "decoder_only"])
+def test_matches_numpy_stack_of_blocks(cross_attention, normalize_first):
+    decoder = built_decoder(cross_attention=cross_attention, normalize_first=normalize_first)
+    memory = MEMORY if cross_attention else None
+    mask = MEMORY_MASK if cross_attention else None
+    output = decoder(X, memory, memory_mask=mask).numpy()
+    np.testing.assert_allclose(output, reference(decoder, memory, mask), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("normalize_first", [False, True], ids=["post_ln", "pre_ln"])
+@pytest.mark.parametrize("cross_attention", [True, False], ids=["memory", "decoder_only"])
+def test_cached_token_by_token_equals_full_causal_pass(cross_attention, normalize_first):
+    decoder = built_decoder(
+        seed=1, cross_attention=cross_attention, normalize_first=normalize_first
+    )
+    memory = MEMORY if cross_attention else None
+    mask = MEMORY_MASK if cross_attention else None
+    full, full_scores = decoder(X, memory, memory_mask=mask, return_attention_scores=True)
+
+    @tf.function
+    def step(token, cache, index):
+        return decoder(
+            token, cache=cache, cache_index=index, memory_mask=mask, return_attention_scores=True
+        )
+
+    cache = decoder.initial_cache(B, T, memory)
+    assert isinstance(cache, tuple) and len(cache) == 3
+    outputs, self_weights = [], []
+    for t in range(T):
+        output, scores, cache = step(X[:, t : t + 1], cache, tf.constant(t))
+        outputs.append(output.numpy())
+        self_weights.append(scores["self_attention"].numpy())
+    np.testing.assert_allclose(np.concatenate(outputs, 1), full.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        np.concatenate(self_weights, 3), full_scores["self_attention"].numpy(), atol=1e-6
+    )
+
+
+def test_prompt_prefill_then_steps():
+    decoder = built_decoder(seed=2, cross_attention=False, normalize_first=True)
+    full = decoder(X).numpy()
+    cache = decoder.initial_cache(B, T)
+    prompt, cache = decoder(X[:, :4], cache=cache, cache_index=0)
+    rest = []
+    for t in range(4, T):
+        output, cache = decoder(X[:, t : t + 1], cache=cache, cache_index=t)
+        rest.append(output.numpy())
+    got = np.concatenate([prompt.numpy(), *rest], 1)
+    np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cross_attention", [True, False], ids=["memory", "decoder_only"])
+def test_no_position_attends_to_the_future_in_any_layer(cross_attention):
+    decoder = built_decoder(seed=3, cross_attention=cross_attention)
+    memory = MEMORY if cross_attention else None
+    output, scores = decoder(X, memory, return_attention_scores=True)
+    weights = scores["self_attention"].numpy()
+    assert weights.shape == (B, 3, 2, T, T)
+    assert np.all(weights[..., UPPER] == 0.0)
+    if cross_attention:
+        assert scores["cross_attention"].shape == (B, 3, 2, T, T_X)
+    for t in (1, 3, 5):
+        perturbed = X.copy()
+        perturbed[:, t:] = RNG.normal(scale=10.0, size=perturbed[:, t:].shape)
+        changed = decoder(perturbed, memory).numpy()
+        np.testing.assert_array_equal(changed[:, :t], output.numpy()[:, :t])
+
+
+def test_padded_memory_gets_zero_weight_in_every_layer():
+    decoder = built_decoder(seed=4)
+    _, scores = decoder(X, MEMORY, memory_mask=MEMORY_MASK, return_attention_scores=True)
+    assert np.all(scores["cross_attention"].numpy()[1, ..., 2:] == 0.0)
+
+
+def test_keras_masks_reach_every_block_in_a_functional_model():
+    source = keras.Input((None,), dtype="int32")
+    target = keras.Input((None,), dtype="int32")
+    source_embedding = keras.layers.Embedding(10, D, mask_zero=True)
+    target_embedding = keras.layers.Embedding(10, D, mask_zero=True)
+    decoder = TransformerDecoder(2, 2, 12)
+    model = keras.Model(
+        [source, target], decoder(target_embedding(target), source_embedding(source))
+    )
+    source_ids, target_ids = np.array([[1, 2, 0, 0]]), np.array([[3, 4, 5]])
+    got = model([source_ids, target_ids]).numpy()
+    # the same tensors without Keras masks, with and without explicit masks
+    memory = keras.ops.convert_to_tensor(source_embedding(source_ids).numpy())
+    x = keras.ops.convert_to_tensor(target_embedding(target_ids).numpy())
+    explicit = decoder(x, memory, memory_mask=source_ids != 0).numpy()
+    unmasked = decoder(x, memory).numpy()
+    np.testing.assert_allclose(got, explicit, rtol=1e-6, atol=1e-6)
+    assert not np.allclose(got, unmasked, atol=1e-4)
+
+
+def test_bad_calls():
+    decoder = built_decoder()
+    cache = decoder.initial_cache(B, T, MEMORY)
+    with pytest.raises(ValueError, match="one entry per layer"):
+        decoder(X[:, :1], cache=cache[:2], cache_index=0)
+    with pytest.raises(ValueError, match="pass `memory`"):
+        decoder(X)
+    with pytest.raises(ValueError, match="Build the decoder"):
+        TransformerDecoder(1, 2, 4).initial_cache(B, T, MEMORY)
+
+
+def test_harness_padded_memory():
+    run_layer_test(
+        TransformerDecoder,
+        {"num_layers": 2, "num_heads": 2, "intermediate_dim": 12, "dropout": 0.1},
+        {"inputs": X, "memory": MEMORY},
+        mask=MEMORY_MASK,
+        padded_input="memory",
+        weights_kwarg=None,
+        expected_output_shape=(B, T, D),
+        run_saved_model_check=False,
+    )
+
+
+def test_harness_decoder_only():
+    run_layer_test(
+        TransformerDecoder,
+        {
+            "num_layers": 2,
+            "num_heads": 2,
+            "intermediate_dim": 12,
+            "cross_attention": False,
+            "normalize_first": True,
+            "activation": "gelu",
+        },
+        {"inputs": X},
+        mask=np.array([[True] * T, [True, True, True, False, False, False]]),
+        padded_input="inputs",
+        mask_kwarg="inputs_mask",
+        weights_kwarg=None,
+        expected_output_shape=(B, T, D),
+    )
