@@ -31,7 +31,9 @@ class OutputFeedbackDecoder(keras.layers.Layer):
 
     where `cap = sampling_probability` (default 1 for the decaying schedules).
 
-    Subclasses implement `_step(inputs_t, feedback, states, training) -> (output, states)`.
+    Subclasses define `_step(inputs_t, feedback, states, training) -> (output, new_states)`: one
+    step from the step input (None when there is none), the fed-back `f^(t-1)` `(batch, q)` and
+    their own states, called by `_decode`.
     """
 
     def __init__(
@@ -123,9 +125,6 @@ class OutputFeedbackDecoder(keras.layers.Layer):
         if self.feedback == "categorical":
             return ops.one_hot(ops.argmax(output, axis=-1), self.output_units, dtype=output.dtype)
         return output
-
-    def _step(self, inputs_t, feedback, states, training):
-        raise NotImplementedError
 
     def _decode(
         self,
