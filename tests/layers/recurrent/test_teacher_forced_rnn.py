@@ -145,6 +145,29 @@ def test_training_step_drives_the_schedule():
         layer(X, Y, training=True)
 
 
+class ScheduledModel(keras.Model):
+    """The documented way to drive a decaying schedule from `fit`: the optimizer's step."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = TeacherForcedRNN(6, output_units=2, schedule="linear", decay=0.25)
+
+    def call(self, inputs, training=False):
+        x, y = inputs
+        return self.rnn(x, y, step=self.optimizer.iterations, training=training)
+
+
+def test_fit_drives_the_schedule_with_optimizer_iterations():
+    model = ScheduledModel()
+    model.compile(keras.optimizers.Adam(1e-2), "mse")
+    history = model.fit([X, Y], Y, batch_size=1, epochs=2, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    assert int(model.optimizer.iterations) == 4
+    # p_4 = min(1, 0.25 * 4) = 1: a training call now runs free.
+    got = model([X, Y], training=True).numpy()
+    np.testing.assert_allclose(got, free_running(model.rnn, X, np.ones_like(MASK)), **TOL)
+
+
 def test_inference_equals_jordan_rnn_with_the_same_weights():
     layer = make()
     jordan = JordanRNN(6, output_units=2, return_sequences=True)
