@@ -2,12 +2,14 @@
 
     keras-attn serve --port 8500 [--rest_api_port 8501] --model_name translator \\
         --model_base_path models/translator [--host 127.0.0.1]
+    keras-attn serve --port 8500 --model_config_file models.config [--enable_batching \\
+        --batching_parameters_file batching.txt] [--monitoring_config_file monitoring.txt]
     keras-attn translate --server localhost:8500 [--model_name translator] "Ein Satz." ...
 
 `serve` takes the stock `tensorflow_model_server` flag names, prints one line once it answers
-(`Serving NAME version N on HOST:PORT (gRPC)[, REST on HOST:PORT]`) and runs until SIGINT or
-SIGTERM, then stops gracefully and exits 0. `translate` prints one translation per line; when no
-server answers it prints `cannot reach a model server at HOST:PORT (UNAVAILABLE)` and exits 1.
+(`Serving NAME version N[, NAME2 version M] on HOST:PORT (gRPC)[, REST on HOST:PORT]`) and
+runs until SIGINT or SIGTERM, then stops gracefully and exits 0. `translate` prints one
+translation per line; when no server answers it prints `cannot reach a model server at HOST:PORT (UNAVAILABLE)` and exits 1.
 
 TensorFlow is imported inside the handlers only, so `keras-attn --help` stays quick. The module
 also runs on its own: `python -m keras_attn.serving.cli serve ...`.
@@ -56,15 +58,36 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
 def add_parsers(subparsers: Any) -> None:
     """Registers `serve` and `translate` on an argparse subparsers object."""
     serve = subparsers.add_parser(
         "serve",
         help="serve a SavedModel over TensorFlow Serving's gRPC (and REST) API",
         description=(
-            "Serve the latest integer version under --model_base_path with TensorFlow "
-            "Serving's gRPC API (PredictionService, ModelService, health, reflection) and, with "
-            "--rest_api_port, its REST API. Stops gracefully on SIGINT/SIGTERM."
+            "Serve the latest integer version under --model_base_path, or the models of "
+            "--model_config_file, with TensorFlow Serving's gRPC API (PredictionService, "
+            "ModelService, health, reflection) and, with --rest_api_port, its REST API. New "
+            "versions are picked up without a restart. Stops gracefully on SIGINT/SIGTERM."
         ),
     )
     serve.add_argument(
@@ -73,11 +96,31 @@ def add_parsers(subparsers: Any) -> None:
     serve.add_argument(
         "--rest_api_port", type=_port, default=0, help="REST port (default 0: no REST API)"
     )
-    serve.add_argument("--model_name", required=True, help="the name clients ask for")
+    serve.add_argument(
+        "--model_name", default="default", help="the name clients ask for (default 'default')"
+    )
     serve.add_argument(
         "--model_base_path",
-        required=True,
+        default="",
         help="directory holding integer-named SavedModel versions (MODEL_BASE_PATH/1/, ...)",
+    )
+    serve.add_argument(
+        "--model_config_file",
+        default="",
+        help="a text ModelServerConfig: several models, version policies, labels (overrides "
+        "--model_name and --model_base_path)",
+    )
+    serve.add_argument(
+        "--model_config_file_poll_wait_seconds",
+        type=_seconds,
+        default=0.0,
+        help="re-read --model_config_file this often (default 0: never)",
+    )
+    serve.add_argument(
+        "--file_system_poll_wait_seconds",
+        type=_seconds,
+        default=1.0,
+        help="poll the model directories for new versions this often (default 1; 0: once)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument(
@@ -87,6 +130,65 @@ def add_parsers(subparsers: Any) -> None:
         const=True,
         default=False,
         help="require matching method names for Classify/Regress/Predict (stock flag; off)",
+    )
+    serve.add_argument(
+        "--enable_batching",
+        type=_bool_flag,
+        nargs="?",
+        const=True,
+        default=False,
+        help="merge concurrent requests into one model call",
+    )
+    serve.add_argument(
+        "--batching_parameters_file", default="", help="a text BatchingParameters"
+    )
+    serve.add_argument(
+        "--allow_version_labels_for_unavailable_models",
+        type=_bool_flag,
+        nargs="?",
+        const=True,
+        default=False,
+        help="let labels name versions that are not loaded yet (stock flag; off)",
+    )
+    serve.add_argument(
+        "--enable_model_warmup",
+        type=_bool_flag,
+        nargs="?",
+        const=True,
+        default=True,
+        help="replay assets.extra/tf_serving_warmup_requests at load (default true)",
+    )
+    serve.add_argument(
+        "--num_request_iterations_for_warmup",
+        type=_count,
+        default=1,
+        help="times each warm-up request runs (default 1)",
+    )
+    serve.add_argument(
+        "--max_num_load_retries",
+        type=_count,
+        default=5,
+        help="retries of a failed version load (default 5)",
+    )
+    serve.add_argument(
+        "--load_retry_interval_micros",
+        type=_count,
+        default=60_000_000,
+        help="microseconds between load retries (default one minute)",
+    )
+    serve.add_argument(
+        "--grpc_channel_arguments",
+        default="",
+        help="gRPC server arguments key=value,... e.g. grpc.max_receive_message_length=1048576",
+    )
+    serve.add_argument(
+        "--grpc_max_threads", type=_count, default=16, help="threads answering gRPC (default 16)"
+    )
+    serve.add_argument(
+        "--monitoring_config_file",
+        default="",
+        help="a text MonitoringConfig; prometheus_config { enable: true } serves metrics on "
+        "the REST port at its path (default /monitoring/prometheus/metrics)",
     )
     serve.set_defaults(func=run_serve)
 
@@ -123,13 +225,24 @@ def run_serve(args: argparse.Namespace) -> int:
         port=args.port,
         host=args.host,
         rest_api_port=args.rest_api_port or None,
+        max_workers=args.grpc_max_threads,
         enable_signature_method_name_check=args.enable_signature_method_name_check,
+        model_config_file=args.model_config_file or None,
+        model_config_file_poll_wait_seconds=args.model_config_file_poll_wait_seconds,
+        file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
+        enable_batching=args.enable_batching,
+        batching_parameters_file=args.batching_parameters_file or None,
+        allow_version_labels_for_unavailable_models=args.allow_version_labels_for_unavailable_models,
+        enable_model_warmup=args.enable_model_warmup,
+        num_request_iterations_for_warmup=args.num_request_iterations_for_warmup,
+        max_num_load_retries=args.max_num_load_retries,
+        load_retry_interval_micros=args.load_retry_interval_micros,
+        grpc_channel_arguments=args.grpc_channel_arguments,
+        monitoring_config_file=args.monitoring_config_file or None,
     )
     try:
         server.start()
-    except LoadError as error:
-        raise UserError(str(error)) from None
-    except OSError as error:
+    except (LoadError, OSError, ValueError) as error:
         raise UserError(str(error)) from None
 
     stop = threading.Event()
@@ -137,7 +250,7 @@ def run_serve(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         previous[signum] = signal.signal(signum, lambda *_: stop.set())
     try:
-        print(f"Serving {args.model_name} version {server.version} on {server.describe()}")
+        print(f"Serving {server.describe_models()} on {server.describe()}")
         sys.stdout.flush()
         while not stop.wait(1.0):
             pass
@@ -145,7 +258,8 @@ def run_serve(args: argparse.Namespace) -> int:
         server.stop()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    print(f"Stopped serving {args.model_name}.", flush=True)
+    names = ", ".join(model.name for model in server.manager.config.model_config_list.config)
+    print(f"Stopped serving {names}.", flush=True)
     return 0
 
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
+import grpc
 import numpy as np
 from google.protobuf import text_format
 from tensorflow.core.framework import tensor_pb2, types_pb2
@@ -37,6 +38,7 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
+from keras_attn.serving.deadline import check_deadline
 from keras_attn.serving.servable import Servable
 from keras_attn.serving.status import (
     ServingStatus,
@@ -80,53 +82,106 @@ class _Feed:
     array: np.ndarray
 
 
-class ServingCore:
-    """Answers TensorFlow Serving API requests from a set of loaded servables.
+@dataclasses.dataclass(frozen=True)
+class VersionStatus:
+    """The state of one model version, as `GetModelStatus` reports it.
 
-    Args:
-        servables: the loaded model versions (several names and versions may be given).
-        version_labels: per model name, version label -> version (`ModelSpec.version_label`).
-        enable_signature_method_name_check: the stock flag of that name (default off, as in
-            stock): when on, Classify/Regress/Predict require the matching `method_name`.
+    Attributes:
+        version: the version number.
+        state: a `ModelVersionStatus.State` (START, LOADING, AVAILABLE, UNLOADING, END).
+        error_code: the status of the last transition (a failed load ends in END with its error).
+        error_message: its message ("" when OK).
     """
+
+    version: int
+    state: int
+    error_code: grpc.StatusCode = grpc.StatusCode.OK
+    error_message: str = ""
+
+
+class ServableSource(Protocol):
+    """Where `ServingCore` finds servables: a `ModelManager`, or `StaticSource` in tests."""
+
+    def servable(self, model_spec: model_pb2.ModelSpec) -> Servable:
+        """The servable a ModelSpec asks for; raises the stock lookup errors."""
+
+    def version_states(self, name: str) -> list[VersionStatus]:
+        """Every version of a model the server has seen, highest first."""
+
+
+def find_servable(
+    versions: Mapping[int, Servable],
+    labels: Mapping[str, int],
+    model_spec: model_pb2.ModelSpec,
+) -> Servable:
+    """Resolves a ModelSpec against the available versions of its model, as stock does.
+
+    `ServerCore::ServableRequestFromModelSpec` turns the spec into `Latest(name)` or
+    `Specific(name, version)` (a label resolves to its version first), and the manager answers
+    NOT_FOUND when no available version matches.
+    """
+    name = model_spec.name
+    if not name:
+        raise invalid_argument("ModelSpec has no name specified.")
+    choice = model_spec.WhichOneof("version_choice")
+    version: int | None = None
+    if choice == "version":
+        version = model_spec.version.value
+    elif choice == "version_label":
+        version = labels.get(model_spec.version_label)
+        if version is None:
+            raise invalid_argument(
+                f"Unrecognized servable version label: {model_spec.version_label}"
+            )
+    if version is None:
+        if not versions:
+            raise not_found(f"Servable not found for request: Latest({name})")
+        return versions[max(versions)]
+    if version not in versions:
+        raise not_found(f"Servable not found for request: Specific({name}, {version})")
+    return versions[version]
+
+
+class StaticSource:
+    """A fixed set of loaded servables (every one AVAILABLE), with optional version labels."""
 
     def __init__(
         self,
         servables: Iterable[Servable],
         version_labels: Mapping[str, Mapping[str, int]] | None = None,
-        enable_signature_method_name_check: bool = False,
     ):
         self._servables: dict[str, dict[int, Servable]] = {}
         for servable in servables:
             self._servables.setdefault(servable.name, {})[servable.version] = servable
         self._labels = {name: dict(labels) for name, labels in (version_labels or {}).items()}
-        self._method_check = enable_signature_method_name_check
 
-    # ------------------------------------------------------------------ servable lookup
+    def servable(self, model_spec: model_pb2.ModelSpec) -> Servable:
+        name = model_spec.name
+        return find_servable(self._servables.get(name, {}), self._labels.get(name, {}), model_spec)
+
+    def version_states(self, name: str) -> list[VersionStatus]:
+        return [
+            VersionStatus(version, get_model_status_pb2.ModelVersionStatus.AVAILABLE)
+            for version in sorted(self._servables.get(name, {}), reverse=True)
+        ]
+
+
+class ServingCore:
+    """Answers TensorFlow Serving API requests from a source of loaded servables.
+
+    Args:
+        source: where servables are looked up (a `ModelManager`, or a `StaticSource`).
+        enable_signature_method_name_check: the stock flag of that name (default off, as in
+            stock): when on, Classify/Regress/Predict require the matching `method_name`.
+    """
+
+    def __init__(self, source: ServableSource, enable_signature_method_name_check: bool = False):
+        self.source = source
+        self._method_check = enable_signature_method_name_check
 
     def servable(self, model_spec: model_pb2.ModelSpec) -> Servable:
         """The servable a ModelSpec asks for (latest version unless a version or label is set)."""
-        name = model_spec.name
-        if not name:
-            raise invalid_argument("ModelSpec has no name specified.")
-        choice = model_spec.WhichOneof("version_choice")
-        version: int | None = None
-        if choice == "version":
-            version = model_spec.version.value
-        elif choice == "version_label":
-            version = self._labels.get(name, {}).get(model_spec.version_label)
-            if version is None:
-                raise invalid_argument(
-                    f"Unrecognized servable version label: {model_spec.version_label}"
-                )
-        versions = self._servables.get(name, {})
-        if version is None:
-            if not versions:
-                raise not_found(f"Servable not found for request: Latest({name})")
-            return versions[max(versions)]
-        if version not in versions:
-            raise not_found(f"Servable not found for request: Specific({name}, {version})")
-        return versions[version]
+        return self.source.servable(model_spec)
 
     # ------------------------------------------------------------------ Predict
 
@@ -198,22 +253,21 @@ class ServingCore:
         if not request.HasField("model_spec"):
             raise invalid_argument("Missing ModelSpec")
         name = request.model_spec.name
-        versions = self._servables.get(name, {})
+        states = self.source.version_states(name)
+        # The stock state monitor's VersionMap is ordered by version, highest first.
         if request.model_spec.HasField("version"):
             version = request.model_spec.version.value
-            if version not in versions:
+            states = [state for state in states if state.version == version]
+            if not states:
                 raise not_found(f"Could not find version {version} of model {name}")
-            selected = [version]
-        else:
-            if not versions:
-                raise not_found(f"Could not find any versions of model {name}")
-            selected = sorted(versions)
+        elif not states:
+            raise not_found(f"Could not find any versions of model {name}")
         response = get_model_status_pb2.GetModelStatusResponse()
-        for version in selected:
-            status = response.model_version_status.add(
-                version=version, state=get_model_status_pb2.ModelVersionStatus.AVAILABLE
-            )
+        for state in states:
+            status = response.model_version_status.add(version=state.version, state=state.state)
             status.status.SetInParent()
+            status.status.error_code = state.error_code.value[0]
+            status.status.error_message = state.error_message
         return response
 
     # ------------------------------------------------------------------ Classify / Regress
@@ -458,17 +512,23 @@ def _run(servable: Servable, signature_name: str, feeds: Sequence[_Feed]) -> dic
     if function is None:
         raise failed_precondition(f'Serving signature key "{signature_name}" not found.')
     _check_feeds(signature_name, feeds)
+    check_deadline()
     try:
         arguments = {
             feed.alias: tf.constant(feed.array, dtype=tf.dtypes.as_dtype(feed.info.dtype))
             for feed in feeds
         }
         outputs = function(**arguments)
-        return {alias: tensor.numpy() for alias, tensor in outputs.items()}
+        return {alias: _as_numpy(tensor) for alias, tensor in outputs.items()}
     except tf.errors.OpError as error:
         raise ServingStatus(code_from_number(error.error_code), error.message) from None
     except (TypeError, ValueError) as error:
         raise invalid_argument(str(error)) from None
+
+
+def _as_numpy(value: Any) -> np.ndarray:
+    """A signature output as NumPy (batched calls already return arrays)."""
+    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
 
 
 def _find_signature(

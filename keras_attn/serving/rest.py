@@ -22,11 +22,13 @@ import logging
 import math
 import re
 import socket
+import time
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import grpc
 import numpy as np
 from google.protobuf import json_format
 from tensorflow.core.example import example_pb2, feature_pb2
@@ -42,6 +44,7 @@ from tensorflow_serving.apis import (
 )
 
 from keras_attn.serving.core import DEFAULT_SIGNATURE, SIGNATURE_DEF_FIELD, ServingCore
+from keras_attn.serving.metrics import Metrics
 from keras_attn.serving.status import ServingStatus, invalid_argument, unimplemented
 from keras_attn.serving.tensors import (
     dtype_string,
@@ -61,6 +64,7 @@ _STATUS_PATH = re.compile(
     re.IGNORECASE,
 )
 _ROW, _COLUMNAR = "row", "columnar"
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _FLOAT32_MAX_INT = (1 << 24) - 1
 _FLOAT64_MAX_INT = (1 << 53) - 1
 _INT_RANGES = {
@@ -541,22 +545,50 @@ def _message_json(message: Any) -> Any:
 
 
 class RestApi:
-    """Answers REST requests from a `ServingCore` (transport-free: method, path, body in)."""
+    """Answers REST requests from a `ServingCore` (transport-free: method, path, body in).
 
-    def __init__(self, core: ServingCore):
+    Args:
+        core: the request logic.
+        metrics: where predict/classify/regress requests are counted (None: not counted).
+    """
+
+    def __init__(self, core: ServingCore, metrics: Metrics | None = None):
         self._core = core
+        self._metrics = metrics
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, Any] | None:
         """Returns (HTTP status, JSON-able body), or None for a path outside the API (404)."""
         if not _HANDLED_PATH.fullmatch(path):
             return None
+        start = time.perf_counter()
+        code = grpc.StatusCode.OK
         try:
             return 200, self._dispatch(method, path, body)
         except ServingStatus as status:
+            code = status.code
             return status.http_status, {"error": status.message}
         except Exception as error:  # Never let a bad request take the server down.
+            code = grpc.StatusCode.INTERNAL
             logger.exception("REST request failed")
             return 500, {"error": f"{type(error).__name__}: {error}"}
+        finally:
+            self._record(method, path, body, code, time.perf_counter() - start)
+
+    def _record(
+        self, method: str, path: str, body: bytes, code: grpc.StatusCode, latency: float
+    ) -> None:
+        match = _PREDICTION_PATH.fullmatch(path) if method == "POST" else None
+        if self._metrics is None or match is None:
+            return
+        signature = DEFAULT_SIGNATURE
+        try:
+            doc = json.loads(body)
+            if isinstance(doc, dict) and isinstance(doc.get("signature_name"), str):
+                signature = doc["signature_name"] or DEFAULT_SIGNATURE
+        except (ValueError, UnicodeDecodeError):
+            pass
+        api = match.group(4).capitalize()
+        self._metrics.record(unquote(match.group(1)), signature, api, "REST", code.name, latency)
 
     def _dispatch(self, method: str, path: str, body: bytes) -> Any:
         malformed = invalid_argument(f"Malformed request: {method} {path}")
@@ -637,6 +669,8 @@ class _Handler(BaseHTTPRequestHandler):
     """One HTTP/1.0 request (the connection closes after the answer)."""
 
     api: RestApi
+    metrics: Metrics | None = None
+    prometheus_path: str | None = None
     timeout = 60
 
     def do_GET(self) -> None:  # noqa: N802  (http.server's method names)
@@ -647,6 +681,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, method: str) -> None:
         path = urlsplit(self.path).path
+        if method == "GET" and self.prometheus_path and path == self.prometheus_path:
+            self._send(200, self.metrics.exposition().encode("utf-8"), PROMETHEUS_CONTENT_TYPE)
+            return
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
@@ -661,8 +698,11 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             status, payload = answer
         data = (json.dumps(payload, indent=4, ensure_ascii=False) + "\n").encode("utf-8")
+        self._send(status, data, "application/json")
+
+    def _send(self, status: int, data: bytes, content_type: str) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -679,9 +719,24 @@ class RestServer(ThreadingHTTPServer):
     allow_reuse_address = True
 
 
-def make_rest_server(core: ServingCore, host: str, port: int) -> RestServer:
-    """Binds a REST server for `core` on host:port (0: a free port); call `serve_forever()`."""
-    handler = type("RestHandler", (_Handler,), {"api": RestApi(core)})
+def make_rest_server(
+    core: ServingCore,
+    host: str,
+    port: int,
+    metrics: Metrics | None = None,
+    prometheus_path: str | None = None,
+) -> RestServer:
+    """Binds a REST server for `core` on host:port (0: a free port); call `serve_forever()`.
+
+    With `metrics` and `prometheus_path`, `GET <prometheus_path>` answers the metrics in the
+    Prometheus text format (stock `http_server.cc` serves them at the `MonitoringConfig` path).
+    """
+    attributes = {
+        "api": RestApi(core, metrics),
+        "metrics": metrics,
+        "prometheus_path": prometheus_path if metrics is not None else None,
+    }
+    handler = type("RestHandler", (_Handler,), attributes)
     server_class = RestServer
     if ":" in host:
         server_class = type("RestServer6", (RestServer,), {"address_family": socket.AF_INET6})

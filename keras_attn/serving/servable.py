@@ -11,14 +11,28 @@ import dataclasses
 import os
 from typing import Any
 
-from google.protobuf import text_format
+import grpc
+from google.protobuf import message, text_format
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
+
+from keras_attn.serving.status import code_from_number
 
 SERVE_TAG = "serve"
 
 
 class LoadError(Exception):
-    """The model base path has no loadable version (the message is one line for the user)."""
+    """A version could not be found or loaded (the message is one line for the user).
+
+    Args:
+        message: the message, worded as TensorFlow's SavedModel loader or stock TensorFlow
+            Serving's file system source words it.
+        code: the status code of the failure (NOT_FOUND for missing files, as stock).
+    """
+
+    def __init__(self, message: str, code: grpc.StatusCode = grpc.StatusCode.NOT_FOUND):
+        super().__init__(message)
+        self.message = message
+        self.code = code
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,18 +90,31 @@ def read_signature_defs(path: str) -> dict[str, meta_graph_pb2.SignatureDef]:
     saved_model = saved_model_pb2.SavedModel()
     binary = os.path.join(path, "saved_model.pb")
     text = os.path.join(path, "saved_model.pbtxt")
-    if os.path.isfile(binary):
-        with open(binary, "rb") as f:
-            saved_model.ParseFromString(f.read())
-    elif os.path.isfile(text):
-        with open(text, encoding="utf-8") as f:
-            text_format.Parse(f.read(), saved_model)
-    else:
-        raise LoadError(f"SavedModel not found in {path} (no saved_model.pb or saved_model.pbtxt)")
+    # Messages and codes of TensorFlow's cc/saved_model/reader.cc and core/platform/env.cc.
+    try:
+        if os.path.isfile(binary):
+            with open(binary, "rb") as f:
+                saved_model.ParseFromString(f.read())
+        elif os.path.isfile(text):
+            with open(text, encoding="utf-8") as f:
+                text_format.Parse(f.read(), saved_model)
+        else:
+            raise LoadError(
+                "Could not find SavedModel .pb or .pbtxt at supplied export directory path: "
+                f"{path}. Check that the directory exists and that you have the right "
+                "permissions for accessing it."
+            )
+    except (message.DecodeError, text_format.ParseError, UnicodeDecodeError):
+        kind = "binary" if os.path.isfile(binary) else "text"
+        name = binary if kind == "binary" else text
+        raise LoadError(f"Can't parse {name} as {kind} proto", grpc.StatusCode.DATA_LOSS) from None
     for meta_graph in saved_model.meta_graphs:
         if list(meta_graph.meta_info_def.tags) == [SERVE_TAG]:
             return dict(meta_graph.signature_def)
-    raise LoadError(f"SavedModel in {path} has no MetaGraph tagged '{SERVE_TAG}'")
+    raise LoadError(
+        f"Could not find meta graph def matching supplied tags: {{ {SERVE_TAG} }}. To inspect "
+        "available tag-sets in the SavedModel, please use the SavedModel CLI: `saved_model_cli`"
+    )
 
 
 def load_servable(name: str, base_path: str, version: int | None = None) -> Servable:
@@ -112,10 +139,12 @@ def load_servable(name: str, base_path: str, version: int | None = None) -> Serv
     try:
         loaded = tf.saved_model.load(path, tags=[SERVE_TAG])
     except Exception as error:  # TensorFlow raises many types here; all mean "cannot load".
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
-        raise LoadError(
-            f"Failed to load version {version} of {name} from {path}: {first_line}"
-        ) from error
+        text = getattr(error, "message", None) or str(error)
+        first_line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+        code = grpc.StatusCode.UNKNOWN
+        if isinstance(error, tf.errors.OpError):
+            code = code_from_number(error.error_code)
+        raise LoadError(first_line, code) from error
     # Keep `loaded` alive: the signature functions reference its variables and resources.
     return Servable(name, version, path, signature_defs, SignatureFunctions(loaded))
 

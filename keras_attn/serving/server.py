@@ -1,10 +1,14 @@
 """A local model server that speaks TensorFlow Serving's gRPC (and optionally REST) API.
 
-`ModelServer` loads the latest integer version of a SavedModel under a model base path and serves
-`tensorflow.serving.PredictionService` and `tensorflow.serving.ModelService` with the status codes
-and messages of stock TensorFlow Serving, plus the gRPC health service (`grpc.health.v1.Health`,
-SERVING once the model is loaded) and server reflection. With a REST port it also answers the
-stock REST API (`keras_attn.serving.rest`). It binds 127.0.0.1 unless told otherwise.
+`ModelServer` serves one model (`model_name` + `model_base_path`) or the models of a
+`ModelServerConfig` (`model_config_file`), managed by `keras_attn.serving.manager.ModelManager`
+(version policies, labels, new versions picked up by polling, config reloads), with
+`tensorflow.serving.PredictionService` and `tensorflow.serving.ModelService` answering with the
+status codes and messages of stock TensorFlow Serving, plus the gRPC health service
+(`grpc.health.v1.Health`, SERVING once the models are loaded, NOT_SERVING as soon as a stop
+begins) and server reflection. Optional: server-side batching (`keras_attn.serving.batching`),
+the stock REST API (`keras_attn.serving.rest`) with Prometheus metrics, warm-up replay. It
+binds 127.0.0.1 unless told otherwise.
 
 Example:
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent import futures
 from typing import Any
 
@@ -23,14 +28,26 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from tensorflow_serving.apis import (
+    model_management_pb2,
     model_service_pb2,
     model_service_pb2_grpc,
     prediction_service_pb2,
     prediction_service_pb2_grpc,
 )
+from tensorflow_serving.config import model_server_config_pb2
 
-from keras_attn.serving.core import ServingCore
-from keras_attn.serving.servable import Servable, load_servable
+from keras_attn.serving.config import (
+    BatchingOptions,
+    read_batching_options,
+    read_model_server_config,
+    read_prometheus_path,
+    single_model_config,
+)
+from keras_attn.serving.core import DEFAULT_SIGNATURE, ServingCore
+from keras_attn.serving.deadline import request_deadline
+from keras_attn.serving.manager import ModelManager
+from keras_attn.serving.metrics import Metrics
+from keras_attn.serving.servable import LoadError, Servable, load_servable
 from keras_attn.serving.status import ServingStatus
 
 logger = logging.getLogger(__name__)
@@ -44,54 +61,93 @@ PREDICTION_SERVICE = prediction_service_pb2.DESCRIPTOR.services_by_name[
 MODEL_SERVICE = model_service_pb2.DESCRIPTOR.services_by_name["ModelService"].full_name
 
 
-def _call(context: grpc.ServicerContext, method: Any, request: Any) -> Any:
-    """Runs one request; a `ServingStatus` or any other failure becomes the call's status."""
-    try:
-        return method(request)
-    except ServingStatus as status:
-        context.abort(status.code, status.grpc_message)
-    except Exception as error:  # Never let a bad request take the server down.
-        logger.exception("Request failed")
-        context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
+class _Calls:
+    """Runs requests for the servicers: deadline, metrics, and any failure as the call's status."""
+
+    def __init__(self, core: ServingCore, metrics: Metrics | None):
+        self.core = core
+        self.metrics = metrics
+
+    def __call__(
+        self, context: grpc.ServicerContext, method: Any, request: Any, api: str | None = None
+    ) -> Any:
+        start = time.perf_counter()
+        code = grpc.StatusCode.OK
+        try:
+            with request_deadline(context.time_remaining()):
+                return method(request)
+        except ServingStatus as status:
+            code = status.code
+            context.abort(status.code, status.grpc_message)
+        except Exception as error:  # Never let a bad request take the server down.
+            code = grpc.StatusCode.INTERNAL
+            logger.exception("Request failed")
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
+        finally:
+            if api is not None and self.metrics is not None:
+                name, signature = _model_and_signature(request)
+                latency = time.perf_counter() - start
+                self.metrics.record(name, signature, api, "GRPC", code.name, latency)
+
+
+def _model_and_signature(request: Any) -> tuple[str, str]:
+    """The model name and signature a prediction request names (for metrics)."""
+    if hasattr(request, "tasks"):
+        spec = request.tasks[0].model_spec if request.tasks else None
+    else:
+        spec = request.model_spec if request.HasField("model_spec") else None
+    if spec is None:
+        return "", DEFAULT_SIGNATURE
+    return spec.name, spec.signature_name or DEFAULT_SIGNATURE
 
 
 class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
     """`tensorflow.serving.PredictionService` over a `ServingCore`."""
 
-    def __init__(self, core: ServingCore):
-        self._core = core
+    def __init__(self, calls: _Calls):
+        self._call = calls
+        self._core = calls.core
 
     def Predict(self, request, context):  # noqa: N802  (gRPC method names)
-        return _call(context, self._core.predict, request)
+        return self._call(context, self._core.predict, request, "Predict")
 
     def GetModelMetadata(self, request, context):  # noqa: N802
-        return _call(context, self._core.get_model_metadata, request)
+        return self._call(context, self._core.get_model_metadata, request)
 
     def Classify(self, request, context):  # noqa: N802
-        return _call(context, self._core.classify, request)
+        return self._call(context, self._core.classify, request, "Classify")
 
     def Regress(self, request, context):  # noqa: N802
-        return _call(context, self._core.regress, request)
+        return self._call(context, self._core.regress, request, "Regress")
 
     def MultiInference(self, request, context):  # noqa: N802
-        return _call(context, self._core.multi_inference, request)
+        return self._call(context, self._core.multi_inference, request, "MultiInference")
 
 
 class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
-    """`tensorflow.serving.ModelService` over a `ServingCore` (no config reloads yet)."""
+    """`tensorflow.serving.ModelService`: model status and config reloads.
 
-    def __init__(self, core: ServingCore):
-        self._core = core
+    `HandleReloadConfigRequest` follows `model_servers/model_service_impl.cc`: the new
+    `ModelServerConfig` replaces the current one (models added, removed, labels changed); a
+    failure is the call's status, success an OK `ReloadConfigResponse.status`.
+    """
+
+    def __init__(self, calls: _Calls, manager: ModelManager):
+        self._call = calls
+        self._core = calls.core
+        self._manager = manager
 
     def GetModelStatus(self, request, context):  # noqa: N802
-        return _call(context, self._core.get_model_status, request)
+        return self._call(context, self._core.get_model_status, request)
 
     def HandleReloadConfigRequest(self, request, context):  # noqa: N802
-        context.abort(
-            grpc.StatusCode.UNIMPLEMENTED,
-            "HandleReloadConfigRequest is not supported by this server: it serves the model "
-            "given by --model_name and --model_base_path; restart it to serve another.",
-        )
+        def reload(request: model_management_pb2.ReloadConfigRequest) -> Any:
+            self._manager.reload_config(request.config)
+            response = model_management_pb2.ReloadConfigResponse()
+            response.status.SetInParent()
+            return response
+
+        return self._call(context, reload, request)
 
 
 def format_address(host: str, port: int) -> str:
@@ -99,24 +155,67 @@ def format_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def parse_grpc_channel_arguments(text: str) -> list[tuple[str, int | str]]:
+    """Parses `--grpc_channel_arguments` (`key=value,key=value`, ints where they parse), as
+    stock `server.cc::parseGrpcChannelArgs` does.
+
+    Raises:
+        ValueError: an entry without `=`.
+    """
+    arguments: list[tuple[str, int | str]] = []
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = entry.partition("=")
+        if not sep or not key:
+            raise ValueError(f"expected key=value in --grpc_channel_arguments, got {entry!r}")
+        try:
+            arguments.append((key, int(value)))
+        except ValueError:
+            arguments.append((key, value))
+    return arguments
+
+
 class ModelServer:
-    """Serves one model over gRPC (and REST when `rest_api_port` is given).
+    """Serves the models of a `ModelServerConfig` over gRPC (and REST when `rest_api_port` is set).
+
+    Either `model_name` and `model_base_path` (one model, latest version) or `model_config_file`
+    / `model_config` (several models, version policies, labels) say what to serve, as the stock
+    flags do.
 
     Args:
-        model_name: the name clients put in `ModelSpec.name`.
+        model_name: the name clients put in `ModelSpec.name` (single-model mode).
         model_base_path: the directory holding integer-named version directories.
         port: the gRPC port; 0 picks a free one (see `port` after `start()`).
         host: the address to bind, 127.0.0.1 by default.
         rest_api_port: the REST port; None disables REST, 0 picks a free port.
-        max_workers: threads answering gRPC calls.
+        max_workers: threads answering gRPC calls (stock `--grpc_max_threads`).
         enable_signature_method_name_check: the stock flag of that name (off by default).
         servable: an already loaded servable to serve instead of loading from disk.
+        model_config_file: a text `ModelServerConfig` (overrides name/base path, as stock).
+        model_config: the same as a message.
+        model_config_file_poll_wait_seconds: re-read the config file this often (0: never).
+        file_system_poll_wait_seconds: poll for new versions this often (stock default 1 s;
+            0: only at start and on reloads).
+        enable_batching: merge concurrent requests (`batching` or `batching_parameters_file`
+            give the parameters; stock defaults otherwise).
+        batching_parameters_file: a text `BatchingParameters`.
+        batching: resolved batching options (instead of the file).
+        allow_version_labels_for_unavailable_models: the stock flag of that name.
+        enable_model_warmup: replay `assets.extra/tf_serving_warmup_requests` at load.
+        num_request_iterations_for_warmup: times each warm-up request runs.
+        max_num_load_retries: retries of a failed load (stock default 5).
+        load_retry_interval_micros: pause between retries (stock default one minute).
+        grpc_channel_arguments: stock `--grpc_channel_arguments`, e.g.
+            `grpc.max_receive_message_length=1048576` (larger requests: RESOURCE_EXHAUSTED).
+        monitoring_config_file: a text `MonitoringConfig`; with `prometheus_config { enable:
+            true }` the REST port serves metrics at its `path`
+            (default `/monitoring/prometheus/metrics`).
+        prometheus_path: the same without a file (None: no metrics endpoint).
     """
 
     def __init__(
         self,
-        model_name: str,
-        model_base_path: str,
+        model_name: str | None = None,
+        model_base_path: str | None = None,
         *,
         port: int = 8500,
         host: str = DEFAULT_HOST,
@@ -124,6 +223,21 @@ class ModelServer:
         max_workers: int = 16,
         enable_signature_method_name_check: bool = False,
         servable: Servable | None = None,
+        model_config_file: str | None = None,
+        model_config: model_server_config_pb2.ModelServerConfig | None = None,
+        model_config_file_poll_wait_seconds: float = 0.0,
+        file_system_poll_wait_seconds: float = 1.0,
+        enable_batching: bool = False,
+        batching_parameters_file: str | None = None,
+        batching: BatchingOptions | None = None,
+        allow_version_labels_for_unavailable_models: bool = False,
+        enable_model_warmup: bool = True,
+        num_request_iterations_for_warmup: int = 1,
+        max_num_load_retries: int = 5,
+        load_retry_interval_micros: int = 60_000_000,
+        grpc_channel_arguments: str = "",
+        monitoring_config_file: str | None = None,
+        prometheus_path: str | None = None,
     ):
         self.model_name = model_name
         self.model_base_path = model_base_path
@@ -133,6 +247,23 @@ class ModelServer:
         self._max_workers = max_workers
         self._method_check = enable_signature_method_name_check
         self._servable = servable
+        self._model_config_file = model_config_file
+        self._model_config = model_config
+        self._config_poll_wait = model_config_file_poll_wait_seconds
+        self._poll_wait = file_system_poll_wait_seconds
+        self._enable_batching = enable_batching
+        self._batching_file = batching_parameters_file
+        self._batching = batching
+        self._allow_unavailable_labels = allow_version_labels_for_unavailable_models
+        self._warmup = enable_model_warmup
+        self._warmup_iterations = num_request_iterations_for_warmup
+        self._retries = max_num_load_retries
+        self._retry_interval = load_retry_interval_micros / 1e6
+        self._channel_arguments = grpc_channel_arguments
+        self._monitoring_file = monitoring_config_file
+        self._prometheus_path = prometheus_path
+        self.manager: ModelManager | None = None
+        self.metrics = Metrics()
         self._grpc: grpc.Server | None = None
         self._health: health.HealthServicer | None = None
         self._rest: Any = None
@@ -144,34 +275,110 @@ class ModelServer:
 
     @property
     def version(self) -> int:
-        """The served version (after `start()`)."""
-        if self._servable is None:
+        """The highest available version of the first configured model (after `start()`)."""
+        if self.manager is None:
             raise RuntimeError("The server has not loaded a model yet; call start().")
-        return self._servable.version
+        name = self.manager.config.model_config_list.config[0].name
+        return self.manager.available()[name][-1]
+
+    def describe_models(self) -> str:
+        """`name version N` for every model with an available version, e.g. for the ready line."""
+        available = self.manager.available() if self.manager else {}
+        return ", ".join(
+            f"{model.name} version {available[model.name][-1]}"
+            for model in self.manager.config.model_config_list.config
+            if available.get(model.name)
+        )
+
+    def _resolve_config(self) -> model_server_config_pb2.ModelServerConfig:
+        if self._model_config is not None:
+            return self._model_config
+        if self._model_config_file:
+            return read_model_server_config(self._model_config_file)
+        if not self.model_base_path:
+            raise LoadError(
+                "Both server_options.model_base_path and server_options.model_config_file "
+                "are empty!",
+                grpc.StatusCode.INVALID_ARGUMENT,
+            )
+        return single_model_config(self.model_name or "default", self.model_base_path)
+
+    def _resolve_batching(self) -> BatchingOptions | None:
+        if not self._enable_batching:
+            if self._batching_file:
+                raise LoadError(
+                    "server_options.batching_parameters_file is set without setting "
+                    "server_options.enable_batching to true.",
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                )
+            return None
+        return self._batching or read_batching_options(self._batching_file)
+
+    def _load_models(self) -> ModelManager:
+        """Reads the configs and loads every model; LoadError carries any failure."""
+        preloaded = self._servable
+
+        def loader(name: str, base_path: str, version: int) -> Servable:
+            if preloaded is not None and (name, version) == (preloaded.name, preloaded.version):
+                return preloaded
+            return load_servable(name, base_path, version)
+
+        try:
+            config = self._resolve_config()
+            batching = self._resolve_batching()
+            if self._monitoring_file:
+                self._prometheus_path = read_prometheus_path(self._monitoring_file)
+            manager = ModelManager(
+                loader=loader,
+                file_system_poll_wait_seconds=self._poll_wait,
+                model_config_file=self._model_config_file,
+                model_config_file_poll_wait_seconds=self._config_poll_wait,
+                allow_version_labels_for_unavailable_models=self._allow_unavailable_labels,
+                batching=batching,
+                enable_model_warmup=self._warmup,
+                num_request_iterations_for_warmup=self._warmup_iterations,
+                max_num_load_retries=self._retries,
+                load_retry_interval_seconds=self._retry_interval,
+            )
+        except ServingStatus as status:
+            raise LoadError(status.message, status.code) from None
+        try:
+            manager.reload_config(config)
+        except ServingStatus as status:
+            manager.stop()
+            raise LoadError(status.message, status.code) from None
+        return manager
 
     def start(self) -> ModelServer:
-        """Loads the model, binds the ports and starts answering. Returns self.
+        """Loads the models, binds the ports and starts answering. Returns self.
 
         Raises:
-            keras_attn.serving.servable.LoadError: no loadable version under the base path.
+            keras_attn.serving.servable.LoadError: a bad config, or a model that did not load.
             OSError: a port could not be bound.
+            ValueError: malformed `grpc_channel_arguments`.
         """
-        if self._servable is None:
-            self._servable = load_servable(self.model_name, self.model_base_path)
-        core = ServingCore([self._servable], enable_signature_method_name_check=self._method_check)
-        options = [
-            ("grpc.max_send_message_length", MAX_MESSAGE_LENGTH),
-            ("grpc.max_receive_message_length", MAX_MESSAGE_LENGTH),
-            ("grpc.so_reuseport", 0),
-        ]
+        channel_arguments = parse_grpc_channel_arguments(self._channel_arguments)
+        self.manager = self._load_models()
+        core = ServingCore(self.manager, enable_signature_method_name_check=self._method_check)
+        calls = _Calls(core, self.metrics)
+        options = dict(
+            [
+                ("grpc.max_send_message_length", MAX_MESSAGE_LENGTH),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_LENGTH),
+                ("grpc.so_reuseport", 0),
+                *channel_arguments,
+            ]
+        )
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="grpc"),
-            options=options,
+            options=list(options.items()),
         )
         prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-            PredictionServicer(core), server
+            PredictionServicer(calls), server
         )
-        model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(core), server)
+        model_service_pb2_grpc.add_ModelServiceServicer_to_server(
+            ModelServicer(calls, self.manager), server
+        )
         self._health = health.HealthServicer(
             experimental_non_blocking=True,
             experimental_thread_pool=futures.ThreadPoolExecutor(max_workers=1),
@@ -191,8 +398,9 @@ class ModelServer:
         try:
             port = server.add_insecure_port(address)
         except RuntimeError:
-            raise OSError(unavailable) from None
+            port = 0
         if port == 0:
+            self.manager.stop()
             raise OSError(unavailable)
         self.port = port
         if self._requested_rest_port is not None:
@@ -200,9 +408,16 @@ class ModelServer:
 
             rest_address = format_address(self.host, self._requested_rest_port)
             try:
-                self._rest = make_rest_server(core, self.host, self._requested_rest_port)
+                self._rest = make_rest_server(
+                    core,
+                    self.host,
+                    self._requested_rest_port,
+                    metrics=self.metrics,
+                    prometheus_path=self._prometheus_path,
+                )
             except OSError as error:
                 server.stop(None)  # release the gRPC port bound above
+                self.manager.stop()
                 raise OSError(
                     f"cannot bind REST address {rest_address}: {error.strerror or error}"
                 ) from None
@@ -214,9 +429,10 @@ class ModelServer:
                 target=self._rest.serve_forever, name="rest", daemon=True
             )
             self._rest_thread.start()
+        self.manager.start()
         for service in ("", PREDICTION_SERVICE, MODEL_SERVICE):
             self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
-        logger.info("Serving %s version %d on %s", self.model_name, self.version, self.describe())
+        logger.info("Serving %s on %s", self.describe_models(), self.describe())
         return self
 
     def describe(self) -> str:
@@ -242,6 +458,7 @@ class ModelServer:
             self._rest.shutdown()
             self._rest.server_close()
         stopped.wait()
+        self.manager.stop()
         self._terminated.set()
 
     def wait_for_termination(self, timeout: float | None = None) -> bool:

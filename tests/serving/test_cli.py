@@ -105,7 +105,13 @@ def test_translate_needs_host_and_port(capsys):
             "No versions of servable translator found under base path {base}. Did you forget "
             "to name your leaf directory as a number (eg. '/1/')?",
         ),
-        (["1/"], "SavedModel not found in {base}/1 (no saved_model.pb or saved_model.pbtxt)"),
+        (
+            ["1/"],
+            "1 model(s) did not become available: {{{{name: translator version: 1 due to error: "
+            "NOT_FOUND: Could not find SavedModel .pb or .pbtxt at supplied export directory "
+            "path: {base}/1. Check that the directory exists and that you have the right "
+            "permissions for accessing it.}}, }}",
+        ),
     ],
     ids=["missing", "no integer version", "not a SavedModel"],
 )
@@ -118,7 +124,7 @@ def test_serve_with_a_bad_model_directory_is_one_line(tmp_path, capsys, layout, 
             base.mkdir(exist_ok=True)
             (base / entry).write_text("x")
     args = ["serve", "--port", "0", "--model_name", MODEL_NAME, "--model_base_path", str(base)]
-    assert main(args) == 2
+    assert main([*args, "--max_num_load_retries", "0"]) == 2
     captured = capsys.readouterr()
     assert captured.err == f"keras-attn serve: error: {message.format(base=base)}\n"
     assert captured.out == ""

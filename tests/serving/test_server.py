@@ -496,11 +496,15 @@ def test_model_status_not_found(model_stub, prediction_stub, name, version, mess
     assert_answers(prediction_stub)
 
 
-def test_reload_config_is_unimplemented(model_stub, prediction_stub):
+def test_reload_config_without_a_model_config_list_is_refused(model_stub, prediction_stub):
     error = rpc_error(
         model_stub.HandleReloadConfigRequest, model_management_pb2.ReloadConfigRequest()
     )
-    assert error.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert (error.code(), error.details()) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "ServerModelConfig type not supported by HandleReloadConfigRequest. Only "
+        "ModelConfigList is currently supported",
+    )
     assert_answers(prediction_stub)
 
 
