@@ -8,62 +8,12 @@ import pathlib
 
 import pytest
 import tensorflow as tf
-from google.protobuf import (
-    descriptor_pb2,
-    descriptor_pool,
-    message_factory,
-    text_format,
-    wrappers_pb2,
-)
+from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
+from keras_attn.serving.config import BatchingOptions, BatchingParameters
+
 SERVING = pathlib.Path(__file__).resolve().parents[2] / "serving"
-
-
-def batching_parameters_class():
-    """`tensorflow.serving.BatchingParameters`, from the pip package when it ships it.
-
-    tensorflow-serving-api does not include `session_bundle_config_pb2`, so the message is
-    rebuilt from `tensorflow_serving/servables/tensorflow/session_bundle_config.proto`: the same
-    package, names, numbers and types, enough for the text-format parser to check every field.
-    """
-    try:
-        from tensorflow_serving.servables.tensorflow import session_bundle_config_pb2
-    except ImportError:
-        pass
-    else:
-        return session_bundle_config_pb2.BatchingParameters
-    pool = descriptor_pool.DescriptorPool()
-    pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
-    proto = descriptor_pb2.FileDescriptorProto(
-        name="tensorflow_serving/servables/tensorflow/session_bundle_config.proto",
-        package="tensorflow.serving",
-        syntax="proto3",
-        dependency=["google/protobuf/wrappers.proto"],
-    )
-    message = proto.message_type.add(name="BatchingParameters")
-    field = descriptor_pb2.FieldDescriptorProto
-    wrapped = [
-        (1, "max_batch_size", "Int64Value"),
-        (2, "batch_timeout_micros", "Int64Value"),
-        (3, "max_enqueued_batches", "Int64Value"),
-        (4, "num_batch_threads", "Int64Value"),
-        (5, "thread_pool_name", "StringValue"),
-    ]
-    for number, name, type_name in wrapped:
-        message.field.add(
-            name=name,
-            number=number,
-            label=field.LABEL_OPTIONAL,
-            type=field.TYPE_MESSAGE,
-            type_name=f".google.protobuf.{type_name}",
-        )
-    message.field.add(
-        name="allowed_batch_sizes", number=6, label=field.LABEL_REPEATED, type=field.TYPE_INT64
-    )
-    pool.Add(proto)
-    descriptor = pool.FindMessageTypeByName("tensorflow.serving.BatchingParameters")
-    return message_factory.GetMessageClass(descriptor)
 
 
 def _scalar(text: str):
@@ -134,13 +84,14 @@ def test_models_config_is_a_model_server_config(service):
 
 def test_batching_parameters_are_batching_parameters():
     parameters = text_format.Parse(
-        (SERVING / "batching_parameters.txt").read_text(), batching_parameters_class()()
+        (SERVING / "batching_parameters.txt").read_text(), BatchingParameters()
     )
     names = ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches")
     for name in names:
         assert parameters.HasField(name), name
         assert getattr(parameters, name).value > 0, name
     assert parameters.max_batch_size.value == 32
+    assert BatchingOptions.from_proto(parameters).max_batch_size == 32
 
 
 def test_compose_runs_stock_serving_with_batching_and_the_config(service):
