@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_attn.layers import ElmanRNN
 from keras_attn.testing import run_layer_test
@@ -97,6 +98,23 @@ def test_bidirectional_matches_numpy_both_directions_and_round_trips(tmp_path):
     path = tmp_path / "bi.keras"
     model.save(path)
     np.testing.assert_allclose(keras.saving.load_model(path)([X, MASK]).numpy(), got, **TOL)
+
+
+def test_bidirectional_returns_both_final_states_and_exports(tmp_path):
+    bi = keras.layers.Bidirectional(ElmanRNN(4, output_units=2, return_state=True))
+    inputs = keras.Input((5, 3))
+    model = keras.Model(inputs, bi(inputs))
+    randomize(model)
+    summary, forward_h, backward_h = model(X)
+    assert tuple(summary.shape) == (2, 4)
+    _, expected_forward = numpy_elman(bi.forward_layer.cell, X, np.ones_like(MASK))
+    _, expected_backward = numpy_elman(bi.backward_layer.cell, X, np.ones_like(MASK), reverse=True)
+    np.testing.assert_allclose(forward_h.numpy(), expected_forward, **TOL)
+    np.testing.assert_allclose(backward_h.numpy(), expected_backward, **TOL)
+    model.export(str(tmp_path / "bi"), verbose=False)
+    restored = tf.saved_model.load(str(tmp_path / "bi"))
+    for got, want in zip(restored.serve(X), (summary, forward_h, backward_h), strict=True):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), **TOL)
 
 
 def test_padding_values_do_not_matter_through_embedding_mask():
