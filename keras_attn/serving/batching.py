@@ -83,7 +83,6 @@ class BatchScheduler:
         self._queues: list[_Queue] = []
         self._next = 0
         self._stopped = False
-        self.batch_sizes: list[int] = []
         self._threads = [
             threading.Thread(target=self._work, name=f"batch-{i}", daemon=True)
             for i in range(options.num_batch_threads)
@@ -140,6 +139,11 @@ class BatchScheduler:
             raise task.error
         return task.outputs
 
+    def num_enqueued_tasks(self) -> int:
+        """Tasks waiting in all queues (not yet taken by a batch thread)."""
+        with self._cond:
+            return sum(len(b.tasks) for q in self._queues for b in q.batches)
+
     def stop(self) -> None:
         """Processes what is queued, then ends the batch threads."""
         with self._cond:
@@ -194,7 +198,6 @@ class BatchScheduler:
     def _process(self, queue: _Queue, batch: _Batch) -> None:
         try:
             merged, padded_size = self._merge(queue, batch)
-            self.batch_sizes.append(padded_size)
             outputs = {name: _as_numpy(value) for name, value in queue.run(merged).items()}
             offset = 0
             splits = []

@@ -9,7 +9,8 @@
 `serve` takes the stock `tensorflow_model_server` flag names, prints one line once it answers
 (`Serving NAME version N[, NAME2 version M] on HOST:PORT (gRPC)[, REST on HOST:PORT]`) and
 runs until SIGINT or SIGTERM, then stops gracefully and exits 0. `translate` prints one
-translation per line; when no server answers it prints `cannot reach a model server at HOST:PORT (UNAVAILABLE)` and exits 1.
+translation per line; when no server answers it prints
+`cannot reach a model server at HOST:PORT (UNAVAILABLE)` and exits 1.
 
 TensorFlow is imported inside the handlers only, so `keras-attn --help` stays quick. The module
 also runs on its own: `python -m keras_attn.serving.cli serve ...`.
@@ -139,9 +140,7 @@ def add_parsers(subparsers: Any) -> None:
         default=False,
         help="merge concurrent requests into one model call",
     )
-    serve.add_argument(
-        "--batching_parameters_file", default="", help="a text BatchingParameters"
-    )
+    serve.add_argument("--batching_parameters_file", default="", help="a text BatchingParameters")
     serve.add_argument(
         "--allow_version_labels_for_unavailable_models",
         type=_bool_flag,
