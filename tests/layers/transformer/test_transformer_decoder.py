@@ -1,3 +1,5 @@
+import tempfile
+
 import keras
 import numpy as np
 import pytest
@@ -5,6 +7,7 @@ import tensorflow as tf
 
 from keras_attn.layers import TransformerDecoder
 from keras_attn.testing import run_layer_test
+from keras_attn.testing.harness import MIXED_PRECISION_TOLERANCES
 from tests.layers.transformer import numpy_transformer as npt
 
 RNG = np.random.default_rng(31)
@@ -17,7 +20,7 @@ UPPER = np.triu(np.ones((T, T), bool), k=1)
 
 def built_decoder(seed=0, cross_attention=True, **kwargs):
     decoder = TransformerDecoder(
-        num_layers=3, num_heads=2, intermediate_dim=12, cross_attention=cross_attention, **kwargs
+        num_layers=2, num_heads=2, intermediate_dim=12, cross_attention=cross_attention, **kwargs
     )
     decoder(X, MEMORY if cross_attention else None)
     npt.randomise(decoder, seed=seed)
@@ -59,7 +62,7 @@ def test_cached_token_by_token_equals_full_causal_pass(cross_attention, normaliz
         )
 
     cache = decoder.initial_cache(B, T, memory)
-    assert isinstance(cache, tuple) and len(cache) == 3
+    assert isinstance(cache, tuple) and len(cache) == 2
     outputs, self_weights = [], []
     for t in range(T):
         output, scores, cache = step(X[:, t : t + 1], cache, tf.constant(t))
@@ -69,6 +72,78 @@ def test_cached_token_by_token_equals_full_causal_pass(cross_attention, normaliz
     np.testing.assert_allclose(
         np.concatenate(self_weights, 3), full_scores["self_attention"].numpy(), atol=1e-6
     )
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_cached_decoding_under_mixed_precision(policy):
+    decoder = TransformerDecoder(2, 2, 12, dtype=policy)
+    full = decoder(X, MEMORY)
+    cache = decoder.initial_cache(B, T, MEMORY)
+    compute = keras.backend.standardize_dtype(decoder.compute_dtype)
+    assert all(
+        keras.backend.standardize_dtype(x.dtype) == compute for x in keras.tree.flatten(cache)
+    )
+    outputs = []
+    for t in range(T):
+        output, cache = decoder(X[:, t : t + 1], cache=cache, cache_index=t)
+        assert keras.backend.standardize_dtype(output.dtype) == compute
+        outputs.append(keras.ops.cast(output, "float32").numpy())
+    tolerance = MIXED_PRECISION_TOLERANCES[policy]
+    expected = keras.ops.cast(full, "float32").numpy()
+    np.testing.assert_allclose(np.concatenate(outputs, 1), expected, atol=tolerance, rtol=0)
+
+
+@pytest.mark.slow
+def test_cached_step_compiles_with_xla():
+    decoder = built_decoder(seed=6)
+    full = decoder(X, MEMORY, memory_mask=MEMORY_MASK).numpy()
+
+    @tf.function(jit_compile=True)
+    def step(token, cache, index):
+        return decoder(token, cache=cache, cache_index=index, memory_mask=MEMORY_MASK)
+
+    cache = decoder.initial_cache(B, T, MEMORY)
+    outputs = []
+    for t in range(T):
+        output, cache = step(X[:, t : t + 1], cache, tf.constant(t))
+        outputs.append(output.numpy())
+    np.testing.assert_allclose(np.concatenate(outputs, 1), full, rtol=1e-5, atol=1e-5)
+
+
+class _GraphDecoder(tf.Module):
+    """Cached decoding inside one tf.while_loop, the way an exported decoder runs."""
+
+    def __init__(self, decoder):
+        super().__init__()
+        self.decoder = decoder
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, D]), tf.TensorSpec([None, None, D])])
+    def run(self, inputs, memory):
+        length = tf.shape(inputs)[1]
+        cache = self.decoder.initial_cache(tf.shape(inputs)[0], length, memory)
+        outputs = tf.TensorArray(tf.float32, size=length)
+
+        def body(t, cache, outputs):
+            output, cache = self.decoder(inputs[:, t : t + 1], cache=cache, cache_index=t)
+            return t + 1, cache, outputs.write(t, output[:, 0])
+
+        _, _, outputs = tf.while_loop(
+            lambda t, *_: t < length, body, (tf.constant(0), cache, outputs)
+        )
+        return tf.transpose(outputs.stack(), [1, 0, 2])  # (T, batch, d) -> (batch, T, d)
+
+
+@pytest.mark.slow
+def test_cached_decoding_in_a_while_loop_survives_saved_model_export():
+    decoder = built_decoder(seed=7)
+    full = decoder(X, MEMORY).numpy()
+    module = _GraphDecoder(decoder)
+    np.testing.assert_allclose(module.run(X, MEMORY).numpy(), full, rtol=1e-5, atol=1e-5)
+    with tempfile.TemporaryDirectory() as directory:
+        tf.saved_model.save(module, directory)
+        reloaded = tf.saved_model.load(directory)
+        got = reloaded.run(X, MEMORY).numpy()
+    np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
 
 
 def test_prompt_prefill_then_steps():
@@ -90,10 +165,10 @@ def test_no_position_attends_to_the_future_in_any_layer(cross_attention):
     memory = MEMORY if cross_attention else None
     output, scores = decoder(X, memory, return_attention_scores=True)
     weights = scores["self_attention"].numpy()
-    assert weights.shape == (B, 3, 2, T, T)
+    assert weights.shape == (B, 2, 2, T, T)
     assert np.all(weights[..., UPPER] == 0.0)
     if cross_attention:
-        assert scores["cross_attention"].shape == (B, 3, 2, T, T_X)
+        assert scores["cross_attention"].shape == (B, 2, 2, T, T_X)
     for t in (1, 3, 5):
         perturbed = X.copy()
         perturbed[:, t:] = RNG.normal(scale=10.0, size=perturbed[:, t:].shape)
@@ -131,7 +206,7 @@ def test_bad_calls():
     decoder = built_decoder()
     cache = decoder.initial_cache(B, T, MEMORY)
     with pytest.raises(ValueError, match="one entry per layer"):
-        decoder(X[:, :1], cache=cache[:2], cache_index=0)
+        decoder(X[:, :1], cache=cache[:1], cache_index=0)
     with pytest.raises(ValueError, match="pass `memory`"):
         decoder(X)
     with pytest.raises(ValueError, match="Build the decoder"):
