@@ -23,6 +23,7 @@ from keras_attn.layers.embedding import (
 from keras_attn.layers.recurrent import (
     BahdanauDecoder,
     BidirectionalEncoder,
+    BiLanguageModel,
     DeepRNN,
     ElmanRNN,
     ElmanRNNCell,
@@ -31,6 +32,7 @@ from keras_attn.layers.recurrent import (
     LuongDecoder,
     NeuralTuringMachine,
     NTMCell,
+    ScalarMix,
     TeacherForcedRNN,
     VectorToSequence,
 )
@@ -46,6 +48,7 @@ __all__ = [
     "AreaAttention",
     "Attention",
     "BahdanauDecoder",
+    "BiLanguageModel",
     "BidirectionalEncoder",
     "CoAttention",
     "CompositionalDeAttention",
@@ -68,6 +71,7 @@ __all__ = [
     "NeuralTuringMachine",
     "NTMCell",
     "PositionEmbedding",
+    "ScalarMix",
     "SinusoidalPositionEncoding",
     "TeacherForcedRNN",
     "TokenAndPositionEmbedding",
