@@ -30,7 +30,40 @@ def test_matches_numpy_lstm_both_directions():
     np.testing.assert_allclose(c.numpy(), np.concatenate([f_c, b_c], -1), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("cell,merge_mode", [("lstm", "concat"), ("gru", "sum"), ("gru", "ave")])
+NUMPY_MERGE = {
+    "concat": lambda f, b: np.concatenate([f, b], -1),
+    "sum": lambda f, b: f + b,
+    "mul": lambda f, b: f * b,
+    "ave": lambda f, b: (f + b) / 2,
+}
+
+
+@pytest.mark.parametrize("merge_mode", sorted(NUMPY_MERGE))
+def test_every_merge_mode_matches_numpy_eq_2_4(merge_mode):
+    """Eq. 2.4 with the merge replaced: forward and backward NumPy LSTMs, merged per step."""
+    encoder = BidirectionalEncoder(4, merge_mode=merge_mode)
+    sequence, h, c = encoder(X, mask=MASK)
+    forward, backward = encoder.rnn.forward_layer.cell, encoder.rnn.backward_layer.cell
+
+    def weights(cell):
+        return cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+
+    f_out, f_h, f_c = ref.lstm_sequence(X, MASK, *weights(forward))
+    b_out, b_h, b_c = ref.lstm_sequence(X, MASK, *weights(backward), reverse=True)
+    expected = NUMPY_MERGE[merge_mode](f_out, b_out)
+    assert sequence.shape == expected.shape
+    valid = MASK[:, :, None]
+    np.testing.assert_allclose(
+        np.where(valid, sequence.numpy(), 0), np.where(valid, expected, 0), rtol=1e-5, atol=1e-6
+    )
+    # The final states are concatenated whatever the merge of the sequence.
+    np.testing.assert_allclose(h.numpy(), np.concatenate([f_h, b_h], -1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(c.numpy(), np.concatenate([f_c, b_c], -1), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "cell,merge_mode", [("lstm", "concat"), ("gru", "sum"), ("gru", "ave"), ("gru", "mul")]
+)
 def test_equals_keras_bidirectional_with_copied_weights(cell, merge_mode):
     encoder = BidirectionalEncoder(4, cell=cell, merge_mode=merge_mode)
     sequence, *states = encoder(X, mask=MASK)
