@@ -78,6 +78,21 @@ def test_keras_mask_reaches_the_block_and_passes_on():
     np.testing.assert_allclose(pooled.numpy()[0], output.numpy()[0, :3].mean(0), rtol=1e-5)
 
 
+def test_keras_mask_with_an_explicit_attention_mask():
+    """Two tensor arguments: Keras passes the mask as `inputs_mask` instead of `mask`."""
+    tokens = keras.Input((None,), dtype="int32")
+    pairs = keras.Input((None, None), dtype="bool")
+    embedded = keras.layers.Embedding(10, D, mask_zero=True)(tokens)
+    block = TransformerEncoderBlock(num_heads=2, intermediate_dim=12)
+    _, weights = block(embedded, attention_mask=pairs, return_attention_scores=True)
+    model = keras.Model([tokens, pairs], weights)
+    allowed = np.ones((1, 5, 5), bool)
+    allowed[0, :, 0] = False
+    weights = model([np.array([[1, 2, 3, 0, 0]]), allowed]).numpy()
+    assert np.all(weights[0, :, :, 3:] == 0.0) and np.all(weights[0, :, :, 0] == 0.0)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="num_heads=0"):
         TransformerEncoderBlock(num_heads=0, intermediate_dim=4)
