@@ -1,6 +1,13 @@
 """Functional-API builders for the seed architectures, and their decoding views."""
 
+from keras_attn.models.luong_translator_steps import LuongTranslatorSteps
+from keras_attn.models.rnn_luong_translator import rnn_luong_translator
 from keras_attn.models.rnn_translator import rnn_attention_translator
 from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
 
-__all__ = ["RNNTranslatorSteps", "rnn_attention_translator"]
+__all__ = [
+    "LuongTranslatorSteps",
+    "RNNTranslatorSteps",
+    "rnn_attention_translator",
+    "rnn_luong_translator",
+]

@@ -7,13 +7,19 @@ from dataclasses import dataclass
 
 import keras
 
+from keras_attn.models.luong_translator_steps import LuongTranslatorSteps
+from keras_attn.models.rnn_luong_translator import rnn_luong_translator
 from keras_attn.models.rnn_translator import rnn_attention_translator
 from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
 
 
 @dataclass(frozen=True)
 class ModelFamily:
-    """How to build a model of this family and how to decode with it."""
+    """How to build a model of this family and how to decode with it.
+
+    `hyperparameters` are the `TrainConfig` fields passed to `build` as keyword arguments; a field
+    left at None is not passed, so the builder's default applies.
+    """
 
     build: Callable[..., keras.Model]
     steps: Callable[[keras.Model], object]
@@ -24,7 +30,22 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     "rnn-attention": ModelFamily(
         build=rnn_attention_translator,
         steps=RNNTranslatorSteps,
-        hyperparameters=("embedding_dim", "units", "cell", "dropout"),
+        hyperparameters=("embedding_dim", "units", "cell", "dropout", "score"),
+    ),
+    "rnn-luong": ModelFamily(
+        build=rnn_luong_translator,
+        steps=LuongTranslatorSteps,
+        hyperparameters=(
+            "embedding_dim",
+            "units",
+            "cell",
+            "dropout",
+            "score",
+            "distribution",
+            "attention",
+            "window",
+            "input_feeding",
+        ),
     ),
 }
 

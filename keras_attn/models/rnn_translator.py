@@ -61,6 +61,31 @@ def rnn_attention_translator(
     References:
         Bahdanau, Cho and Bengio, 2015, arXiv:1409.0473.
     """
+    decoder = BahdanauDecoder(
+        units, cell=cell, score=score, attention_units=attention_units, name=DECODER
+    )
+    return encoder_decoder_translator(
+        decoder, source_vocab_size, target_vocab_size, embedding_dim, units, cell, dropout, name
+    )
+
+
+def encoder_decoder_translator(
+    decoder: keras.layers.Layer,
+    source_vocab_size: int,
+    target_vocab_size: int,
+    embedding_dim: int,
+    units: int,
+    cell: str,
+    dropout: float,
+    name: str,
+) -> keras.Model:
+    """The encoder-decoder translator around an attention decoder layer.
+
+    Everything but the decoder is shared by the RNN translator families: embeddings, the
+    bidirectional encoder, the `tanh` bridges to the decoder's initial state, output dropout and
+    the projection to logits, under the layer names the decoding adapters look up. `decoder` must
+    be named `DECODER` and take `decoder(target, memory, initial_state=[...])`.
+    """
     if units % 2:
         raise ValueError(f"Expected an even number of units (two directions). Received: {units}")
     source_ids = keras.Input((None,), dtype="int32", name="source_ids")
@@ -80,9 +105,7 @@ def rnn_attention_translator(
         target_vocab_size, embedding_dim, mask_zero=True, name=TARGET_EMBEDDING
     )(target_ids)
     target = keras.layers.Dropout(dropout, name="target_dropout")(target)
-    outputs = BahdanauDecoder(
-        units, cell=cell, score=score, attention_units=attention_units, name=DECODER
-    )(target, memory, initial_state=initial_state)
+    outputs = decoder(target, memory, initial_state=initial_state)
     outputs = keras.layers.Dropout(dropout, name="output_dropout")(outputs)
     logits = keras.layers.Dense(target_vocab_size, name=OUTPUT_PROJECTION, dtype="float32")(outputs)
     return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits, name=name)

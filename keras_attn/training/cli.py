@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from keras_attn.distributions import DISTRIBUTIONS
+from keras_attn.layers.recurrent.luong_decoder import ATTENTIONS
+from keras_attn.scores import SCORES
 from keras_attn.training.precision import POLICIES
 
 
@@ -14,7 +17,9 @@ def add_parsers(subparsers) -> None:
         description="Train a model on a corpus; writes RUN/ with the .keras model, vocabularies, "
         "checkpoints and TensorBoard logs, and prints dev BLEU at the end.",
     )
-    parser.add_argument("--model", default="rnn-attention", help="model family (rnn-attention)")
+    parser.add_argument(
+        "--model", default="rnn-attention", help="model family (rnn-attention, rnn-luong)"
+    )
     parser.add_argument("--corpus", default="synthetic", help="corpus name (synthetic)")
     parser.add_argument("--steps", type=int, default=2000, help="total training steps")
     parser.add_argument("--batch-size", type=int, default=64)
@@ -22,7 +27,9 @@ def add_parsers(subparsers) -> None:
     parser.add_argument(
         "--warmup-steps", type=int, default=100, help="linear warm-up, then cosine decay"
     )
-    parser.add_argument("--clipnorm", type=float, default=5.0, help="gradient norm clipping")
+    parser.add_argument(
+        "--clipnorm", type=float, default=5.0, help="clip the gradient's global norm (0: off)"
+    )
     parser.add_argument("--mixed-precision", choices=POLICIES, default="auto")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-length", type=int, default=80, help="longest tokenized sentence")
@@ -31,6 +38,33 @@ def add_parsers(subparsers) -> None:
     parser.add_argument("--units", type=int, default=256)
     parser.add_argument("--cell", choices=("lstm", "gru"), default="lstm")
     parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument(
+        "--score",
+        choices=sorted(SCORES),
+        default=None,
+        help="alignment score (default: additive for rnn-attention, general for rnn-luong)",
+    )
+    parser.add_argument(
+        "--distribution",
+        choices=sorted(DISTRIBUTIONS),
+        default=None,
+        help="attention distribution, rnn-luong (default: softmax)",
+    )
+    parser.add_argument(
+        "--attention",
+        choices=tuple(ATTENTIONS),
+        default=None,
+        help="rnn-luong attention: global, local-m or local-p (default: global)",
+    )
+    parser.add_argument(
+        "--window", type=int, default=None, help="local window half width D, rnn-luong (10)"
+    )
+    parser.add_argument(
+        "--input-feeding",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="feed h~_{t-1} to the decoder cell, rnn-luong (default: on)",
+    )
     parser.add_argument(
         "--checkpoint-every", type=int, default=200, help="steps between checkpoints"
     )
@@ -61,6 +95,11 @@ def run_train(args: argparse.Namespace) -> int:
         units=args.units,
         cell=args.cell,
         dropout=args.dropout,
+        score=args.score,
+        distribution=args.distribution,
+        attention=args.attention,
+        window=args.window,
+        input_feeding=args.input_feeding,
         checkpoint_every=args.checkpoint_every,
         eval_sentences=args.eval_sentences,
     )

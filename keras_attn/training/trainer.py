@@ -51,22 +51,44 @@ class TrainConfig:
     units: int = 256
     cell: str = "lstm"
     dropout: float = 0.1
+    # Attention hyperparameters; None leaves the family builder's default.
+    score: str | None = None
+    distribution: str | None = None
+    attention: str | None = None
+    window: int | None = None
+    input_feeding: bool | None = None
     checkpoint_every: int = 200
     eval_sentences: int = 1000
 
     def validate(self) -> None:
-        get_family(self.model)
+        family = get_family(self.model)
+        for name in _FAMILY_OPTIONS:
+            if getattr(self, name) is not None and name not in family.hyperparameters:
+                raise ValueError(
+                    f"--{name.replace('_', '-')} does not apply to --model {self.model} "
+                    f"(its options: {', '.join(family.hyperparameters)})"
+                )
+        if self.window is not None and self.window <= 0:
+            raise ValueError(f"--window must be positive, got {self.window}")
         precision.resolve_policy(self.mixed_precision)
         for name in ("steps", "batch_size", "max_length", "vocab_size", "checkpoint_every"):
             if getattr(self, name) <= 0:
                 raise ValueError(
                     f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
                 )
+        if self.clipnorm < 0:
+            raise ValueError(f"--clipnorm must be >= 0 (0 disables clipping), got {self.clipnorm}")
         if self.learning_rate <= 0:
             raise ValueError(f"--learning-rate must be positive, got {self.learning_rate}")
 
     def model_hyperparameters(self) -> dict:
-        return {name: getattr(self, name) for name in get_family(self.model).hyperparameters}
+        """The family builder's keyword arguments; fields left at None are not passed."""
+        values = {name: getattr(self, name) for name in get_family(self.model).hyperparameters}
+        return {name: value for name, value in values.items() if value is not None}
+
+
+# TrainConfig fields that only some model families take.
+_FAMILY_OPTIONS = ("score", "distribution", "attention", "window", "input_feeding")
 
 
 class RunDirectory:
@@ -145,8 +167,18 @@ def learning_rate_schedule(config: TrainConfig) -> keras.optimizers.schedules.Le
     )
 
 
-def _optimizer(config: TrainConfig, policy: str) -> keras.optimizers.Optimizer:
-    optimizer = keras.optimizers.Adam(learning_rate_schedule(config), clipnorm=config.clipnorm)
+def build_optimizer(config: TrainConfig, policy: str) -> keras.optimizers.Optimizer:
+    """Adam on `learning_rate_schedule(config)`, the gradient clipped to norm `config.clipnorm`.
+
+    When the norm of the whole gradient (all variables together) exceeds `clipnorm`,
+    `g <- clipnorm / ||g|| * g` (the RNN slides' Algorithm 1; Pascanu et al., 2013,
+    arXiv:1211.5063); 0 disables clipping. This is Keras' `global_clipnorm`: its per-variable
+    `clipnorm` would change the direction of `g`. Under `mixed_float16` the optimizer is wrapped
+    in a `LossScaleOptimizer`, which unscales the gradient before the inner optimizer clips it.
+    """
+    optimizer = keras.optimizers.Adam(
+        learning_rate_schedule(config), global_clipnorm=config.clipnorm or None
+    )
     if policy == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     return optimizer
@@ -196,7 +228,7 @@ def train(
         source_tokenizer.vocab_size, target_tokenizer.vocab_size, **config.model_hyperparameters()
     )
     model(plan.batch(0)[0])  # build every variable before checkpoint restore
-    optimizer = _optimizer(config, policy)
+    optimizer = build_optimizer(config, policy)
     optimizer.build(model.trainable_variables)
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)

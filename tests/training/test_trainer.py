@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import numpy as np
@@ -108,3 +109,60 @@ def test_auto_precision_follows_the_device():
     assert resolve_policy("auto") == ("mixed_float16" if on_gpu else "float32")
     with pytest.raises(ValueError, match="Received: 'fp8'"):
         resolve_policy("fp8")
+
+
+def test_clipnorm_flag_clips_the_global_gradient_norm(tmp_path, monkeypatch):
+    """Slides' Algorithm 1: if ||g|| >= threshold, g <- threshold / ||g|| * g, g = all variables."""
+    import keras
+
+    from keras_attn.training import trainer
+
+    captured = {}
+    monkeypatch.setattr(trainer, "train", lambda out, config, **kwargs: captured.update(c=config))
+    flags = ["--clipnorm", "0.5", "--learning-rate", "1", "--warmup-steps", "0"]
+    assert cli(["train", *flags, "--out", str(tmp_path)]) == 0
+    config = captured["c"]
+    assert config.clipnorm == 0.5
+
+    small = [np.array([0.05, -0.02], "float32"), np.array([0.01, 0.02, 0.03], "float32")]
+    big = [np.array([30.0, -40.0], "float32"), np.array([0.0, 5.0, 0.0], "float32")]
+    norm = np.sqrt(sum(float(np.sum(g**2)) for g in big))
+    globally = [g * (0.5 / norm) for g in big]
+    per_variable = [g * min(1.0, 0.5 / np.linalg.norm(g)) for g in big]
+
+    def run(optimizer, gradients, scale=1.0):
+        variables = [keras.Variable(np.ones(2)), keras.Variable(np.ones(3))]
+        for grads in gradients:
+            optimizer.apply([g * scale for g in grads], variables)
+        return np.concatenate([v.numpy() for v in variables])
+
+    def adam():
+        return keras.optimizers.Adam(trainer.learning_rate_schedule(config))
+
+    clipped = run(trainer.build_optimizer(config, "float32"), [small, big])
+    np.testing.assert_allclose(clipped, run(adam(), [small, globally]), rtol=1e-6, atol=1e-7)
+    assert np.abs(clipped - run(adam(), [small, big])).max() > 0.05  # clipping changed the step
+    assert np.abs(clipped - run(adam(), [small, per_variable])).max() > 0.05  # not per variable
+
+    scaled = trainer.build_optimizer(config, "mixed_float16")
+    assert scaled.inner_optimizer.global_clipnorm == 0.5
+    loss_scale = float(scaled.initial_scale)  # the scale of the first steps
+    # The trainer's gradients come from the scaled loss; they are unscaled before clipping.
+    np.testing.assert_allclose(run(scaled, [small, big], loss_scale), clipped, rtol=1e-6)
+    unclipped = trainer.build_optimizer(dataclasses.replace(config, clipnorm=0.0), "float32")
+    assert unclipped.global_clipnorm is None and unclipped.clipnorm is None
+
+
+def test_luong_options_are_checked_and_saved(tmp_path, capsys):
+    flags = ["--out", str(tmp_path / "r"), "--quiet", "--steps", "1"]
+    assert cli(["train", "--attention", "local-p", *flags]) == 2
+    assert "--attention does not apply to --model rnn-attention" in capsys.readouterr().err
+    assert cli(["train", "--model", "rnn-luong", "--window", "0", *flags]) == 2
+    assert "--window must be positive" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+    config = TrainConfig(model="rnn-luong", attention="local-m", window=3, input_feeding=False)
+    assert config.model_hyperparameters() == {
+        "embedding_dim": 128, "units": 256, "cell": "lstm", "dropout": 0.1,
+        "attention": "local-m", "window": 3, "input_feeding": False,
+    }  # fmt: skip
+    assert "score" not in TrainConfig(score=None).model_hyperparameters()

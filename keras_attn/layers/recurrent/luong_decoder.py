@@ -217,10 +217,11 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         """
         cell_states = list(states[: self.num_cell_states])
         extra = list(states[self.num_cell_states :])
-        cell_inputs = inputs_t
         if self.input_feeding:
             feed = extra.pop(0)  # h~_{t-1}
             cell_inputs = ops.concatenate([inputs_t, ops.cast(feed, inputs_t.dtype)], axis=-1)
+        else:  # A new tensor: an embedding's Keras mask on `inputs_t` is not the cell's business.
+            cell_inputs = ops.copy(inputs_t)
         positions = None
         if self.attention == "local-m":
             step_index = extra.pop(0)  # (batch,)
@@ -263,10 +264,11 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
 
     def _teacher_forced(self, inputs, memory, memory_mask, initial_state, training):
         """Without input feeding: one RNN pass, then attention from every `h_t` at once."""
-        states, *_ = self.rnn(inputs, initial_state=initial_state, training=training)
+        # h_1..h_{T_y}: (batch, T_y, units); the final states are not needed.
+        hidden, *_ = self.rnn(inputs, initial_state=initial_state, training=training)
         prepared_memory = self.prepare_memory(memory)
-        context, weights = self._attend(states, memory, prepared_memory, memory_mask)
-        outputs = self.attentional_state(ops.cast(context, states.dtype), states)
+        context, weights = self._attend(hidden, memory, prepared_memory, memory_mask)
+        outputs = self.attentional_state(ops.cast(context, hidden.dtype), hidden)
         return outputs, ops.cast(weights, self.compute_dtype)
 
     def call(

@@ -1,0 +1,77 @@
+"""Functional builder of the RNN encoder–decoder translator with Luong attention."""
+
+from __future__ import annotations
+
+import keras
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.recurrent.luong_decoder import LuongDecoder
+from keras_attn.models.rnn_translator import DECODER, encoder_decoder_translator
+
+
+@keras_attn_export("keras_attn.models.rnn_luong_translator")
+def rnn_luong_translator(
+    source_vocab_size: int,
+    target_vocab_size: int,
+    embedding_dim: int = 128,
+    units: int = 256,
+    cell: str = "lstm",
+    score="general",
+    distribution="softmax",
+    attention: str = "global",
+    window: int = 10,
+    input_feeding: bool = True,
+    attention_units: int | None = None,
+    dropout: float = 0.1,
+    name: str = "rnn_luong_translator",
+) -> keras.Model:
+    """Luong et al.'s attentional translator as a Keras functional model.
+
+    source ids `(batch, T_x)` → embedding → bidirectional encoder (`units // 2` per direction, so
+    the memory is `(batch, T_x, units)`) → its final states through `tanh` bridges → initial
+    decoder state; target ids `(batch, T_y)` (teacher-forced, starting with START) → embedding →
+    `LuongDecoder` → attentional states `h~` `(batch, T_y, units)` → dropout → `W_s` → logits
+    `(batch, T_y, target_vocab_size)` (Luong eq. 6). The encoder is the one of the
+    `rnn-attention` family (the paper stacks unidirectional LSTMs over the reversed source);
+    the layer names are the same, so `keras_attn.models.LuongTranslatorSteps` drives it.
+
+    Id 0 is padding in both vocabularies (`mask_zero=True`): padded source positions get zero
+    attention and padded target positions carry a Keras mask to the loss.
+
+    Args:
+        source_vocab_size, target_vocab_size: vocabulary sizes, padding id 0 included.
+        embedding_dim: size of both embeddings.
+        units: decoder state size; also the size of the encoder memory and of `h~`.
+        cell: `"lstm"` or `"gru"` for encoder and decoder.
+        score, distribution, attention, window, input_feeding, attention_units: as in
+            `keras_attn.layers.LuongDecoder`.
+        dropout: dropout on embeddings and on `h~`.
+        name: model name.
+
+    Returns:
+        A `keras.Model` with inputs `{"source_ids", "target_ids"}` and the logits as output.
+
+    Example:
+
+    >>> model = rnn_luong_translator(50, 60, embedding_dim=8, units=16, attention="local-p")
+    >>> [tuple(t.shape) for t in model.inputs], tuple(model.output.shape)
+    ([(None, None), (None, None)], (None, None, 60))
+
+    References:
+        Luong, Pham and Manning, 2015, "Effective Approaches to Attention-based Neural Machine
+        Translation", arXiv:1508.04025.
+    """
+    decoder = LuongDecoder(
+        units,
+        cell=cell,
+        score=score,
+        distribution=distribution,
+        attention=attention,
+        window=window,
+        input_feeding=input_feeding,
+        attention_units=attention_units,
+        name=DECODER,
+    )
+    return encoder_decoder_translator(
+        decoder, source_vocab_size, target_vocab_size, embedding_dim, units, cell, dropout, name
+    )
