@@ -19,6 +19,7 @@ not fit the signature is refused with INVALID_ARGUMENT before anything runs.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -521,9 +522,38 @@ def _run(servable: Servable, signature_name: str, feeds: Sequence[_Feed]) -> dic
         outputs = function(**arguments)
         return {alias: _as_numpy(tensor) for alias, tensor in outputs.items()}
     except tf.errors.OpError as error:
-        raise ServingStatus(code_from_number(error.error_code), error.message) from None
+        raise ServingStatus(
+            code_from_number(error.error_code), session_message(error.message)
+        ) from None
+    except UnicodeDecodeError as error:
+        # An op error whose message quotes non-UTF-8 input bytes cannot become a Python
+        # string (TensorFlow raises this instead of the OpError). Its raw text is kept on the
+        # exception; the code is lost with it, and INVALID_ARGUMENT is what ops report for
+        # unusable input values (e.g. StringToNumber).
+        text = bytes(error.object).decode("utf-8", errors="backslashreplace")
+        raise invalid_argument(session_message(text)) from None
     except (TypeError, ValueError) as error:
         raise invalid_argument(str(error)) from None
+
+
+_OP_SUFFIX = re.compile(r" \[Op:[^\]]*\](?: name: .*)?$", re.DOTALL)
+
+
+def session_message(message: str) -> str:
+    """An eager TensorFlow error message as `Session::Run` words it in the stock server.
+
+    Python's eager runtime wraps graph errors as `Graph execution error:\n\nDetected at node X
+    defined at (most recent call last):\n<stack traces unavailable>\n<message>
+    [Op:__inference_...]`; the model server's session returns just `<message>`.
+    """
+    lines = message.splitlines()
+    if lines and lines[0] == "Graph execution error:":
+        marker = "<stack traces unavailable>"
+        if marker in lines:
+            lines = lines[lines.index(marker) + 1 :]
+        else:
+            lines = [line for line in lines[1:] if line and not line.startswith("Detected at")]
+    return _OP_SUFFIX.sub("", "\n".join(lines))
 
 
 def _as_numpy(value: Any) -> np.ndarray:

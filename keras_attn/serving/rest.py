@@ -130,6 +130,17 @@ def _type_error(value: Any, dtype: int) -> ServingStatus:
     )
 
 
+def _utf8(text: str) -> bytes:
+    """A JSON string as UTF-8; a lone surrogate escape (`"\\udcff"`) is refused as RapidJSON,
+    the stock server's parser, refuses it."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise invalid_argument(
+            "JSON Parse error: The surrogate pair in string is invalid."
+        ) from None
+
+
 def _is_base64_object(value: Any) -> bool:
     return isinstance(value, dict) and len(value) == 1 and isinstance(value.get("b64"), str)
 
@@ -176,7 +187,7 @@ def _json_scalar(value: Any, dtype: int) -> Any:
     if dtype == types_pb2.DT_STRING:
         if not isinstance(value, str):
             raise _type_error(value, dtype)
-        return value.encode("utf-8")
+        return _utf8(value)
     if dtype == types_pb2.DT_BOOL:
         if not isinstance(value, bool):
             raise _type_error(value, dtype)
@@ -425,7 +436,7 @@ def _add_feature_value(value: Any, name: str, feature: feature_pb2.Feature) -> N
         feature.bytes_list.value.append(_decode_base64(value))
     elif isinstance(value, str):
         require("bytes_list")
-        feature.bytes_list.value.append(value.encode("utf-8"))
+        feature.bytes_list.value.append(_utf8(value))
     elif isinstance(value, float):
         require("float_list")
         if not _lossless(value, types_pb2.DT_FLOAT):
@@ -678,6 +689,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         self._answer("POST")
+
+    # Other methods get stock's `Malformed request: METHOD PATH` (http_rest_api_handler.cc).
+    def do_PUT(self) -> None:  # noqa: N802
+        self._answer("PUT")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._answer("DELETE")
+
+    def do_PATCH(self) -> None:  # noqa: N802
+        self._answer("PATCH")
 
     def _answer(self, method: str) -> None:
         path = urlsplit(self.path).path
