@@ -35,3 +35,13 @@ def check_positive_float(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ValueError(f"Expected {name} > 0. Received: {name}={value!r}")
     return float(value)
+
+
+def get_activation(activation):
+    """`keras.activations.get(activation)`, with an error that quotes the argument."""
+    try:
+        return keras.activations.get(activation)
+    except ValueError as error:
+        raise ValueError(
+            f"Expected a Keras activation. Received: activation={activation!r}"
+        ) from error

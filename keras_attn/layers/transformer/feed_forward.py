@@ -9,6 +9,7 @@ from keras_attn.layers.transformer._arguments import (
     check_positive_int,
     check_rate,
     clone_initializer,
+    get_activation,
 )
 
 
@@ -68,12 +69,7 @@ class FeedForward(keras.layers.Layer):
         if output_dim is not None:
             output_dim = check_positive_int("output_dim", output_dim)
         self.output_dim = output_dim
-        try:
-            self.activation = keras.activations.get(activation)
-        except ValueError as error:
-            raise ValueError(
-                f"Expected a Keras activation. Received: activation={activation!r}"
-            ) from error
+        self.activation = get_activation(activation)
         self.dropout = check_rate("dropout", dropout)
         self.use_bias = bool(use_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

@@ -11,6 +11,7 @@ from keras_attn.layers.transformer._arguments import (
     check_positive_float,
     check_positive_int,
     check_rate,
+    get_activation,
 )
 from keras_attn.layers.transformer.transformer_decoder_block import TransformerDecoderBlock
 
@@ -100,7 +101,7 @@ class TransformerDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         self.cross_attention = bool(cross_attention)
         self.dropout = check_rate("dropout", dropout)
         self.attention_dropout = check_rate("attention_dropout", attention_dropout)
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.normalize_first = bool(normalize_first)
         self.layer_norm_epsilon = check_positive_float("layer_norm_epsilon", layer_norm_epsilon)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

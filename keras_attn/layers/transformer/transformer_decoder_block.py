@@ -13,12 +13,10 @@ from keras_attn.layers.transformer._arguments import (
     check_positive_int,
     check_rate,
     clone_initializer,
+    get_activation,
 )
 from keras_attn.layers.transformer._residual import residual
 from keras_attn.layers.transformer.feed_forward import FeedForward
-
-SELF_CACHE_KEYS = ("self_key", "self_value")
-CROSS_CACHE_KEYS = ("cross_key", "cross_value")
 
 
 @keras_attn_export("keras_attn.layers.TransformerDecoderBlock")
@@ -137,7 +135,7 @@ class TransformerDecoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
         self.cross_attention = bool(cross_attention)
         self.dropout = check_rate("dropout", dropout)
         self.attention_dropout = check_rate("attention_dropout", attention_dropout)
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.normalize_first = bool(normalize_first)
         self.layer_norm_epsilon = check_positive_float("layer_norm_epsilon", layer_norm_epsilon)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

@@ -11,6 +11,7 @@ from keras_attn.layers.transformer._arguments import (
     check_positive_float,
     check_positive_int,
     check_rate,
+    get_activation,
 )
 from keras_attn.layers.transformer.transformer_encoder_block import TransformerEncoderBlock
 
@@ -80,7 +81,7 @@ class TransformerEncoder(FirstInputMaskPassthrough, keras.layers.Layer):
         self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
         self.dropout = check_rate("dropout", dropout)
         self.attention_dropout = check_rate("attention_dropout", attention_dropout)
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.normalize_first = bool(normalize_first)
         self.layer_norm_epsilon = check_positive_float("layer_norm_epsilon", layer_norm_epsilon)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

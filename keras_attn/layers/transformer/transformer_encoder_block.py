@@ -12,6 +12,7 @@ from keras_attn.layers.transformer._arguments import (
     check_positive_int,
     check_rate,
     clone_initializer,
+    get_activation,
 )
 from keras_attn.layers.transformer._residual import residual
 from keras_attn.layers.transformer.feed_forward import FeedForward
@@ -95,7 +96,7 @@ class TransformerEncoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
         self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
         self.dropout = check_rate("dropout", dropout)
         self.attention_dropout = check_rate("attention_dropout", attention_dropout)
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.normalize_first = bool(normalize_first)
         self.layer_norm_epsilon = check_positive_float("layer_norm_epsilon", layer_norm_epsilon)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

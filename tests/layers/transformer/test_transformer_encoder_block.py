@@ -100,6 +100,8 @@ def test_bad_arguments():
         TransformerEncoderBlock(num_heads=2, intermediate_dim=2.5)
     with pytest.raises(ValueError, match="dropout=1.5"):
         TransformerEncoderBlock(num_heads=2, intermediate_dim=4, dropout=1.5)
+    with pytest.raises(ValueError, match="activation='swishy'"):
+        TransformerEncoderBlock(num_heads=2, intermediate_dim=4, activation="swishy")
     with pytest.raises(ValueError, match="layer_norm_epsilon=0"):
         TransformerEncoderBlock(num_heads=2, intermediate_dim=4, layer_norm_epsilon=0)
     with pytest.raises(ValueError, match="divisible by num_heads=3"):
