@@ -38,7 +38,7 @@ def export_run(run_path, model_base_path, version=None, max_output_length=128, c
     source_tokenizer, target_tokenizer = run.tokenizers()
     translator = Translator(
         model,
-        get_family(config.model).steps(model),
+        get_family(config.model).decoding_steps(model, max_output_length),
         source_tokenizer,
         target_tokenizer,
         max_source_length=config.max_length,

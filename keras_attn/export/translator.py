@@ -7,6 +7,8 @@ import tensorflow as tf
 from keras_attn.decoding import greedy_search
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
+# Default hard limit on generated tokens; families with preallocated caches size them to it.
+MAX_OUTPUT_LENGTH = 128
 
 
 class Translator(tf.Module):
@@ -38,7 +40,7 @@ class Translator(tf.Module):
         source_tokenizer,
         target_tokenizer,
         max_source_length: int = 128,
-        max_output_length: int = 128,
+        max_output_length: int = MAX_OUTPUT_LENGTH,
         length_ratio: float = 2.0,
         length_offset: int = 10,
         name: str = "translator",

@@ -11,6 +11,8 @@ from keras_attn.models.luong_translator_steps import LuongTranslatorSteps
 from keras_attn.models.rnn_luong_translator import rnn_luong_translator
 from keras_attn.models.rnn_translator import rnn_attention_translator
 from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
+from keras_attn.models.transformer_translator import transformer_translator
+from keras_attn.models.transformer_translator_steps import TransformerTranslatorSteps
 
 
 @dataclass(frozen=True)
@@ -22,8 +24,16 @@ class ModelFamily:
     """
 
     build: Callable[..., keras.Model]
-    steps: Callable[[keras.Model], object]
+    steps: Callable[..., object]
     hyperparameters: tuple[str, ...]
+    # Whether `steps(model, max_length=...)` preallocates caches for `max_length` tokens.
+    sized_steps: bool = False
+
+    def decoding_steps(self, model: keras.Model, max_length: int) -> object:
+        """The step-contract view of `model` for decoding loops of at most `max_length` tokens."""
+        if self.sized_steps:
+            return self.steps(model, max_length=max_length)
+        return self.steps(model)
 
 
 MODEL_FAMILIES: dict[str, ModelFamily] = {
@@ -46,6 +56,19 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
             "window",
             "input_feeding",
         ),
+    ),
+    "transformer": ModelFamily(
+        build=transformer_translator,
+        steps=TransformerTranslatorSteps,
+        hyperparameters=(
+            "num_layers",
+            "d_model",
+            "num_heads",
+            "ff_dim",
+            "dropout",
+            "normalize_first",
+        ),
+        sized_steps=True,
     ),
 }
 

@@ -18,7 +18,9 @@ def add_parsers(subparsers) -> None:
         "checkpoints and TensorBoard logs, and prints dev BLEU at the end.",
     )
     parser.add_argument(
-        "--model", default="rnn-attention", help="model family (rnn-attention, rnn-luong)"
+        "--model",
+        default="rnn-attention",
+        help="model family (rnn-attention, rnn-luong, transformer)",
     )
     parser.add_argument("--corpus", default="synthetic", help="corpus name (synthetic)")
     parser.add_argument("--steps", type=int, default=2000, help="total training steps")
@@ -66,6 +68,22 @@ def add_parsers(subparsers) -> None:
         help="feed h~_{t-1} to the decoder cell, rnn-luong (default: on)",
     )
     parser.add_argument(
+        "--num-layers", type=int, default=None, help="blocks per stack, transformer (2)"
+    )
+    parser.add_argument("--d-model", type=int, default=None, help="model width, transformer (128)")
+    parser.add_argument(
+        "--num-heads", type=int, default=None, help="attention heads, transformer (4)"
+    )
+    parser.add_argument(
+        "--ff-dim", type=int, default=None, help="feed-forward width, transformer (512)"
+    )
+    parser.add_argument(
+        "--normalize-first",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="pre-LN blocks instead of post-LN, transformer (default: post-LN)",
+    )
+    parser.add_argument(
         "--checkpoint-every", type=int, default=200, help="steps between checkpoints"
     )
     parser.add_argument("--eval-sentences", type=int, default=1000, help="dev sentences for BLEU")
@@ -100,6 +118,11 @@ def run_train(args: argparse.Namespace) -> int:
         attention=args.attention,
         window=args.window,
         input_feeding=args.input_feeding,
+        num_layers=args.num_layers,
+        d_model=args.d_model,
+        num_heads=args.num_heads,
+        ff_dim=args.ff_dim,
+        normalize_first=args.normalize_first,
         checkpoint_every=args.checkpoint_every,
         eval_sentences=args.eval_sentences,
     )

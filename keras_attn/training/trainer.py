@@ -57,6 +57,12 @@ class TrainConfig:
     attention: str | None = None
     window: int | None = None
     input_feeding: bool | None = None
+    # Transformer hyperparameters; None leaves the family builder's default.
+    num_layers: int | None = None
+    d_model: int | None = None
+    num_heads: int | None = None
+    ff_dim: int | None = None
+    normalize_first: bool | None = None
     checkpoint_every: int = 200
     eval_sentences: int = 1000
 
@@ -68,8 +74,11 @@ class TrainConfig:
                     f"--{name.replace('_', '-')} does not apply to --model {self.model} "
                     f"(its options: {', '.join(family.hyperparameters)})"
                 )
-        if self.window is not None and self.window <= 0:
-            raise ValueError(f"--window must be positive, got {self.window}")
+        for name in ("window", "num_layers", "d_model", "num_heads", "ff_dim"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise ValueError(
+                    f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
+                )
         precision.resolve_policy(self.mixed_precision)
         for name in ("steps", "batch_size", "max_length", "vocab_size", "checkpoint_every"):
             if getattr(self, name) <= 0:
@@ -88,7 +97,18 @@ class TrainConfig:
 
 
 # TrainConfig fields that only some model families take.
-_FAMILY_OPTIONS = ("score", "distribution", "attention", "window", "input_feeding")
+_FAMILY_OPTIONS = (
+    "score",
+    "distribution",
+    "attention",
+    "window",
+    "input_feeding",
+    "num_layers",
+    "d_model",
+    "num_heads",
+    "ff_dim",
+    "normalize_first",
+)
 
 
 class RunDirectory:
@@ -199,7 +219,7 @@ def train(
     checkpoint: weights, optimizer state, step counter and data position (the batch plan is a
     function of the step) are all restored, and `config.steps` may extend the run.
     """
-    from keras_attn.export.translator import Translator
+    from keras_attn.export.translator import MAX_OUTPUT_LENGTH, Translator
     from keras_attn.training.evaluation import evaluate_pairs
 
     config.validate()
@@ -280,7 +300,12 @@ def train(
     os.replace(temporary, run.file(MODEL_FILE))
 
     translator = Translator(
-        model, family.steps(model), source_tokenizer, target_tokenizer, config.max_length
+        model,
+        family.decoding_steps(model, MAX_OUTPUT_LENGTH),
+        source_tokenizer,
+        target_tokenizer,
+        config.max_length,
+        max_output_length=MAX_OUTPUT_LENGTH,
     )
     dev = splits["dev"][: config.eval_sentences]
     scores = evaluate_pairs(translator, dev, normalize_text)

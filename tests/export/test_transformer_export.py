@@ -1,0 +1,92 @@
+"""`keras-attn train --model transformer`, then `keras-attn export`: the translator contract."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+
+from keras_attn.cli import main as cli
+from keras_attn.text.corpora import load_corpus
+from keras_attn.training.trainer import RunDirectory
+
+SENTENCES = [source for source, _ in load_corpus("synthetic")["test"][:3]] + [""]
+MAX_OUTPUT = 12
+
+
+def test_trained_transformer_run_exports_a_contract_checked_translator(tmp_path):
+    run = tmp_path / "run"
+    assert cli([
+        "train", "--model", "transformer", "--num-layers", "1", "--d-model", "16",
+        "--num-heads", "2", "--ff-dim", "32", "--normalize-first", "--steps", "3",
+        "--batch-size", "16", "--vocab-size", "400", "--eval-sentences", "5",
+        "--checkpoint-every", "3", "--out", str(run), "--quiet",
+    ]) == 0  # fmt: skip
+    saved = json.loads((run / "config.json").read_text())
+    assert (saved["model"], saved["num_layers"], saved["d_model"], saved["num_heads"]) == (
+        "transformer",
+        1,
+        16,
+        2,
+    )
+    assert saved["normalize_first"] is True
+    model = RunDirectory(run).load_model()
+    decoder = model.get_layer("decoder")
+    assert type(decoder).__name__ == "TransformerDecoder" and decoder.normalize_first
+
+    base = tmp_path / "models"
+    assert (
+        cli(
+            [
+                "export",
+                str(run),
+                "--model_base_path",
+                str(base),
+                "--max-output-length",
+                str(MAX_OUTPUT),
+            ]
+        )
+        == 0
+    )  # fmt: skip  (runs the contract check)
+
+    loaded = tf.saved_model.load(str(base / "1"))
+    out = loaded.signatures["translate_with_alignment"](text=tf.constant(SENTENCES))
+    tokens, scores = out["tokens"].numpy(), out["scores"].numpy()
+    alignment, source_tokens = out["alignment"].numpy(), out["source_tokens"].numpy()
+    assert alignment.shape == (len(SENTENCES), tokens.shape[1], source_tokens.shape[1])
+    assert tokens.shape[1] <= MAX_OUTPUT
+
+    # The served scores are the teacher-forced model's log-probabilities of the served tokens.
+    source_tokenizer, target_tokenizer = RunDirectory(run).tokenizers()
+    limit = min(MAX_OUTPUT, 2 * source_tokens.shape[1] + 10)  # export's length limit
+    for row in range(len(SENTENCES)):
+        source = [source_tokenizer.vocab.index(t.decode()) for t in source_tokens[row] if t]
+        ids = [target_tokenizer.vocab.index(t.decode()) for t in tokens[row] if t]
+        generated = ids if len(ids) == limit else [*ids, target_tokenizer.end_id]
+        inputs = {
+            "source_ids": np.array([source or [0]]),
+            "target_ids": np.array([[target_tokenizer.start_id, *generated[:-1]]]),
+        }
+        log_probs = tf.nn.log_softmax(model(inputs)).numpy()[0]
+        expected = log_probs[np.arange(len(generated)), generated].sum()
+        np.testing.assert_allclose(scores[row], expected, rtol=1e-4, atol=1e-4)
+        real = source_tokens[row] != b""
+        rows = alignment[row, : len(ids)]
+        assert np.all(rows[:, ~real] == 0.0)
+        if real.any():
+            np.testing.assert_allclose(rows.sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--model", "rnn-attention", "--num-layers", "2"], "--num-layers does not apply"),
+        (["--model", "transformer", "--d-model", "0"], "--d-model must be positive, got 0"),
+        (["--model", "transformer", "--units", "8", "--score", "dot"], "--score does not apply"),
+    ],
+)
+def test_transformer_flags_are_checked(tmp_path, capsys, flags, message):
+    assert cli(["train", *flags, "--steps", "1", "--out", str(tmp_path / "run")]) != 0
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
