@@ -84,9 +84,17 @@ def test_matches_numpy_equations(kwargs):
     assert np.all(alignments.numpy()[1, :, 3:] == 0.0)
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
-@pytest.mark.parametrize("attention", ["global", "local-m", "local-p"])
-@pytest.mark.parametrize("input_feeding", [True, False])
+@pytest.mark.parametrize(
+    "cell,attention,input_feeding",
+    [
+        ("lstm", "global", True),
+        ("gru", "local-m", True),
+        ("lstm", "local-p", True),
+        ("gru", "global", False),
+        ("lstm", "local-m", False),
+        ("gru", "local-p", False),
+    ],
+)
 def test_step_by_step_equals_teacher_forced(cell, attention, input_feeding):
     decoder = LuongDecoder(8, cell=cell, attention=attention, window=2, input_feeding=input_feeding)
     outputs, alignments = decoder(Y, MEMORY, memory_mask=MASK, return_attention_scores=True)
@@ -190,3 +198,20 @@ def test_harness_fast_path_local_p_through_keras_masking():
         atol=1e-5,
         rtol=1e-5,
     )
+
+
+def test_every_score_and_distribution_of_the_catalog_decodes():
+    """The train CLI offers every name; each must run in the loop and zero the padding."""
+    from keras_attn.distributions import DISTRIBUTIONS
+    from keras_attn.scores import SCORES
+
+    memory = MEMORY[:, :, :8]  # "dot" and "cosine" compare h_t with h_s: units == d_m
+    pairs = [(score, "softmax") for score in sorted(SCORES)]
+    pairs += [("general", distribution) for distribution in sorted(DISTRIBUTIONS)]
+    for score, distribution in pairs:
+        decoder = LuongDecoder(8, score=score, distribution=distribution)
+        outputs, alignments = decoder(Y, memory, memory_mask=MASK, return_attention_scores=True)
+        states = decoder.get_initial_state(2)
+        output_0, _, _ = decoder.step(Y[:, 0], states, memory, decoder.prepare_memory(memory), MASK)
+        np.testing.assert_allclose(output_0.numpy(), outputs.numpy()[:, 0], atol=1e-5)
+        assert np.all(alignments.numpy()[1, :, 3:] == 0.0), (score, distribution)
