@@ -17,6 +17,7 @@ import pytest
 from keras_attn.cli import main
 
 from .conftest import LATEST_VERSION, MODEL_NAME
+from .test_deployment import SERVING
 
 READY = re.compile(
     r"^Serving translator version (\d+) on 127\.0\.0\.1:(\d+) \(gRPC\), REST on 127\.0\.0\.1:(\d+)$"
@@ -29,11 +30,17 @@ def _lines(stream, lines: queue.Queue) -> None:
     lines.put(None)
 
 
-def test_serve_subprocess_answers_then_stops_on_sigterm(model_base_path, closed_port, capsys):
+def test_serve_subprocess_answers_then_stops_on_sigterm(
+    model_base_path, closed_port, capsys, tmp_path
+):
+    monitoring = tmp_path / "monitoring.config"
+    monitoring.write_text("prometheus_config { enable: true }\n")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     command = [sys.executable, "-m", "keras_attn.cli", "serve", "--port", "0"]
     command += ["--rest_api_port", str(closed_port), "--model_name", MODEL_NAME]
-    command += ["--model_base_path", model_base_path]
+    command += ["--model_base_path", model_base_path, "--enable_batching"]
+    command += ["--batching_parameters_file", str(SERVING / "batching_parameters.txt")]
+    command += ["--monitoring_config_file", str(monitoring)]
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
@@ -55,6 +62,10 @@ def test_serve_subprocess_answers_then_stops_on_sigterm(model_base_path, closed_
         with urllib.request.urlopen(url, timeout=20) as answer:
             status = json.loads(answer.read())["model_version_status"][0]
         assert status["state"] == "AVAILABLE"
+        url = f"http://127.0.0.1:{rest_port}/monitoring/prometheus/metrics"
+        with urllib.request.urlopen(url, timeout=20) as answer:
+            metrics = answer.read().decode().splitlines()
+        assert ':tensorflow:serving:request_count{model_name="translator",status="OK"} 1' in metrics
 
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0

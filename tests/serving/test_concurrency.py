@@ -78,9 +78,7 @@ def test_eight_parallel_clients_get_the_sequential_answers(model_base_path, batc
         rest_api_port=0,
         file_system_poll_wait_seconds=0,
         enable_batching=batching,
-        batching=BatchingOptions(
-            max_batch_size=16, batch_timeout_micros=2000, num_batch_threads=2
-        ),
+        batching=BatchingOptions(max_batch_size=16, batch_timeout_micros=2000, num_batch_threads=2),
     ).start()
     try:
         channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")

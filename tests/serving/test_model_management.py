@@ -4,8 +4,10 @@ by GetModelStatus while the previous one keeps serving, and HandleReloadConfigRe
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
+import urllib.request
 
 import grpc
 import pytest
@@ -102,6 +104,7 @@ def serve_config(models):
     server = ModelServer(
         model_config_file=str(config_file),
         port=0,
+        rest_api_port=0,
         file_system_poll_wait_seconds=0.1,
         allow_version_labels_for_unavailable_models=True,
         max_num_load_retries=0,
@@ -166,6 +169,38 @@ def test_config_file_serves_several_models_versions_and_labels(served):
         grpc.StatusCode.INVALID_ARGUMENT,
         "Unrecognized servable version label: nightly",
     )
+
+
+def rest(server, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    url = f"http://127.0.0.1:{server.rest_api_port}{path}"
+    with urllib.request.urlopen(url, data, timeout=TIMEOUT) as answer:
+        return json.loads(answer.read())
+
+
+def test_rest_routes_to_versions_and_labels(served):
+    server = served[0]
+    status = rest(server, "/v1/models/translator/labels/stable")
+    # As stock, status ignores the label and lists every version, highest first.
+    assert [s["version"] for s in status["model_version_status"]] == ["3", "2", "1"]
+    assert rest(server, "/v1/models/translator/versions/2")["model_version_status"] == [
+        {"version": "2", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+    ]
+    for path, version in (
+        ("/v1/models/translator/metadata", "3"),
+        ("/v1/models/translator/versions/2/metadata", "2"),
+        ("/v1/models/translator/labels/stable/metadata", "1"),
+    ):
+        assert rest(server, path)["model_spec"] == {
+            "name": "translator",
+            "signature_name": "",
+            "version": version,
+        }
+    body = {"instances": ["a b c"]}
+    answer = rest(server, "/v1/models/translator/labels/canary:predict", body)
+    assert answer["predictions"][0]["translation"] == "c b a"
+    answer = rest(server, "/v1/models/calculator/versions/7:predict", {"inputs": ["2.5", "-1"]})
+    assert answer == {"outputs": [2.5, -1.0]}
 
 
 def test_new_versions_are_picked_up_and_a_failed_one_keeps_the_previous(models, latest_path):
