@@ -155,3 +155,28 @@ def test_serve_on_a_port_in_use_is_one_line(server, model_base_path, capsys, api
         )
     assert main(args) == 2
     assert capsys.readouterr().err == f"keras-attn serve: error: {message}\n"
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ([], "Both server_options.model_base_path and server_options.model_config_file are empty!"),
+        (
+            ["--model_base_path", "{base}", "--batching_parameters_file", "b.txt"],
+            "server_options.batching_parameters_file is set without setting "
+            "server_options.enable_batching to true.",
+        ),
+        (["--model_config_file", "{base}/nope.config"], "{base}/nope.config; No such file"),
+        (
+            ["--model_base_path", "{base}", "--grpc_channel_arguments", "oops"],
+            "expected key=value in --grpc_channel_arguments, got 'oops'",
+        ),
+    ],
+    ids=["no model", "batching file without batching", "missing config file", "bad channel args"],
+)
+def test_serve_flag_mistakes_are_one_line(model_base_path, capsys, extra, message):
+    args = ["serve", "--port", "0", *(a.format(base=model_base_path) for a in extra)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"keras-attn serve: error: {message.format(base=model_base_path)}")
+    assert err.count("\n") == 1

@@ -29,6 +29,7 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
+from keras_attn.serving.core import session_message
 from keras_attn.serving.servable import load_servable
 from keras_attn.serving.server import ModelServer
 
@@ -696,3 +697,15 @@ def test_stop_finishes_in_flight_calls_and_refuses_new_ones(model_base_path):
         stopper.join(TIMEOUT)
         assert not stopper.is_alive()
     assert model_server.wait_for_termination(0)
+
+
+def test_session_errors_are_worded_as_session_run():
+    eager = (
+        "Graph execution error:\n\nDetected at node StringToNumber defined at (most recent call "
+        "last):\n<stack traces unavailable>\nStringToNumberOp could not correctly convert "
+        "string: x\n\t [[{{node StringToNumber}}]] [Op:__inference_signature_wrapper_parse_7]"
+    )
+    assert session_message(eager) == (
+        "StringToNumberOp could not correctly convert string: x\n\t [[{{node StringToNumber}}]]"
+    )
+    assert session_message("plain message") == "plain message"
