@@ -5,4 +5,6 @@
 - `normalization`: the normalization shared by tokenizer, vocabulary builder and references.
 - `vocab`: building, saving and loading WordPiece vocabularies.
 - `tokenizer`: `WordPieceTokenizer`, a `tf.Module` that exports to SavedModel.
+- `noising`: BART's noising functions (masking, deletion, infilling, permutation, rotation) for
+  `tf.data`.
 """
