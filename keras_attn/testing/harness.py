@@ -42,11 +42,33 @@ axes of `inputs[padded_input]`. It reaches the layer in one of two ways:
   functional models the mask is an extra bool `keras.Input` named `<padded_input>_padding_mask`.
 
 Weights: when `weights_kwarg` is set (default `"return_attention_scores"`), calling with that
-keyword True must return `(output, weights)`, where `output` has the structure of the plain call
-and `weights` is one tensor whose last axis runs over the padded input's T positions. Every check
-except the plain-call half of `check_call` calls the layer with the weights flag on, so weights are
-saved, exported, cast and trained through as well. Set `weights_kwarg=None` for layers that return
-no weights (recurrent layers, encoders).
+keyword True must return `(output, weights)`, where `output` has the structure of the plain call.
+By default `weights` is one tensor whose last axis runs over the padded input's T positions. Every
+check except the plain-call half of `check_call` calls the layer with the weights flag on, so
+weights are saved, exported, cast and trained through as well. Set `weights_kwarg=None` for layers
+that return no weights (recurrent layers, encoders).
+
+Structured weights (the `weights_mask` hook): a layer whose weights do not run over the T
+positions (weights over areas, over representations of each token) or that returns several
+weights tensors (a hierarchy's word and sentence weights) passes `weights_mask`, a function of
+the padding mask (bool `[batch, T]`) returning where the weights may be nonzero: one bool array,
+or a tuple/list of them with the structure of `weights`. Each mask `(batch, *tail)` is aligned
+with its weights tensor `(batch, *middle, *tail)` at the batch axis and the trailing axes (the
+middle axes, such as T_q, are broadcast; tail axes of size 1 broadcast too). The default is the
+identity: `weights[..., k]` is masked by `mask[:, k]`. Examples:
+
+    weights_mask=lambda mask: area_mask_of(mask)              # (batch, N) over N areas
+    weights_mask=lambda mask: (word_mask_of(mask), mask)      # a pair of weights tensors
+    weights_mask=lambda mask: mask[:, :, None]                # (batch, T, R): a padded token's
+                                                              # row over R representations
+
+`check_call` then requires the weights' structure and shapes to fit those masks and
+`check_masking` requires exact zeros wherever they are False.
+
+Stochastic layers (`training_samples`): a layer that samples in training (hard attention) has an
+inference output that is a piecewise-constant function of its weights and a training output that
+is random, so "a few steps lower the loss" is judged on the expected training loss instead; see
+`check_training`.
 
 Failures raise `AssertionError` whose message starts with `[<check>] <LayerClass>:`.
 """
@@ -57,7 +79,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 import keras
@@ -144,6 +166,9 @@ class LayerSpec:
         padded_input: the key of `inputs` that `mask` describes; required with `mask`.
         mask_kwarg: the call keyword carrying `mask`, or None for Keras masking.
         weights_kwarg: the call keyword that makes the layer return `(output, weights)`, or None.
+        weights_mask: for structured weights, a function mapping `mask` to the mask(s) of the
+            weights (see the module docstring), or None for one weights tensor over the T
+            positions.
     """
 
     layer_cls: type
@@ -154,6 +179,7 @@ class LayerSpec:
     padded_input: str | None = None
     mask_kwarg: str | None = None
     weights_kwarg: str | None = "return_attention_scores"
+    weights_mask: Callable[[np.ndarray], Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.layer_cls, type) or not issubclass(
@@ -175,6 +201,12 @@ class LayerSpec:
             raise ValueError(
                 "Expected inputs and call_kwargs to have distinct keys. "
                 f"Received both: {sorted(clash)}"
+            )
+        if self.weights_mask is not None and (self.mask is None or self.weights_kwarg is None):
+            raise ValueError(
+                "weights_mask maps the padding mask onto the weights; it needs mask and "
+                f"weights_kwarg. Received: mask={'None' if self.mask is None else 'given'}, "
+                f"weights_kwarg={self.weights_kwarg!r}"
             )
         if self.mask is None:
             if self.padded_input is not None or self.mask_kwarg is not None:
@@ -298,6 +330,18 @@ class LayerSpec:
     def returns_weights(self) -> bool:
         """Whether the checks call the layer with the weights flag on."""
         return self.weights_kwarg is not None
+
+    def weights_masks(self, mask: np.ndarray | None = None) -> Any:
+        """Where the weights may be nonzero for the padding `mask` (default `self.mask`).
+
+        One bool array, or a structure of them matching the weights (`weights_mask` hook).
+        """
+        mask = self.mask if mask is None else mask
+        if self.weights_mask is None:
+            return mask
+        return keras.tree.map_structure(
+            lambda m: np.asarray(m, dtype=bool), self.weights_mask(mask)
+        )
 
 
 def _as_input_array(x: Any) -> np.ndarray:
@@ -571,15 +615,10 @@ def check_call(
     _assert_outputs_close(
         check, spec, f"output with {spec.weights_kwarg}=True vs without", eager, output, atol, rtol
     )
-    if not keras.ops.is_tensor(weights):
+    if spec.weights_mask is None and not keras.ops.is_tensor(weights):
         _fail(check, spec, f"weights must be one tensor, got {type(weights).__name__}")
-    if spec.padded_length is not None and weights.shape[-1] != spec.padded_length:
-        _fail(
-            check,
-            spec,
-            f"weights shape {tuple(weights.shape)}: last axis must run over the "
-            f"{spec.padded_length} positions of {spec.padded_input!r}",
-        )
+    if spec.mask is not None:
+        _weights_with_masks(check, spec, weights, spec.mask)
     # A fresh layer with the same weights: Keras's functional graph check sizes every node's
     # outputs by the layer's first call, so one instance cannot serve both return structures.
     flagged_layer = spec.make()
@@ -790,26 +829,78 @@ def _unpadded_selector(shape: tuple, mask: np.ndarray) -> np.ndarray:
     return keep
 
 
-def _assert_zero_on_padding(check: str, spec: LayerSpec, when: str, weights: Any) -> None:
-    weights = _to_numpy(keras.ops.cast(weights, "float32"))
-    mask = spec.mask.reshape(
-        (spec.mask.shape[0],) + (1,) * (weights.ndim - 2) + (spec.mask.shape[1],)
-    )
-    on_padding = np.where(np.broadcast_to(mask, weights.shape), 0.0, weights)
-    if np.any(on_padding != 0):
+def _aligned_mask(mask: np.ndarray, shape: tuple) -> np.ndarray | None:
+    """`mask` `(batch, *tail)` broadcast to `shape` `(batch, *middle, *tail)`, or None if unfit.
+
+    Axes are inserted after the batch axis; tail axes of size 1 broadcast.
+    """
+    shape = tuple(shape)
+    if mask.ndim < 1 or mask.ndim > len(shape) or mask.shape[0] != shape[0]:
+        return None
+    tail = mask.shape[1:]
+    weights_tail = shape[len(shape) - len(tail) :]
+    if any(m not in (1, w) for m, w in zip(tail, weights_tail, strict=True)):
+        return None
+    expanded = mask.reshape((mask.shape[0],) + (1,) * (len(shape) - mask.ndim) + tail)
+    return np.broadcast_to(expanded, shape)
+
+
+def _weights_with_masks(
+    check: str, spec: LayerSpec, weights: Any, mask: np.ndarray
+) -> list[tuple[Any, np.ndarray]]:
+    """Pairs `(weights tensor, its bool mask broadcast to its shape)`; fails on a mismatch."""
+    masks = spec.weights_masks(mask)
+    if _describe(weights) != _describe(masks):
         _fail(
             check,
             spec,
-            f"weights at padded positions must be exactly 0{when}; found "
-            f"{np.count_nonzero(on_padding)} nonzero (max |w| = {np.abs(on_padding).max():.3g})",
+            f"weights structure {_describe(weights)} does not match the structure "
+            f"{_describe(masks)} given by weights_mask",
         )
+    pairs = []
+    for index, (tensor, tensor_mask) in enumerate(zip(_flat(weights), _flat(masks), strict=True)):
+        aligned = _aligned_mask(tensor_mask, tuple(tensor.shape))
+        if aligned is not None:
+            pairs.append((tensor, aligned))
+        elif spec.weights_mask is None:
+            _fail(
+                check,
+                spec,
+                f"weights shape {tuple(tensor.shape)}: last axis must run over the "
+                f"{spec.padded_length} positions of {spec.padded_input!r}",
+            )
+        else:
+            _fail(
+                check,
+                spec,
+                f"weights {index} of shape {tuple(tensor.shape)} does not fit its mask of shape "
+                f"{tensor_mask.shape} from weights_mask (aligned at the batch axis and the "
+                "trailing axes)",
+            )
+    return pairs
+
+
+def _assert_zero_on_padding(check: str, spec: LayerSpec, when: str, weights: Any) -> None:
+    for index, (tensor, keep) in enumerate(_weights_with_masks(check, spec, weights, spec.mask)):
+        values = _to_numpy(keras.ops.cast(tensor, "float32"))
+        on_padding = np.where(keep, 0.0, values)
+        if np.any(on_padding != 0):
+            which = "" if spec.weights_mask is None else f" (weights {index})"
+            _fail(
+                check,
+                spec,
+                f"weights at padded positions must be exactly 0{when}{which}; found "
+                f"{np.count_nonzero(on_padding)} nonzero "
+                f"(max |w| = {np.abs(on_padding).max():.3g})",
+            )
 
 
 def check_masking(spec: LayerSpec) -> None:
     """Padding contract: zero weights on padding, outputs independent of padded values.
 
-    - With `weights_kwarg`: `weights[..., k]` is exactly 0 wherever `mask[:, k]` is False, both
-      on the given inputs and on the noisy ones below.
+    - With `weights_kwarg`: `weights[..., k]` is exactly 0 wherever `mask[:, k]` is False (with
+      `weights_mask`: every weights tensor is exactly 0 wherever its mask is False), both on the
+      given inputs and on the noisy ones below.
     - Refilling the padded positions of `inputs[padded_input]` with noise of standard deviation
       `PADDING_NOISE_SCALE` (random ids for integer inputs) leaves every output equal within
       `PADDING_INVARIANCE_TOLERANCE`. Output axes of length T are treated as per-position axes of
@@ -870,6 +961,7 @@ def check_training(
     steps: int = 5,
     learning_rate: float = 1e-2,
     seed: int = 1234,
+    samples: int | None = None,
 ) -> None:
     """Every trainable weight gets a finite gradient and `steps` Adam steps lower an MSE loss.
 
@@ -879,17 +971,38 @@ def check_training(
     `training=False`, so dropout does not blur the comparison. Gradients with respect to the float
     inputs must be finite as well. A layer without trainable weights only gets the input-gradient
     check. `keras.utils.set_random_seed(seed)` is called first.
+
+    `samples=K` is for layers that sample in training (hard attention): their inference output is
+    a piecewise-constant function of the weights (an arg max that a few small steps rarely move)
+    and their training output is random, so the `training=False` comparison says nothing. Instead
+    the batch (and the target) is tiled K times and the loss compared before and after training is
+    the training-mode loss on that batch: a K-sample Monte Carlo estimate of the expected loss
+    `E_noise[L]`, the objective the layer's gradient estimator (e.g. straight-through
+    Gumbel-softmax) descends. Before each of the two evaluations the random state is restored
+    (the model's non-trainable variables, which hold its seed generators' states, and the global
+    seed), so both evaluations draw the same noise (common random numbers) and their difference
+    is the effect of the training steps, not of resampling. The gradient steps use the tiled batch
+    in training mode too.
     """
     check = "training"
+    if samples is not None and (
+        isinstance(samples, bool) or not isinstance(samples, int) or samples < 1
+    ):
+        raise ValueError(
+            f"Expected samples to be None or a positive integer. Received: samples={samples!r}"
+        )
     keras.utils.set_random_seed(seed)
     model, _ = spec.build_model(spec.make(), return_weights=spec.returns_weights)
     data = {name: tf.constant(value) for name, value in spec.model_inputs().items()}
     first = _flat(model(data))[0]
     if not _is_float(first):
         _fail(check, spec, f"the first output is {_dtype_name(first)}; cannot fit an MSE loss")
-    target = tf.constant(
-        np.random.default_rng(seed).normal(size=tuple(first.shape)).astype("float32")
-    )
+    target = np.random.default_rng(seed).normal(size=tuple(first.shape)).astype("float32")
+    if samples is not None:
+        # K copies of the batch: each copy draws its own noise in one call.
+        data = {name: tf.concat([x] * samples, axis=0) for name, x in data.items()}
+        target = np.concatenate([target] * samples, axis=0)
+    target = tf.constant(target)
 
     def loss_fn(training: bool) -> tf.Tensor:
         prediction = keras.ops.cast(_flat(model(data, training=training))[0], "float32")
@@ -920,18 +1033,35 @@ def check_training(
     if not variables:
         return
 
+    if samples is None:
+
+        def evaluate() -> float:
+            return float(loss_fn(training=False))
+
+        what = "the MSE loss"
+    else:
+        random_state = [(v, _to_numpy(v)) for v in model.non_trainable_variables]
+
+        def evaluate() -> float:
+            for variable, value in random_state:
+                variable.assign(value)
+            keras.utils.set_random_seed(seed)
+            return float(loss_fn(training=True))
+
+        what = f"the expected training-mode MSE loss ({samples} samples, same noise)"
+
     optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
-    initial = float(loss_fn(training=False))
+    initial = evaluate()
     for _ in range(steps):
         with tf.GradientTape() as tape:
             loss = loss_fn(training=True)
         optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
-    final = float(loss_fn(training=False))
+    final = evaluate()
     if not np.isfinite(final) or final >= initial:
         _fail(
             check,
             spec,
-            f"{steps} Adam steps (learning_rate={learning_rate}) did not lower the MSE loss: "
+            f"{steps} Adam steps (learning_rate={learning_rate}) did not lower {what}: "
             f"{initial:.6g} -> {final:.6g}",
         )
 
@@ -946,8 +1076,10 @@ def run_layer_test(
     padded_input: str | None = None,
     mask_kwarg: str | None = None,
     weights_kwarg: str | None = "return_attention_scores",
+    weights_mask: Callable[[np.ndarray], Any] | None = None,
     expected_output_shape: Any = None,
     run_training_check: bool = True,
+    training_samples: int | None = None,
     run_mixed_precision_check: bool = True,
     run_saved_model_check: bool = True,
     run_masking_check: bool = True,
@@ -963,6 +1095,7 @@ def run_layer_test(
         expected_output_shape: shape tuple (or structure of them, None = any size) of the plain
             call's output, i.e. without the weights flag.
         run_training_check: run `check_training`.
+        training_samples: `samples` of `check_training`, for layers that sample in training.
         run_mixed_precision_check: run `check_mixed_precision`.
         run_saved_model_check: run `check_saved_model` (the slowest check: it traces and
             writes a SavedModel).
@@ -992,6 +1125,7 @@ def run_layer_test(
         padded_input=padded_input,
         mask_kwarg=mask_kwarg,
         weights_kwarg=weights_kwarg,
+        weights_mask=weights_mask,
     )
     check_config_round_trip(spec)
     check_call(spec, expected_output_shape=expected_output_shape, atol=atol, rtol=rtol)
@@ -1003,4 +1137,4 @@ def run_layer_test(
     if run_mixed_precision_check:
         check_mixed_precision(spec, tolerances=mixed_precision_tolerances)
     if run_training_check:
-        check_training(spec)
+        check_training(spec, samples=training_samples)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_attn.layers import AreaAttention, MultiRepresentationAttention
 from keras_attn.testing import (
     LayerSpec,
     check_call,
@@ -442,3 +443,228 @@ def test_inconsistent_mask_arguments_are_rejected_up_front():
         _attention_spec(padded_input="keys")
     with pytest.raises(ValueError, match="pads no position"):
         check_masking(_attention_spec(mask=np.ones((BATCH, T_V), dtype=bool)))
+
+
+# ------------------------------------------------ structured weights: the `weights_mask` hook
+
+
+def _area_mask(mask: np.ndarray) -> np.ndarray:
+    """Areas of width 1 and 2 in `AreaAttention.area_spans` order, valid when all members are."""
+    return np.concatenate([mask, mask[:, :-1] & mask[:, 1:]], axis=1)  # (batch, T + T - 1)
+
+
+def _area_spec(layer_cls: type = AreaAttention, **overrides) -> LayerSpec:
+    arguments = {
+        "layer_cls": layer_cls,
+        "init_kwargs": {"max_area_width": 2, "score": "dot"},
+        "inputs": _attention_inputs(),
+        "mask": _value_mask(),
+        "padded_input": "value",
+        "mask_kwarg": "value_mask",
+        "weights_mask": _area_mask,
+        **overrides,
+    }
+    return LayerSpec(**arguments)
+
+
+class FirstMemberAreaMask(AreaAttention):
+    """Masks an area by its first member only: areas reaching into the padding keep weight."""
+
+    def _area_mask(self, value_mask):
+        length = value_mask.shape[1]
+        return keras.ops.concatenate([value_mask, value_mask[:, : length - 1]], axis=1)
+
+
+def test_area_weights_pass_with_the_area_mask_hook():
+    spec = _area_spec()
+    check_call(spec)
+    check_masking(spec)
+
+
+def test_area_weights_fail_the_default_positions_check():
+    with pytest.raises(
+        AssertionError, match=r"\[call\] AreaAttention: weights shape \(3, 2, 9\): last axis"
+    ):
+        check_call(_area_spec(weights_mask=None))
+
+
+def test_weight_on_areas_with_padding_fails_masking_check():
+    with pytest.raises(
+        AssertionError,
+        match=r"\[masking\] FirstMemberAreaMask: weights at padded positions must be exactly 0",
+    ):
+        check_masking(_area_spec(FirstMemberAreaMask))
+
+
+@keras.saving.register_keras_serializable(package="keras_attn_test")
+class TwoLevelAttention(MaskedDotAttention):
+    """Returns `(context, (weights, summary))`, `summary` `(batch, T_v)` the weights averaged over
+    the queries: a second weights tensor, as a hierarchy's sentence level."""
+
+    def summary(self, weights, scores, value_mask):
+        return keras.ops.mean(weights, axis=1)
+
+    def call(self, query, value, value_mask=None, return_attention_scores=False):
+        projected_query, projected_value = self.project(query, value)
+        scores = self.scores(projected_query, projected_value)
+        weights = self.normalise(scores, value_mask)
+        context = keras.ops.einsum("bqk,bku->bqu", weights, projected_value)
+        if return_attention_scores:
+            return context, (weights, self.summary(weights, scores, value_mask))
+        return context
+
+
+class UnmaskedSummary(TwoLevelAttention):
+    """Its second-level weights are a softmax over every position, padding included."""
+
+    def summary(self, weights, scores, value_mask):
+        mean_scores = keras.ops.cast(keras.ops.mean(scores, axis=1), "float32")
+        return keras.ops.cast(keras.ops.softmax(mean_scores, axis=-1), self.compute_dtype)
+
+
+def _two_level_spec(layer_cls: type = TwoLevelAttention, **overrides) -> LayerSpec:
+    return _attention_spec(layer_cls, weights_mask=lambda mask: (mask, mask), **overrides)
+
+
+def test_a_pair_of_weights_passes_every_check():
+    run_layer_test(
+        TwoLevelAttention,
+        {"units": UNITS, "use_scale": True},
+        _attention_inputs(),
+        mask=_value_mask(),
+        padded_input="value",
+        mask_kwarg="value_mask",
+        weights_mask=lambda mask: (mask, mask),
+        expected_output_shape=(BATCH, T_Q, UNITS),
+        run_saved_model_check=False,
+    )
+
+
+def test_a_pair_of_weights_with_one_mask_fails_call_check():
+    with pytest.raises(
+        AssertionError,
+        match=r"\[call\] TwoLevelAttention: weights structure \[None, None\] does not match",
+    ):
+        check_call(_attention_spec(TwoLevelAttention, weights_mask=lambda mask: mask))
+    with pytest.raises(AssertionError, match=r"\[call\] TwoLevelAttention: weights must be one"):
+        check_call(_attention_spec(TwoLevelAttention))
+
+
+def test_padding_weight_in_the_second_tensor_fails_masking_check():
+    with pytest.raises(
+        AssertionError,
+        match=r"\[masking\] UnmaskedSummary: weights at padded positions .* \(weights 1\)",
+    ):
+        check_masking(_two_level_spec(UnmaskedSummary))
+
+
+RNG_REPRESENTATIONS = np.random.default_rng(4).normal(size=(BATCH, T_V, 3, FEATURES))
+
+
+class UnmaskedRepresentationRows(MultiRepresentationAttention):
+    """Zeroes padded tokens' outputs but still spreads their weights over the representations."""
+
+    def call(self, inputs, mask=None, representation_mask=None, return_attention_scores=False):
+        outputs, weights = super().call(inputs, return_attention_scores=True)
+        if mask is not None:
+            keep = keras.ops.expand_dims(keras.ops.cast(mask, outputs.dtype), -1)
+            outputs = outputs * keep
+        return (outputs, weights) if return_attention_scores else outputs
+
+
+def _representation_spec(layer_cls: type = MultiRepresentationAttention, **overrides):
+    arguments = {
+        "layer_cls": layer_cls,
+        "init_kwargs": {"units": UNITS},
+        "inputs": {"inputs": RNG_REPRESENTATIONS},
+        "mask": _value_mask(),
+        "padded_input": "inputs",
+        "weights_mask": lambda mask: mask[:, :, None],  # (batch, T, R): whole rows
+        **overrides,
+    }
+    return LayerSpec(**arguments)
+
+
+def test_weights_over_representations_pass_with_a_row_mask():
+    spec = _representation_spec()
+    check_call(spec)
+    check_masking(spec)
+
+
+def test_weights_on_padded_tokens_rows_fail_masking_check_only_with_the_hook():
+    # Without the weights the leak is invisible: the outputs at padded tokens are zero.
+    check_masking(
+        _representation_spec(UnmaskedRepresentationRows, weights_kwarg=None, weights_mask=None)
+    )
+    with pytest.raises(
+        AssertionError,
+        match=r"\[masking\] UnmaskedRepresentationRows: weights at padded positions",
+    ):
+        check_masking(_representation_spec(UnmaskedRepresentationRows))
+
+
+def test_a_mask_that_does_not_fit_the_weights_fails_call_check():
+    with pytest.raises(
+        AssertionError,
+        match=r"\[call\] MultiRepresentationAttention: weights 0 of shape \(3, 5, 3\) does not fit",
+    ):
+        check_call(_representation_spec(weights_mask=lambda mask: mask))
+
+
+def test_weights_mask_needs_a_mask_and_weights():
+    with pytest.raises(ValueError, match="weights_mask maps the padding mask"):
+        _attention_spec(weights_kwarg=None, weights_mask=lambda mask: mask)
+
+
+# ------------------------------------------- stochastic layers: the expected-loss training check
+
+
+class SampledDotAttention(MaskedDotAttention):
+    """Hard attention: a Gumbel-max sample of one position in training, the arg max at inference,
+    trained by the straight-through Gumbel-softmax gradient (`direction = 1`)."""
+
+    direction = 1.0
+
+    def __init__(self, units: int, use_scale: bool = True, **kwargs):
+        super().__init__(units, use_scale, **kwargs)
+        self.seed_generator = keras.random.SeedGenerator(7)
+
+    def call(self, query, value, value_mask=None, return_attention_scores=False, training=None):
+        query, value = self.project(query, value)
+        scores = keras.ops.cast(self.scores(query, value), "float32")
+        if training:
+            uniform = keras.random.uniform(
+                keras.ops.shape(scores), minval=1e-6, maxval=1.0, seed=self.seed_generator
+            )
+            scores = scores - keras.ops.log(-keras.ops.log(uniform))
+        keep = keras.ops.expand_dims(keras.ops.cast(value_mask, "bool"), axis=1)
+        scores = keras.ops.where(keep, scores, -1e9)
+        weights = keras.ops.one_hot(keras.ops.argmax(scores, axis=-1), T_V, dtype="float32")
+        if training:
+            relaxed = keras.ops.softmax(scores, axis=-1)
+            weights = weights + self.direction * (relaxed - keras.ops.stop_gradient(relaxed))
+        context = keras.ops.einsum("bqk,bku->bqu", weights, value)
+        return (context, weights) if return_attention_scores else context
+
+
+class ReversedStraightThrough(SampledDotAttention):
+    """The straight-through gradient with the wrong sign: training raises the expected loss."""
+
+    direction = -1.0
+
+
+def test_sampling_layer_passes_the_expected_loss_training_check():
+    check_training(_attention_spec(SampledDotAttention), samples=64)
+
+
+def test_wrong_gradient_estimator_fails_the_expected_loss_training_check():
+    with pytest.raises(
+        AssertionError,
+        match=r"\[training\] ReversedStraightThrough: .*did not lower the expected training-mode",
+    ):
+        check_training(_attention_spec(ReversedStraightThrough), samples=64)
+
+
+def test_training_samples_must_be_a_positive_integer():
+    with pytest.raises(ValueError, match="samples=0"):
+        check_training(_attention_spec(SampledDotAttention), samples=0)

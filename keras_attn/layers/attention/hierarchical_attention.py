@@ -47,15 +47,16 @@ class HierarchicalAttention(keras.layers.Layer):
 
     Returns:
         The document vector `(batch, 2 * sentence_units)`, or with
-        `return_attention_scores=True` the triple `(document, word_weights, sentence_weights)`:
-        `word_weights` `(batch, S, W)` (each real sentence's weights over its words sum to one)
-        and `sentence_weights` `(batch, S)`.
+        `return_attention_scores=True` the pair `(document, (word_weights, sentence_weights))`
+        (the `(output, weights)` structure of every keras_attn attention layer, the weights
+        being both levels'): `word_weights` `(batch, S, W)` (each real sentence's weights over
+        its words sum to one) and `sentence_weights` `(batch, S)`.
 
     Example:
 
     >>> import numpy as np
     >>> layer = HierarchicalAttention(word_units=3, sentence_units=2)
-    >>> document, words, sentences = layer(
+    >>> document, (words, sentences) = layer(
     ...     np.ones((2, 4, 5, 6), "float32"), return_attention_scores=True
     ... )
     >>> tuple(document.shape), tuple(words.shape), tuple(sentences.shape)
@@ -135,7 +136,7 @@ class HierarchicalAttention(keras.layers.Layer):
         if return_attention_scores:
             # (batch * S, W) -> (batch, S, W)
             word_weights = ops.reshape(word_weights, (batch, num_sentences, num_words))
-            return document, word_weights, sentence_weights
+            return document, (word_weights, sentence_weights)
         return document
 
     def compute_mask(self, inputs, mask=None):

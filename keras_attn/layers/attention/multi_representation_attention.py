@@ -32,6 +32,9 @@ class MultiRepresentationAttention(keras.layers.Layer):
         inputs: `(batch, T, R, d)`.
         mask: bool `(batch, T)`, True at real tokens; filled from Keras masking. Padded tokens
             get all-zero weights and a zero output.
+        inputs_mask: the same token mask under the name Keras fills from Keras masking when
+            `representation_mask` is passed as well (with several tensor arguments Keras fills
+            `<argument>_mask`, not `mask`); used when `mask` is None.
         representation_mask: optional bool `(batch, T, R)`, True where representation `r` of a
             token exists (e.g. the word is in that embedding's vocabulary). Missing
             representations get exactly zero weight; a token with none gets zero weights and a
@@ -86,7 +89,15 @@ class MultiRepresentationAttention(keras.layers.Layer):
         )
         self.built = True
 
-    def call(self, inputs, mask=None, representation_mask=None, return_attention_scores=False):
+    def call(
+        self,
+        inputs,
+        mask=None,
+        representation_mask=None,
+        inputs_mask=None,
+        return_attention_scores=False,
+    ):
+        mask = inputs_mask if mask is None else mask
         # (batch, T, R, d) x (R, d, units) -> (batch, T, R, units)
         projected = ops.einsum("btrd,rdu->btru", inputs, self.kernel) + self.bias
         scores = ops.einsum("btru,u->btr", projected, self.attention_vector)  # (batch, T, R)

@@ -116,9 +116,14 @@ def test_bad_arguments():
         AreaAttention(distribution="nope")
 
 
+def area_mask(value_mask):
+    """The harness' `weights_mask`: an area may get weight only if all its members are real."""
+    return area_reference(V, V, value_mask, max_width=2)[3]  # (batch, N), N = 5 + 4
+
+
 def test_harness():
-    # Weights run over the N areas, not the T_k positions, so the harness checks the context only;
-    # the weights' masking is tested above.
+    # The weights run over the N areas: the hook maps the position mask to the area mask, built
+    # here by enumerating the areas, independently of the layer's own `_area_mask`.
     run_layer_test(
         AreaAttention,
         {"max_area_width": 2, "score": "general", "key_pooling": "mean", "dropout": 0.1},
@@ -126,7 +131,7 @@ def test_harness():
         mask=MASK,
         padded_input="value",
         mask_kwarg="value_mask",
-        weights_kwarg=None,
+        weights_mask=area_mask,
         expected_output_shape=(2, 3, 4),
         run_saved_model_check=True,
     )

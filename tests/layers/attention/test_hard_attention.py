@@ -155,18 +155,34 @@ def test_bad_arguments():
         HardAttention(score="nope")
 
 
-@pytest.mark.parametrize("estimator", ["gumbel", "reinforce"])
-def test_harness(estimator):
-    # The training check is off: its loss is measured at inference, where the argmax does not
-    # move after a few small steps; the gradient tests above cover training.
+def test_harness_gumbel():
+    # The arg max at inference is piecewise constant in the weights, so the training check judges
+    # the expected training-mode loss (64 samples of the batch, the same Gumbel noise before and
+    # after): the straight-through steps must lower it.
     run_layer_test(
         HardAttention,
-        {"score": "general", "estimator": estimator, "temperature": 0.5, "seed": 4},
+        {"score": "general", "estimator": "gumbel", "temperature": 0.5, "seed": 4},
+        {"query": Q, "value": V},
+        mask=MASK,
+        padded_input="value",
+        mask_kwarg="value_mask",
+        expected_output_shape=(2, 3, 4),
+        training_samples=64,
+    )
+
+
+def test_harness_reinforce():
+    # REINFORCE gives the layer's output no pathwise gradient (its loss term, -advantage *
+    # log_prob, is built by the training step from a reward the layer cannot see), so the
+    # harness' backprop training check does not apply; the bandit test above trains it.
+    run_layer_test(
+        HardAttention,
+        {"score": "general", "estimator": "reinforce", "temperature": 0.5, "seed": 4},
         {"query": Q, "value": V},
         mask=MASK,
         padded_input="value",
         mask_kwarg="value_mask",
         expected_output_shape=(2, 3, 4),
         run_training_check=False,
-        run_saved_model_check=estimator == "gumbel",
+        run_saved_model_check=False,
     )

@@ -4,7 +4,6 @@ import pytest
 
 from keras_attn.layers.attention.hierarchical_attention import HierarchicalAttention
 from keras_attn.testing import run_layer_test
-from keras_attn.testing.harness import LayerSpec, check_keras_save_load
 from tests import numpy_reference as ref
 
 RNG = np.random.default_rng(4)
@@ -63,12 +62,10 @@ def numpy_han(x, word_mask, layer):
 
 def test_matches_numpy_reference_with_word_mask():
     layer = HierarchicalAttention(word_units=3, sentence_units=2)
-    document, word_weights, sentence_weights = layer(
-        X, mask=WORD_MASK, return_attention_scores=True
-    )
+    layer(X, mask=WORD_MASK)
     for attention in (layer.word_attention, layer.sentence_attention):
         attention.bias.assign(RNG.normal(size=attention.bias.shape).astype("float32"))
-    document, word_weights, sentence_weights = layer(
+    document, (word_weights, sentence_weights) = layer(
         X, mask=WORD_MASK, return_attention_scores=True
     )
     expected = numpy_han(X, WORD_MASK, layer)
@@ -90,16 +87,17 @@ def test_sentence_mask_equals_broadcast_word_mask():
     from_sentences = layer(X, mask=SENTENCE_MASK, return_attention_scores=True)
     word_mask = np.broadcast_to(SENTENCE_MASK[..., None], WORD_MASK.shape)
     from_words = layer(X, mask=word_mask, return_attention_scores=True)
-    for a, b in zip(from_sentences, from_words, strict=True):
+    flat_sentences, flat_words = keras.tree.flatten(from_sentences), keras.tree.flatten(from_words)
+    for a, b in zip(flat_sentences, flat_words, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    assert np.all(from_sentences[2].numpy()[1, 2] == 0.0)
+    assert np.all(from_sentences[1][1].numpy()[1, 2] == 0.0)
 
 
 def test_keras_masking_from_word_ids_and_empty_document():
     ids = keras.Input((3, 4), dtype="int32")
     embedded = keras.layers.Embedding(20, 5, mask_zero=True)(ids)
     outputs = HierarchicalAttention(2, 2)(embedded, return_attention_scores=True)
-    model = keras.Model(ids, list(outputs))
+    model = keras.Model(ids, keras.tree.flatten(outputs))
     batch = np.array([[[1, 2, 0, 0], [0, 0, 0, 0], [3, 4, 5, 6]], np.zeros((3, 4), "int32")])
     document, word_weights, sentence_weights = (x.numpy() for x in model(batch))
     np.testing.assert_array_equal(word_weights[0, 0, 2:], 0.0)
@@ -119,29 +117,25 @@ def test_bad_arguments():
         HierarchicalAttention(2, 2, encoder="rnn")
 
 
-def test_weights_survive_keras_save_load():
-    spec = LayerSpec(
-        HierarchicalAttention,
-        {"word_units": 2, "sentence_units": 2},
-        {"inputs": X},
-        call_kwargs={"return_attention_scores": True},
-        mask=SENTENCE_MASK,
-        padded_input="inputs",
-        weights_kwarg=None,
-    )
-    check_keras_save_load(spec)
+def word_and_sentence_masks(sentence_mask):
+    """The harness' `weights_mask`: a padded sentence pads all its words.
+
+    Word weights `(batch, S, W)`, sentence weights `(batch, S)`.
+    """
+    words = np.broadcast_to(sentence_mask[..., None], sentence_mask.shape + (X.shape[2],))
+    return words, sentence_mask
 
 
 def test_harness():
-    # The weights come as a pair of tensors, so the harness checks the document vector only
-    # (weights_kwarg=None); the weights are checked above.
+    # Both levels' weights go through every check: zero on padded sentences (all their words
+    # included), saved, exported, cast and trained through.
     run_layer_test(
         HierarchicalAttention,
         {"word_units": 3, "sentence_units": 2, "encoder": "gru"},
         {"inputs": X},
         mask=SENTENCE_MASK,
         padded_input="inputs",
-        weights_kwarg=None,
+        weights_mask=word_and_sentence_masks,
         expected_output_shape=(2, 4),
         run_saved_model_check=True,
     )

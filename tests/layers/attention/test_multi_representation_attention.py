@@ -5,8 +5,7 @@ import pytest
 from keras_attn.layers.attention.multi_representation_attention import (
     MultiRepresentationAttention,
 )
-from keras_attn.testing import run_layer_test
-from keras_attn.testing.harness import LayerSpec, check_keras_save_load
+from keras_attn.testing import AttachMask, run_layer_test
 from tests import numpy_reference as ref
 
 RNG = np.random.default_rng(7)
@@ -75,29 +74,32 @@ def test_bad_arguments():
         MultiRepresentationAttention(4).build((None, None, None, 5))
 
 
-def test_weights_survive_keras_save_load():
-    spec = LayerSpec(
-        MultiRepresentationAttention,
-        {"units": 4},
-        {"inputs": X, "representation_mask": PRESENT},
-        call_kwargs={"return_attention_scores": True},
-        mask=MASK,
-        padded_input="inputs",
-        weights_kwarg=None,
-    )
-    check_keras_save_load(spec)
-
-
 def test_harness():
-    # The weights run over the R representations, not over the padded T axis, so the harness
-    # checks the outputs only (weights_kwarg=None); the weights are checked above.
+    # The weights run over the R representations of each token: a padded token's whole row and
+    # every missing representation get exactly zero weight.
     run_layer_test(
         MultiRepresentationAttention,
         {"units": 6},
-        {"inputs": X},
+        {"inputs": X, "representation_mask": PRESENT},
         mask=MASK,
         padded_input="inputs",
-        weights_kwarg=None,
+        weights_mask=lambda mask: mask[:, :, None] & PRESENT,  # (batch, T, R)
         expected_output_shape=(2, 4, 6),
         run_saved_model_check=True,
     )
+
+
+def test_keras_mask_reaches_the_layer_next_to_a_representation_mask():
+    # With two tensor arguments Keras fills `inputs_mask`, not `mask`: the token mask must still
+    # zero the padded tokens' weights.
+    inputs = keras.Input((4, 3, 5))
+    token_mask = keras.Input((4,), dtype="bool")
+    present = keras.Input((4, 3), dtype="bool")
+    masked = AttachMask()([inputs, token_mask])  # `inputs` carrying `token_mask` as Keras mask
+    layer = MultiRepresentationAttention(4)
+    outputs, weights = layer(masked, representation_mask=present, return_attention_scores=True)
+    model = keras.Model([inputs, token_mask, present], [outputs, weights])
+    _, got = model([X, MASK, PRESENT])
+    _, expected = layer(X, mask=MASK, representation_mask=PRESENT, return_attention_scores=True)
+    np.testing.assert_array_equal(got.numpy()[1, 2:], 0.0)
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-6, atol=1e-7)
