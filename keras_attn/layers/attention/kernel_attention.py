@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import keras
-import numpy as np
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
@@ -37,14 +36,39 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     features, and for keys the maximum over all real keys and features of the (batch, head)
     (non-causal) or the data-independent bound `max_j ||w_j||^2 / 2` of the exponent (causal, so
     that no output depends on later positions). The features and both sums are computed in
-    float32. The random features are drawn once in `build` (orthogonal blocks of Gaussian rows,
-    rescaled to chi-distributed norms) and stored as a non-trainable weight, so saving and loading
-    reproduce the outputs; they are not redrawn during training.
+    float32.
+
+    Random features: drawn in `build` (orthogonal blocks of Gaussian rows, rescaled to
+    chi-distributed norms) from a `keras.random.SeedGenerator(seed)` and kept in the non-trainable
+    weight `random_features`, so saving, loading and SavedModel export reproduce the outputs.
+    Performer redraws them during training (a fixed draw's estimation bias would otherwise be
+    fitted by the other weights): with `redraw_interval=n` every `n`-th training call draws new
+    features before computing, counted by the non-trainable `training_calls`; `redraw_features()`
+    redraws on demand. The draws are deterministic given `seed` (the generator's state is a
+    weight too, saved with the model). Inference calls never redraw.
+
+    Dropout (`dropout=p`): standard attention dropout drops entries of the `(T_q, T_k)` weight
+    matrix, which the linear form never builds. The equivalent here drops keys: in training each
+    key of each (batch, head) is kept with probability `1 - p` and scaled by `1 / (1 - p)` in the
+    numerator `sum_s phi(k_s) V_s^T` only; the normaliser keeps every key. The output is then
+    exactly `sum_s alpha_ts (m_s / (1 - p)) V_s` with the undropped weights `alpha` — Keras'
+    `dropout(alpha) V` with one mask per key shared by all queries instead of one per (query,
+    key) pair — and its expectation is the undropped output. (Dropping in the normaliser too would
+    renormalise the survivors and bias the expectation; dropping features of `phi` would perturb
+    the kernel estimate rather than the attention.)
 
     Padded keys get `phi(k) = 0` and so contribute nothing; a query with no real key gets a zero
     context. With `return_attention_scores=True` the implied weights
     `phi(q_t)^T phi(k_s) / phi(q_t)^T sum_s phi(k_s)` `(batch, heads, T_q, T_k)` are formed as well
-    (quadratic, for inspection only).
+    (quadratic, for inspection only; before dropout).
+
+    Incremental decoding (causal only): the causal output at `t` depends on the past only through
+    the running sums `S = sum_{s<=t} phi(k_s) V_s^T` `(batch, heads, m, value_dim)` and
+    `z = sum_{s<=t} phi(k_s)` `(batch, heads, m)`. Pass `cache=(S, z)` (`initial_cache(batch)`
+    gives zeros) and the next `T` positions (one token or a chunk); the call returns
+    `(output, cache)` with the sums advanced past them. Token by token this equals one causal pass
+    over the whole sequence (the keys' stabiliser is data-independent, so sums from different
+    calls add up). Do not redraw the features in the middle of a decoding.
 
     Args:
         num_heads: number of heads `h`.
@@ -56,7 +80,10 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         output_shape: size `d_out` of the output's last axis; defaults to the query's last axis.
         kernel_initializer: initializer of the four kernels.
         bias_initializer: initializer of the four biases.
-        seed: seed of the random features (None draws a fresh one).
+        seed: seed of the random features and of the dropout masks (None draws a fresh one).
+        redraw_interval: redraw the random features every this many training calls (a positive
+            integer), or None never to redraw them automatically.
+        dropout: probability of dropping a key from the numerator during training, in `[0, 1)`.
 
     Call arguments:
         query: `(batch, T_q, d_q)`.
@@ -66,10 +93,15 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             masking when not given.
         value_mask: bool `(batch, T_k)`; padded keys contribute nothing. Filled from Keras masking
             when not given.
-        return_attention_scores: also return the implied weights `(batch, heads, T_q, T_k)`.
+        return_attention_scores: also return the implied weights `(batch, heads, T_q, T_k)`
+            (not with `cache`: past keys live only in the sums).
+        training: enables dropout and the automatic feature redraw.
+        cache: None, or the running sums `(S, z)` of the positions before `query` (causal
+            self-attention only).
 
     Returns:
-        `output` `(batch, T_q, d_out)`, or `(output, weights)` when `return_attention_scores=True`.
+        `output` `(batch, T_q, d_out)`, or `(output, weights)` when `return_attention_scores=True`;
+        with a cache, `(output, cache)` with the updated `(S, z)`.
 
     Example:
 
@@ -79,6 +111,10 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     >>> output, weights = layer(x, x, return_attention_scores=True)
     >>> tuple(output.shape), tuple(weights.shape), tuple(layer.random_features.shape)
     ((2, 6, 8), (2, 2, 6, 6), (16, 4))
+    >>> causal = KernelAttention(num_heads=2, key_dim=4, num_features=16, causal=True, seed=0)
+    >>> step, cache = causal(x[:, :1], x[:, :1], cache=causal.initial_cache(2))
+    >>> tuple(step.shape), tuple(cache[0].shape), tuple(cache[1].shape)
+    ((2, 1, 8), (2, 2, 16, 4), (2, 2, 16))
 
     References:
         Choromanski et al., 2021, "Rethinking Attention with Performers", arXiv:2009.14794.
@@ -96,6 +132,8 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         seed: int | None = None,
+        redraw_interval: int | None = None,
+        dropout: float = 0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -110,6 +148,10 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             raise ValueError(f"Expected causal to be a bool. Received: causal={causal!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"Expected seed to be an int or None. Received: seed={seed!r}")
+        if redraw_interval is not None:
+            _check_positive_int("redraw_interval", redraw_interval)
+        if isinstance(dropout, bool) or not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"Expected dropout in [0, 1). Received: dropout={dropout!r}")
         self.num_heads = int(num_heads)
         self.key_dim = int(key_dim)
         self.value_dim = None if value_dim is None else int(value_dim)
@@ -120,6 +162,13 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
+        self.redraw_interval = None if redraw_interval is None else int(redraw_interval)
+        self.dropout = float(dropout)
+        # Two generators, so that dropout draws never shift the sequence of feature draws.
+        self.feature_seed_generator = keras.random.SeedGenerator(seed, name="feature_seed")
+        self.dropout_seed_generator = keras.random.SeedGenerator(
+            None if seed is None else seed + 1, name="dropout_seed"
+        )
         self.supports_masking = True
 
     @property
@@ -158,16 +207,60 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
                     name=f"{name}_bias", shape=biases[name], initializer=self.bias_initializer
                 )
                 setattr(self, f"{name}_bias", bias)
-        features = _orthogonal_random_features(self.num_features, dk, seed=self.seed)
         self.random_features = self.add_weight(
             name="random_features",
-            shape=features.shape,
-            initializer=lambda shape, dtype=None: ops.convert_to_tensor(features, dtype=dtype),
+            shape=(self.num_features, dk),
+            initializer=lambda shape, dtype=None: self._draw_features(),
             trainable=False,
             dtype="float32",
             autocast=False,
         )
+        self.training_calls = self.add_weight(
+            name="training_calls", shape=(), initializer="zeros", trainable=False, dtype="int64"
+        )
         self.built = True
+
+    def _draw_features(self):
+        """A fresh draw of the positive-orthogonal random features `(num_features, key_dim)`.
+
+        Rows come in blocks of `key_dim` mutually orthogonal, uniformly random directions (QR of a
+        Gaussian matrix with the signs of R's diagonal folded in, i.e. a Haar-random rotation),
+        each rescaled to the norm of an independent Gaussian vector in `R^key_dim`, so every row
+        is marginally `N(0, I)` while rows within a block are exactly orthogonal.
+        """
+        m, dk = self.num_features, self.key_dim
+        blocks = -(-m // dk)
+        gaussian = keras.random.normal((blocks, dk, dk), seed=self.feature_seed_generator)
+        q, r = ops.qr(gaussian)  # (blocks, dk, dk) each
+        # Signs of R's diagonal make Q Haar-distributed (LAPACK fixes them otherwise).
+        q = q * ops.expand_dims(ops.sign(ops.diagonal(r, axis1=-2, axis2=-1)), 1)
+        # Columns of each Q are the directions: (blocks, dk, dk) -> (blocks * dk, dk) -> (m, dk)
+        directions = ops.reshape(ops.transpose(q, (0, 2, 1)), (blocks * dk, dk))[:m]
+        norms = ops.norm(
+            keras.random.normal((m, dk), seed=self.feature_seed_generator), axis=-1, keepdims=True
+        )
+        return ops.cast(directions * norms, "float32")
+
+    def redraw_features(self) -> None:
+        """Replace `random_features` by a fresh draw (deterministic given `seed`)."""
+        self.random_features.assign(self._draw_features())
+
+    def initial_cache(self, batch_size):
+        """Zero running sums `(S, z)` for incremental causal decoding, float32:
+        `(batch, heads, num_features, value_dim)` and `(batch, heads, num_features)`."""
+        heads, m = self.num_heads, self.num_features
+        return (
+            ops.zeros((batch_size, heads, m, self.head_value_dim), "float32"),
+            ops.zeros((batch_size, heads, m), "float32"),
+        )
+
+    def _count_training_call(self):
+        """Advance `training_calls`; redraw the features on every `redraw_interval`-th call."""
+        calls = self.training_calls + 1
+        self.training_calls.assign(calls)
+        redraw = ops.equal(calls % self.redraw_interval, 0)
+        # Drawn every call (a few tiny QRs) and kept only when due: no data-dependent branch.
+        self.random_features.assign(ops.where(redraw, self._draw_features(), self.random_features))
 
     def _project(self, x, name):
         # (batch, T, d) x (d, heads, e) -> (batch, heads, T, e)
@@ -202,7 +295,21 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         query_mask=None,
         value_mask=None,
         return_attention_scores=False,
+        training=None,
+        cache=None,
     ):
+        if cache is not None and not self.causal:
+            raise ValueError(
+                "A cache holds the running sums of causal attention; it needs causal=True. "
+                f"Received: causal={self.causal}"
+            )
+        if cache is not None and return_attention_scores:
+            raise ValueError(
+                "With a cache the past keys live only in the running sums, so no weights over "
+                "them can be returned. Received: return_attention_scores=True with a cache"
+            )
+        if training and self.redraw_interval is not None:
+            self._count_training_call()
         key = value if key is None else key
         q = self._project(query, "query")  # (batch, heads, T_q, dk)
         k = self._project(key, "key")  # (batch, heads, T_k, dk)
@@ -213,13 +320,27 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         phi_q = self._features(q, is_query=True)  # (batch, heads, T_q, m)
         phi_k = self._features(k, mask=key_mask)  # (batch, heads, T_k, m), 0 on padded keys
 
+        phi_k_values = phi_k  # the numerator's keys: dropped out in training
+        if training and self.dropout > 0.0:
+            # One keep/drop per (batch, head, key), 0 or 1 / (1 - p); see the class docstring.
+            keep = keras.random.dropout(
+                ops.ones_like(phi_k[..., :1]), self.dropout, seed=self.dropout_seed_generator
+            )
+            phi_k_values = phi_k * keep
+
         if self.causal:
             # Prefix sums over time: (batch, heads, T, m, dv) and (batch, heads, T, m).
-            kv = ops.cumsum(ops.einsum("bhsm,bhse->bhsme", phi_k, v), axis=2)
+            kv = ops.cumsum(ops.einsum("bhsm,bhse->bhsme", phi_k_values, v), axis=2)
+            normaliser = ops.cumsum(phi_k, axis=2)
+            if cache is not None:
+                # Positions before this call: (batch, heads, 1, m, dv) and (batch, heads, 1, m).
+                kv = kv + ops.expand_dims(ops.cast(cache[0], "float32"), 2)
+                normaliser = normaliser + ops.expand_dims(ops.cast(cache[1], "float32"), 2)
+                cache = (kv[:, :, -1], normaliser[:, :, -1])
             numerator = ops.einsum("bhtm,bhtme->bhte", phi_q, kv)
-            denominator = ops.einsum("bhtm,bhtm->bht", phi_q, ops.cumsum(phi_k, axis=2))
+            denominator = ops.einsum("bhtm,bhtm->bht", phi_q, normaliser)
         else:
-            kv = ops.einsum("bhsm,bhse->bhme", phi_k, v)  # (batch, heads, m, dv)
+            kv = ops.einsum("bhsm,bhse->bhme", phi_k_values, v)  # (batch, heads, m, dv)
             numerator = ops.einsum("bhtm,bhme->bhte", phi_q, kv)
             denominator = ops.einsum("bhtm,bhm->bht", phi_q, ops.sum(phi_k, axis=2))
         denominator = ops.expand_dims(denominator, -1)  # (batch, heads, T_q, 1)
@@ -230,6 +351,8 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         if self.use_bias:
             output = output + self.output_bias
         output = apply_query_mask(output, query_mask)
+        if cache is not None:
+            return output, cache
         if not return_attention_scores:
             return output
         scores = ops.einsum("bhqm,bhkm->bhqk", phi_q, phi_k)  # (batch, heads, T_q, T_k)
@@ -253,6 +376,8 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             kernel_initializer=keras.saving.serialize_keras_object(self.kernel_initializer),
             bias_initializer=keras.saving.serialize_keras_object(self.bias_initializer),
             seed=self.seed,
+            redraw_interval=self.redraw_interval,
+            dropout=self.dropout,
         )
         return config
 
@@ -262,32 +387,6 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         for name in ("kernel_initializer", "bias_initializer"):
             config[name] = keras.saving.deserialize_keras_object(config[name])
         return cls(**config)
-
-
-def _orthogonal_random_features(num_features: int, dim: int, seed: int | None = None) -> np.ndarray:
-    """Positive-orthogonal random features of FAVOR+: `(num_features, dim)` float32.
-
-    Rows come in blocks of `dim` mutually orthogonal, uniformly random directions (QR of a
-    Gaussian matrix with the signs of R's diagonal folded in, i.e. a Haar-random rotation), each
-    rescaled to the norm of an independent Gaussian vector in `R^dim`, so every row is marginally
-    `N(0, I)` while rows within a block are exactly orthogonal.
-
-    Example:
-
-    >>> w = _orthogonal_random_features(4, 4, seed=0)
-    >>> gram = w @ w.T
-    >>> bool(np.allclose(gram - np.diag(np.diag(gram)), 0.0, atol=1e-5))
-    True
-    """
-    rng = np.random.default_rng(seed)
-    blocks = []
-    for _ in range(-(-num_features // dim)):
-        q, r = np.linalg.qr(rng.normal(size=(dim, dim)))
-        # Signs of R's diagonal make Q Haar-distributed (LAPACK fixes them otherwise).
-        blocks.append((q * np.sign(np.diag(r))).T)
-    directions = np.concatenate(blocks, axis=0)[:num_features]
-    norms = np.linalg.norm(rng.normal(size=(num_features, dim)), axis=1, keepdims=True)
-    return (directions * norms).astype("float32")
 
 
 def _check_positive_int(name: str, value) -> None:

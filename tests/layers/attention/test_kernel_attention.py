@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_attn.layers.attention.kernel_attention import KernelAttention
 from keras_attn.testing import run_layer_test
@@ -155,6 +156,121 @@ def test_query_mask_zeroes_padded_queries_and_flows_on():
     np.testing.assert_allclose(pooled.numpy()[0], output.numpy()[0, :2].mean(0), rtol=1e-6)
 
 
+def test_features_redrawn_every_interval_training_calls_deterministically():
+    def run(layer):
+        layer(X, X)
+        drawn = [layer.random_features.numpy()]
+        for training in (True, False, True, True, None, True):
+            layer(X, X, training=training)
+            drawn.append(layer.random_features.numpy())
+        return drawn
+
+    layer = KernelAttention(num_heads=1, key_dim=4, num_features=8, redraw_interval=2, seed=9)
+    drawn = run(layer)
+    # Training calls 1..4 happen at steps 1, 3, 4, 6: redraws after calls 2 (step 3) and 4 (6).
+    changed = [not np.array_equal(a, b) for a, b in zip(drawn, drawn[1:], strict=False)]
+    assert changed == [False, False, True, False, False, True], changed
+    assert int(layer.training_calls.numpy()) == 4
+    for block in (drawn[-1][:4], drawn[-1][4:]):  # redraws are orthogonal blocks too
+        gram = block @ block.T
+        np.testing.assert_allclose(gram - np.diag(np.diag(gram)), 0.0, atol=1e-5)
+    again = run(KernelAttention(num_heads=1, key_dim=4, num_features=8, redraw_interval=2, seed=9))
+    for a, b in zip(drawn, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+    before = layer.random_features.numpy()
+    layer.redraw_features()  # on demand
+    assert not np.array_equal(layer.random_features.numpy(), before)
+    never = KernelAttention(num_heads=1, key_dim=4, num_features=8, seed=9)
+    assert all(np.array_equal(a, drawn[0]) for a in run(never))
+
+
+def test_redraw_inside_a_compiled_train_step_and_saved_features(tmp_path):
+    inputs = keras.Input((T, D))
+    layer = KernelAttention(num_heads=2, key_dim=4, num_features=8, redraw_interval=3, seed=1)
+    model = keras.Model(inputs, layer(inputs, inputs))
+    model.compile(optimizer="sgd", loss="mse", jit_compile=False)
+    initial = layer.random_features.numpy()
+    model.fit(X, np.zeros_like(X), batch_size=1, epochs=2, verbose=0)  # 4 training calls
+    assert int(layer.training_calls.numpy()) == 4
+    redrawn = layer.random_features.numpy()
+    assert not np.array_equal(redrawn, initial)
+    path = str(tmp_path / "kernel.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_array_equal(loaded.layers[-1].random_features.numpy(), redrawn)
+    np.testing.assert_allclose(loaded(X).numpy(), model(X).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def dropped_reference(layer, query, value, keep, rate):
+    """Undropped weights alpha, values scaled per key by keep / (1 - rate): numerator only."""
+    q, k, v, w = projections(layer, query, value)
+    features = layer.random_features.numpy().astype("float64")
+    scores = np.einsum("bhqm,bhkm->bhqk", phi(q, features, 4), phi(k, features, 4))
+    weights = scores / scores.sum(-1, keepdims=True)
+    dropped = weights * keep[:, :, None, :] / (1.0 - rate)  # (batch, heads, T_q, T_k)
+    heads = np.einsum("bhqk,bhke->bqhe", dropped, v)
+    return np.einsum("bqhe,heo->bqo", heads, w["output_kernel"]) + w["output_bias"]
+
+
+def test_dropout_drops_keys_from_the_numerator_only():
+    rate, seed = 0.5, 12
+    layer = KernelAttention(num_heads=2, key_dim=4, num_features=16, dropout=rate, seed=seed)
+    layer(X, V)
+    randomise(layer, seed=5)
+    inference = layer(X, V, training=False).numpy()
+    np.testing.assert_allclose(inference, quadratic_reference(layer, X, V)[0], rtol=1e-5, atol=1e-5)
+    # The first training call draws its mask from a generator seeded with seed + 1: replay it.
+    twin = keras.random.SeedGenerator(seed + 1)
+    keep = keras.random.dropout(np.ones((B, 2, 5, 1), "float32"), rate, seed=twin).numpy()
+    keep = (keep[..., 0] > 0).astype("float64")  # (batch, heads, T_k)
+    assert 0 < keep.sum() < keep.size
+    dropped = layer(X, V, training=True).numpy()
+    expected = dropped_reference(layer, X, V, keep, rate)
+    np.testing.assert_allclose(dropped, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_dropout_is_unbiased():
+    # Each training call is sum_s alpha_ts (m_s / (1 - p)) V_s: the mean of many calls converges
+    # to the undropped output (within 5 standard errors of the mean, per entry).
+    layer = KernelAttention(num_heads=2, key_dim=4, num_features=16, dropout=0.3, seed=2)
+    undropped = layer(X, V).numpy()
+    draws = np.stack([layer(X, V, training=True).numpy() for _ in range(300)])
+    standard_error = draws.std(0) / np.sqrt(len(draws))
+    assert np.all(np.abs(draws.mean(0) - undropped) <= 5 * standard_error + 1e-6)
+    assert np.abs(draws[0] - undropped).max() > 1e-2  # the draws do differ
+
+
+def test_token_by_token_with_the_cache_equals_the_causal_pass():
+    layer = KernelAttention(num_heads=2, key_dim=4, value_dim=3, num_features=16, causal=True)
+    layer(X, X)
+    rng = np.random.default_rng(8)
+    for weight in layer.trainable_weights:
+        weight.assign(rng.normal(scale=0.5, size=weight.shape).astype("float32"))
+    full = layer(X, X).numpy()
+    cache = layer.initial_cache(B)
+    steps = []
+    for t in range(T):
+        step, cache = layer(X[:, t : t + 1], X[:, t : t + 1], cache=cache)
+        steps.append(step.numpy())
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-5, atol=1e-5)
+    # Chunks of several tokens, in a compiled function, give the same outputs.
+    step_fn = tf.function(lambda x, cache: layer(x, x, cache=cache))
+    first, cache = step_fn(X[:, :2], layer.initial_cache(B))
+    second, cache = step_fn(X[:, 2:], cache)
+    chunked = np.concatenate([first.numpy(), second.numpy()], axis=1)
+    np.testing.assert_allclose(chunked, full, rtol=1e-5, atol=1e-5)
+    assert tuple(cache[0].shape) == (B, 2, 16, 3) and tuple(cache[1].shape) == (B, 2, 16)
+
+
+def test_cache_needs_the_causal_variant_and_no_weights():
+    layer = KernelAttention(num_heads=2, key_dim=4, num_features=8)
+    with pytest.raises(ValueError, match="causal=False"):
+        layer(X[:, :1], X[:, :1], cache=layer.initial_cache(B))
+    causal = KernelAttention(num_heads=2, key_dim=4, num_features=8, causal=True)
+    with pytest.raises(ValueError, match="return_attention_scores=True with a cache"):
+        causal(X[:, :1], X[:, :1], cache=causal.initial_cache(B), return_attention_scores=True)
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="num_features=0"):
         KernelAttention(num_heads=2, key_dim=4, num_features=0)
@@ -166,6 +282,10 @@ def test_bad_arguments():
         KernelAttention(num_heads=2, key_dim=4, seed=1.5)
     with pytest.raises(ValueError, match="output_shape=0"):
         KernelAttention(num_heads=2, key_dim=4, output_shape=0)
+    with pytest.raises(ValueError, match="redraw_interval=0"):
+        KernelAttention(num_heads=2, key_dim=4, redraw_interval=0)
+    with pytest.raises(ValueError, match="dropout=1.0"):
+        KernelAttention(num_heads=2, key_dim=4, dropout=1.0)
 
 
 def test_harness_cross_attention_value_mask():
@@ -184,7 +304,15 @@ def test_harness_cross_attention_value_mask():
 def test_harness_causal_keras_masking():
     run_layer_test(
         KernelAttention,
-        {"num_heads": 2, "key_dim": 4, "num_features": 8, "causal": True, "seed": 7},
+        {
+            "num_heads": 2,
+            "key_dim": 4,
+            "num_features": 8,
+            "causal": True,
+            "seed": 7,
+            "redraw_interval": 50,
+            "dropout": 0.1,
+        },
         {"query": RNG.normal(size=(B, 4, D)), "value": RNG.normal(size=(B, 4, D))},
         mask=np.array([[True] * 4, [True, True, False, False]]),
         padded_input="value",
