@@ -25,8 +25,15 @@ class CoAttention(keras.layers.Layer):
     only pairs of real positions: padded positions of either sequence get exactly zero weight,
     and the contexts of padded positions are zero (a fully padded sequence gives zero weights and
     zero contexts, never NaN). With `a` the document and `b` the question this is the first level
-    of the Dynamic Coattention Network (its `C^Q = D A^Q` is `C_b`); the second level, where each
-    `a_i` attends over `[b; C_b]` with `A_a`, is left to the caller.
+    of the Dynamic Coattention Network (its `C^Q = D A^Q` is `C_b`).
+
+    `second_level=True` is DCN's second level, `C^D = [Q; C^Q] A^D`: each `a_i` attends with the
+    same weights `A_a` over the question words and over their attention summaries of `a`,
+
+        C_a = A_a [b, C_b]               (batch, T_a, d_b + d_a)
+
+    i.e. `[A_a b, A_a C_b]` concatenated on the feature axis, `b`'s features first as in
+    `[Q; C^Q]`; `C_b` is unchanged.
 
     Args:
         score: the affinity function, a name from `keras_attn.scores.SCORES` (`"dot"` is DCN's
@@ -35,6 +42,7 @@ class CoAttention(keras.layers.Layer):
         distribution: `p`, a name from `keras_attn.distributions.DISTRIBUTIONS` (`"softmax"`,
             `"sparsemax"`, …) or a `keras_attn.distributions.Distribution` instance; the same
             object normalises both directions.
+        second_level: also attend over `C_b` in `C_a` (DCN's coattention context `C^D`).
 
     Call arguments:
         a: `(batch, T_a, d_a)`.
@@ -44,7 +52,8 @@ class CoAttention(keras.layers.Layer):
         return_attention_scores: also return the weights.
 
     Returns:
-        `(context_a, context_b)`, or `((context_a, context_b), weights)` when
+        `(context_a, context_b)` (`context_a` `(batch, T_a, d_b)`, or `(batch, T_a, d_b + d_a)`
+        with `second_level=True`), or `((context_a, context_b), weights)` when
         `return_attention_scores=True`, where `weights` `(batch, 2, T_a, T_b)` stacks both
         normalisations of `L` in its layout: `weights[:, 0]` is `A_a` (rows sum to one over `b`)
         and `weights[:, 1]` is `A_b` (columns sum to one over `a`).
@@ -64,8 +73,13 @@ class CoAttention(keras.layers.Layer):
         Question-Image Co-Attention for Visual Question Answering", arXiv:1606.00061, section 3.3.
     """
 
-    def __init__(self, score="general", distribution="softmax", **kwargs):
+    def __init__(self, score="general", distribution="softmax", second_level=False, **kwargs):
         super().__init__(**kwargs)
+        if not isinstance(second_level, bool):
+            raise ValueError(
+                f"Expected second_level to be a bool. Received: second_level={second_level!r}"
+            )
+        self.second_level = second_level
         self.score = score
         self.distribution = distribution
         self.score_fn = scores.get(score, dtype=self.dtype_policy)
@@ -96,6 +110,10 @@ class CoAttention(keras.layers.Layer):
         context_a = ops.einsum("bij,bjd->bid", weights_a, ops.cast(b, weights_a.dtype))
         # (batch, T_a, T_b) x (batch, T_a, d_a) -> (batch, T_b, d_a)
         context_b = ops.einsum("bij,bid->bjd", weights_b, ops.cast(a, weights_b.dtype))
+        if self.second_level:
+            # DCN's C^D = [Q; C^Q] A^D: (batch, T_a, T_b) x (batch, T_b, d_a) -> (batch, T_a, d_a)
+            summaries = ops.einsum("bij,bjd->bid", weights_a, context_b)
+            context_a = ops.concatenate([context_a, summaries], axis=-1)
         if return_attention_scores:
             return (context_a, context_b), ops.stack([weights_a, weights_b], axis=1)
         return context_a, context_b
@@ -110,5 +128,6 @@ class CoAttention(keras.layers.Layer):
         config.update(
             score=scores.serialize(self.score),
             distribution=distributions.serialize(self.distribution),
+            second_level=self.second_level,
         )
         return config

@@ -97,11 +97,53 @@ def test_fully_masked_side_gives_zeros_not_nan():
         np.testing.assert_array_equal(x.numpy(), 0.0)
 
 
+def numpy_dcn_coattention(document, question, document_mask, question_mask):
+    """DCN (Xiong et al., 2017) section 2.2 in its own column layout, one example at a time.
+
+    D `(l, m)`, Q `(l, n)`, L = D^T Q; A^Q = softmax(L) column-wise (over the document, for each
+    question word), A^D = softmax(L^T) column-wise (over the question, for each document word);
+    C^Q = D A^Q `(l, n)`, C^D = [Q; C^Q] A^D `(2l, m)`. Padded words take no part.
+    """
+    c_q, c_d = [], []
+    for d, q, dm, qm in zip(document, question, document_mask, question_mask, strict=True):
+        d, q = d.T.astype(np.float64), q.T.astype(np.float64)  # (l, m), (l, n)
+        affinity = d.T @ q  # (m, n)
+        pairs = dm[:, None] & qm[None, :]
+        a_q = ref.softmax(affinity.T, pairs.T).T  # (m, n), columns over the document
+        a_d = ref.softmax(affinity, pairs).T  # (n, m), columns over the question
+        summaries = d @ a_q  # C^Q (l, n)
+        c_q.append(summaries.T)
+        c_d.append((np.concatenate([q, summaries], axis=0) @ a_d).T)  # C^D^T (m, 2l)
+    return np.stack(c_d), np.stack(c_q)
+
+
+def test_second_level_is_dcn_coattention_context():
+    question = RNG.normal(size=(2, 5, 4)).astype("float32")
+    layer = CoAttention(score="dot", second_level=True)
+    (context_a, context_b), weights = layer(
+        A, question, a_mask=A_MASK, b_mask=B_MASK, return_attention_scores=True
+    )
+    expected_c_d, expected_c_q = numpy_dcn_coattention(A, question, A_MASK, B_MASK)
+    assert tuple(context_a.shape) == (2, 3, 8)
+    np.testing.assert_allclose(context_a.numpy(), expected_c_d, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(context_b.numpy(), expected_c_q, rtol=1e-5, atol=1e-6)
+    # The first half is the first level's context, the weights are the first level's.
+    first = CoAttention(score="dot")
+    (first_a, _), first_weights = first(
+        A, question, a_mask=A_MASK, b_mask=B_MASK, return_attention_scores=True
+    )
+    np.testing.assert_allclose(context_a.numpy()[..., :4], first_a.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(weights.numpy(), first_weights.numpy())
+    assert np.all(context_a.numpy()[1, 2] == 0.0)
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="score='bilinear'"):
         CoAttention(score="bilinear")
     with pytest.raises(ValueError, match="distribution='max'"):
         CoAttention(distribution="max")
+    with pytest.raises(ValueError, match="second_level=1"):
+        CoAttention(second_level=1)
 
 
 @pytest.mark.parametrize("score", ["general", "additive"])
@@ -128,4 +170,20 @@ def test_harness_explicit_mask_on_a():
         weights_kwarg=None,
         run_saved_model_check=False,
         run_mixed_precision_check=False,
+    )
+
+
+def test_harness_second_level_weights_masked_along_a():
+    # Padding in `a` masks rows of both stacked normalisations: weights_mask (batch, T_a, 1)
+    # lines up with the weights' trailing (T_a, T_b) axes.
+    run_layer_test(
+        CoAttention,
+        {"score": "general", "second_level": True},
+        {"a": A, "b": B},
+        mask=A_MASK,
+        padded_input="a",
+        mask_kwarg="a_mask",
+        weights_mask=lambda mask: mask[:, :, None],
+        expected_output_shape=((2, 3, 6 + 4), (2, 5, 4)),
+        run_saved_model_check=False,
     )
