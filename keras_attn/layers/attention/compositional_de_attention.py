@@ -27,13 +27,29 @@ class CompositionalDeAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     in (0, 1/2] (N <= 0) shrinks the weight of keys far from the query in L1 distance. The
     weights are not normalised: rows need not sum to one and may be negative.
 
+    Centring N (`centre_dissimilarity=True`): as written, `N <= 0`, so `sigmoid(N)` never
+    exceeds 1/2 and the gate can only shrink a value to half or less, never pass it whole. With
+    the option on, the mean of N over the allowed (query, key) pairs of each example is
+    subtracted,
+
+        N_c[b, i, j] = N[b, i, j] - mean_{allowed (i', j')} N[b, i', j']
+
+    so `sigmoid(N_c)` spans (0, 1) around 1/2: keys nearer than average are gated above 1/2,
+    farther ones below. Padded queries and keys and pairs excluded by `attention_mask` take no
+    part in the mean, so outputs stay independent of padding. Centring shifts N by one constant
+    per example: it changes how much of each value passes, never the order of keys within a row.
+    Provenance: a centring of N is recalled from Tay et al.'s section 2, but the paper's text
+    could not be re-read when this option was written, so neither the centring nor the axes of
+    its mean (here the whole `(T_q, T_k)` matrix of each example) are confirmed against it; the
+    default stays the uncentred `N = -beta ||.||_1` of the paper's definition of N.
+
     Choices where the paper leaves freedom: `F_E` and `F_N` are the identity when `units` is
     None, else two bias-free linear maps to `units` features (each shared by queries and keys);
     the paper's scale constants default to `affinity_scale = 1 / sqrt(d)` (a dot product of
     unit-variance features then has unit variance, the range where tanh is not saturated) and
     `dissimilarity_scale = 1 / d` (N is then minus the mean absolute feature difference, O(1)
-    for any `d`), `d` being the feature size after `F`. N is not mean-centred. E and N, tanh and
-    sigmoid are computed in float32; the L1 distance materialises `(batch, T_q, T_k, d)`.
+    for any `d`), `d` being the feature size after `F`. E and N, tanh and sigmoid are computed
+    in float32; the L1 distance materialises `(batch, T_q, T_k, d)`.
 
     Args:
         units: feature size of the projections `F_E`, `F_N`, or None for no projection. Either
@@ -41,6 +57,8 @@ class CompositionalDeAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         affinity_scale: alpha, the factor of `E`; None = `1 / sqrt(d)`.
         dissimilarity_scale: beta, the factor of the L1 distance in `N`; None = `1 / d`.
         kernel_initializer: initializer of the projection kernels.
+        centre_dissimilarity: subtract from N its mean over the allowed pairs of each example
+            (see above); False keeps `N = -beta ||.||_1`.
 
     Call arguments:
         query: `(batch, T_q, d_q)`.
@@ -55,7 +73,8 @@ class CompositionalDeAttention(FirstInputMaskPassthrough, keras.layers.Layer):
 
     Returns:
         `output` `(batch, T_q, d_v)`, or `(output, weights)` with `weights` `(batch, T_q, T_k)` in
-        [-1, 1] when `return_attention_scores=True`. Masked positions have weight exactly 0; a
+        [-1/2, 1/2] (in (-1, 1) with `centre_dissimilarity=True`) when
+        `return_attention_scores=True`. Masked positions have weight exactly 0; a
         query with no allowed key gets a zero output.
 
     Example:
@@ -79,9 +98,15 @@ class CompositionalDeAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         affinity_scale: float | None = None,
         dissimilarity_scale: float | None = None,
         kernel_initializer="glorot_uniform",
+        centre_dissimilarity: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if not isinstance(centre_dissimilarity, bool):
+            raise ValueError(
+                "Expected centre_dissimilarity to be a bool. "
+                f"Received: centre_dissimilarity={centre_dissimilarity!r}"
+            )
         if units is not None and (
             isinstance(units, bool) or not isinstance(units, int) or units < 1
         ):
@@ -104,6 +129,7 @@ class CompositionalDeAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             None if dissimilarity_scale is None else float(dissimilarity_scale)
         )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.centre_dissimilarity = centre_dissimilarity
         self.supports_masking = True
 
     def build(self, query_shape, value_shape, key_shape=None):
@@ -163,7 +189,11 @@ class CompositionalDeAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         k = self._project(self.dissimilarity_projection, key)
         # (batch, T_q, 1, d) - (batch, 1, T_k, d) -> L1 over d -> (batch, T_q, T_k)
         distance = ops.sum(ops.abs(q[:, :, None, :] - k[:, None, :, :]), axis=-1)
-        weights = ops.tanh(affinity) * ops.sigmoid(-self._dissimilarity_factor * distance)
+        dissimilarity = -self._dissimilarity_factor * distance  # N, (batch, T_q, T_k)
+        if self.centre_dissimilarity:
+            allowed = merge_masks(query_mask, value_mask, attention_mask)
+            dissimilarity = dissimilarity - _masked_mean(dissimilarity, allowed)
+        weights = ops.tanh(affinity) * ops.sigmoid(dissimilarity)
         mask = merge_masks(value_mask=value_mask, attention_mask=attention_mask)
         if mask is not None:
             mask = ops.broadcast_to(mask, ops.shape(weights))
@@ -183,5 +213,18 @@ class CompositionalDeAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             affinity_scale=self.affinity_scale,
             dissimilarity_scale=self.dissimilarity_scale,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            centre_dissimilarity=self.centre_dissimilarity,
         )
         return config
+
+
+def _masked_mean(x, mask):
+    """Mean of `x` `(batch, T_q, T_k)` over its allowed entries, per example: `(batch, 1, 1)`.
+
+    An example with no allowed entry gets 0.
+    """
+    if mask is None:
+        return ops.mean(x, axis=(1, 2), keepdims=True)
+    keep = ops.cast(ops.broadcast_to(mask, ops.shape(x)), x.dtype)
+    total = ops.sum(x * keep, axis=(1, 2), keepdims=True)
+    return total / ops.maximum(ops.sum(keep, axis=(1, 2), keepdims=True), 1.0)

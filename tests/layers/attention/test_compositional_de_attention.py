@@ -12,12 +12,18 @@ K = RNG.normal(size=(2, 5, 4)).astype("float32")
 MASK = np.array([[True] * 5, [True, True, True, False, False]])
 
 
-def coda_reference(query, key, value, w_e, w_n, alpha, beta, mask=None):
-    """Tay et al. (2019): E = a (q W_E)(k W_E)^T, N = -b ||q W_N - k W_N||_1, M = tanh(E) sig(N)."""
+def coda_reference(query, key, value, w_e, w_n, alpha, beta, mask=None, centre=False):
+    """Tay et al. (2019): E = a (q W_E)(k W_E)^T, N = -b ||q W_N - k W_N||_1, M = tanh(E) sig(N).
+
+    With `centre`, N minus its mean over the allowed pairs of each example (one by one).
+    """
     query, key, value = (x.astype("float64") for x in (query, key, value))
     q_e, k_e, q_n, k_n = query @ w_e, key @ w_e, query @ w_n, key @ w_n
     e = alpha * np.einsum("bqd,bkd->bqk", q_e, k_e)
     n = -beta * np.abs(q_n[:, :, None, :] - k_n[:, None, :, :]).sum(-1)
+    if centre:
+        allowed = np.ones(n.shape, bool) if mask is None else np.broadcast_to(mask, n.shape)
+        n = np.stack([n[b] - n[b][allowed[b]].mean() for b in range(len(n))])
     m = np.tanh(e) / (1 + np.exp(-n))
     if mask is not None:
         m = np.where(mask, m, 0.0)
@@ -45,6 +51,26 @@ def test_identity_features_and_explicit_scales():
     np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(output.numpy(), expected_output, rtol=1e-5, atol=1e-5)
     assert layer.weights == []
+
+
+def test_centred_dissimilarity_matches_numpy_and_gates_above_one_half():
+    layer = CompositionalDeAttention(units=8, centre_dissimilarity=True)
+    output, weights = layer(Q, V, key=K, value_mask=MASK, return_attention_scores=True)
+    w_e = layer.affinity_projection.kernel.numpy()
+    w_n = layer.dissimilarity_projection.kernel.numpy()
+    expected_output, expected_weights = coda_reference(
+        Q, K, V, w_e, w_n, 1 / np.sqrt(8), 1 / 8, MASK[:, None, :], centre=True
+    )
+    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(output.numpy(), expected_output, rtol=1e-5, atol=1e-5)
+    # The gate now exceeds 1/2 for keys nearer than average: |M| > 1/2 happens with large E.
+    strong = CompositionalDeAttention(affinity_scale=3.0, centre_dissimilarity=True)
+    _, strong_weights = strong(Q, K, return_attention_scores=True)
+    assert np.abs(strong_weights.numpy()).max() > 0.5
+    # Padded keys take no part in the mean: their values do not matter.
+    noisy_k = np.where(MASK[..., None], K, 1e3 * RNG.normal(size=K.shape)).astype("float32")
+    noisy = layer(Q, V, key=noisy_k, value_mask=MASK).numpy()
+    np.testing.assert_allclose(noisy, output.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_weights_are_signed_bounded_and_not_normalised():
@@ -110,7 +136,7 @@ def test_harness_with_projections():
 def test_harness_self_attention_with_keras_masking():
     run_layer_test(
         CompositionalDeAttention,
-        {},
+        {"centre_dissimilarity": True},
         {"query": K, "value": K},
         mask=MASK,
         padded_input="value",
@@ -126,6 +152,8 @@ def test_bad_arguments():
         CompositionalDeAttention(affinity_scale=-1.0)
     with pytest.raises(ValueError, match="dissimilarity_scale='x'"):
         CompositionalDeAttention(dissimilarity_scale="x")
+    with pytest.raises(ValueError, match="centre_dissimilarity='yes'"):
+        CompositionalDeAttention(centre_dissimilarity="yes")
     with pytest.raises(ValueError, match="same feature size"):
         CompositionalDeAttention()(Q, V)
     with pytest.raises(ValueError, match="same feature size"):
