@@ -1,0 +1,39 @@
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "elmo_scalar_mix.py"
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("elmo_scalar_mix", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_swap_task_swaps_two_adjacent_tokens_in_the_negatives():
+    example = load_example()
+    sentences = [["the", "cat", "is", "black", "."]] * 40
+    examples, labels = example.swap_task(sentences, np.random.default_rng(0))
+    assert 0 < labels.sum() < 40
+    for sentence, label in zip(examples, labels, strict=True):
+        changed = [i for i, (a, b) in enumerate(zip(sentence, sentences[0], strict=True)) if a != b]
+        assert sorted(sentence) == sorted(sentences[0])
+        if label == 1:
+            assert changed == []
+        else:
+            assert len(changed) == 2 and changed[1] == changed[0] + 1
+
+
+def test_runs_tiny_and_prints_its_numbers(capsys):
+    example = load_example()
+    argv = ["--sentences", "60", "--labeled", "16", "--test", "16", "--units", "4"]
+    argv += ["--max-length", "12", "--lm-epochs", "1", "--task-epochs", "1", "--batch-size", "32"]
+    assert example.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "biLM dev perplexity: forward" in out
+    assert "test accuracy with plain embeddings" in out
+    assert "test accuracy with ELMo scalar mix" in out
+    assert "learned mix: softmax(s) = [" in out
