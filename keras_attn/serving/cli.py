@@ -181,6 +181,12 @@ def add_parsers(subparsers: Any) -> None:
         help="gRPC server arguments key=value,... e.g. grpc.max_receive_message_length=1048576",
     )
     serve.add_argument(
+        "--rest_api_timeout_in_ms",
+        type=_count,
+        default=30_000,
+        help="deadline of each REST request in milliseconds (default 30000)",
+    )
+    serve.add_argument(
         "--grpc_max_threads", type=_count, default=16, help="threads answering gRPC (default 16)"
     )
     serve.add_argument(
@@ -238,6 +244,7 @@ def run_serve(args: argparse.Namespace) -> int:
         load_retry_interval_micros=args.load_retry_interval_micros,
         grpc_channel_arguments=args.grpc_channel_arguments,
         monitoring_config_file=args.monitoring_config_file or None,
+        rest_api_timeout_in_ms=args.rest_api_timeout_in_ms,
     )
     try:
         server.start()

@@ -44,6 +44,7 @@ from tensorflow_serving.apis import (
 )
 
 from keras_attn.serving.core import DEFAULT_SIGNATURE, SIGNATURE_DEF_FIELD, ServingCore
+from keras_attn.serving.deadline import request_deadline
 from keras_attn.serving.metrics import Metrics
 from keras_attn.serving.status import ServingStatus, invalid_argument, unimplemented
 from keras_attn.serving.tensors import (
@@ -64,6 +65,7 @@ _STATUS_PATH = re.compile(
     re.IGNORECASE,
 )
 _ROW, _COLUMNAR = "row", "columnar"
+DEFAULT_REST_TIMEOUT_S = 30.0  # stock --rest_api_timeout_in_ms=30000
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _FLOAT32_MAX_INT = (1 << 24) - 1
 _FLOAT64_MAX_INT = (1 << 53) - 1
@@ -561,11 +563,19 @@ class RestApi:
     Args:
         core: the request logic.
         metrics: where predict/classify/regress requests are counted (None: not counted).
+        timeout_seconds: each request's deadline (stock `--rest_api_timeout_in_ms`, 30 s),
+            passed on to the model run as the stock handler's `RunOptions` timeout.
     """
 
-    def __init__(self, core: ServingCore, metrics: Metrics | None = None):
+    def __init__(
+        self,
+        core: ServingCore,
+        metrics: Metrics | None = None,
+        timeout_seconds: float | None = DEFAULT_REST_TIMEOUT_S,
+    ):
         self._core = core
         self._metrics = metrics
+        self._timeout = timeout_seconds
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, Any] | None:
         """Returns (HTTP status, JSON-able body), or None for a path outside the API (404)."""
@@ -574,7 +584,8 @@ class RestApi:
         start = time.perf_counter()
         code = grpc.StatusCode.OK
         try:
-            return 200, self._dispatch(method, path, body)
+            with request_deadline(self._timeout):
+                return 200, self._dispatch(method, path, body)
         except ServingStatus as status:
             code = status.code
             return status.http_status, {"error": status.message}
@@ -746,6 +757,7 @@ def make_rest_server(
     port: int,
     metrics: Metrics | None = None,
     prometheus_path: str | None = None,
+    timeout_seconds: float | None = DEFAULT_REST_TIMEOUT_S,
 ) -> RestServer:
     """Binds a REST server for `core` on host:port (0: a free port); call `serve_forever()`.
 
@@ -753,7 +765,7 @@ def make_rest_server(
     Prometheus text format (stock `http_server.cc` serves them at the `MonitoringConfig` path).
     """
     attributes = {
-        "api": RestApi(core, metrics),
+        "api": RestApi(core, metrics, timeout_seconds),
         "metrics": metrics,
         "prometheus_path": prometheus_path if metrics is not None else None,
     }

@@ -210,6 +210,7 @@ class ModelServer:
             true }` the REST port serves metrics at its `path`
             (default `/monitoring/prometheus/metrics`).
         prometheus_path: the same without a file (None: no metrics endpoint).
+        rest_api_timeout_in_ms: the deadline of each REST request (stock default 30 s).
     """
 
     def __init__(
@@ -238,6 +239,7 @@ class ModelServer:
         grpc_channel_arguments: str = "",
         monitoring_config_file: str | None = None,
         prometheus_path: str | None = None,
+        rest_api_timeout_in_ms: int = 30_000,
     ):
         self.model_name = model_name
         self.model_base_path = model_base_path
@@ -262,6 +264,7 @@ class ModelServer:
         self._channel_arguments = grpc_channel_arguments
         self._monitoring_file = monitoring_config_file
         self._prometheus_path = prometheus_path
+        self._rest_timeout = rest_api_timeout_in_ms / 1000
         self.manager: ModelManager | None = None
         self.metrics = Metrics()
         self._grpc: grpc.Server | None = None
@@ -414,6 +417,7 @@ class ModelServer:
                     self._requested_rest_port,
                     metrics=self.metrics,
                     prometheus_path=self._prometheus_path,
+                    timeout_seconds=self._rest_timeout,
                 )
             except OSError as error:
                 server.stop(None)  # release the gRPC port bound above

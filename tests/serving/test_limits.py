@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
+import urllib.error
 import urllib.request
 
 import grpc
@@ -79,13 +81,20 @@ def test_deadlines_are_honoured(serve, model_base_path):
         model_base_path,
         servable=dataclasses.replace(servable, functions=functions),
         enable_batching=True,
+        rest_api_port=0,
+        rest_api_timeout_in_ms=300,
     )
     held = stub.Predict.future(request(["x y"]), timeout=TIMEOUT)
     assert functions.entered.wait(TIMEOUT)
-    # Queued behind the held call: its deadline passes before it can run.
+    # Queued behind the held call: their deadlines pass before they can run.
     with pytest.raises(grpc.RpcError) as error:
         stub.Predict(request(["a b"]), timeout=0.3)
     assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    url = f"http://127.0.0.1:{server.rest_api_port}/v1/models/{MODEL_NAME}:predict"
+    with pytest.raises(urllib.error.HTTPError) as http_error:
+        urllib.request.urlopen(url, b'{"instances": ["a b"]}', timeout=TIMEOUT)
+    assert http_error.value.code == 504
+    assert json.loads(http_error.value.read()) == {"error": "Deadline Exceeded"}
     functions.release.set()
     assert translations(held.result()) == [b"y x"]
     assert translations(stub.Predict(request(["c d"]), timeout=TIMEOUT)) == [b"d c"]
