@@ -361,3 +361,32 @@ def test_labels_at_start_need_the_stock_flag(models):
         "Request to assign label to version 1 of model translator, which is not currently "
         "available for inference"
     )
+
+
+def test_the_config_file_is_polled(models):
+    config_file = models / "models.config"
+    config_file.write_text(config_text(models))
+    server = ModelServer(
+        model_config_file=str(config_file),
+        port=0,
+        file_system_poll_wait_seconds=0,
+        model_config_file_poll_wait_seconds=0.1,
+    ).start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            with pytest.raises(grpc.RpcError):
+                predict(stub, "translator", label="stable")
+            config_file.write_text(
+                config_text(models, labels='version_labels { key: "stable" value: 2 }')
+            )
+
+            def labelled():
+                try:
+                    return predict(stub, "translator", label="stable").model_spec.version.value
+                except grpc.RpcError:
+                    return None
+
+            wait_for(lambda: labelled() == 2)
+    finally:
+        server.stop(grace=1.0)
