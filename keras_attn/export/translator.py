@@ -1,21 +1,23 @@
-"""The served translator: tokenize, encode, decode greedily and detokenize in one graph."""
+"""The served translator: tokenize, encode, decode (greedy or beam) and detokenize in one graph."""
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from keras_attn.decoding import greedy_search
+from keras_attn.decoding import beam_search, greedy_search
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
 # Default hard limit on generated tokens; families with preallocated caches size them to it.
 MAX_OUTPUT_LENGTH = 128
+DECODERS = ("greedy", "beam")
 
 
 class Translator(tf.Module):
     """Strings in, strings out: the path DESIGN.md's exported signatures wrap.
 
     text `[batch]` → source tokenizer → ids `(batch, T_x)` (truncated to `max_source_length`) →
-    `steps.encode` → `greedy_search` over `steps.step` → ids → target detokenizer → strings.
+    `steps.encode` → `greedy_search` or `beam_search` over `steps.step` → ids → target
+    detokenizer → strings.
 
     Args:
         steps: an object with `encode(source_ids) -> state` and
@@ -26,11 +28,20 @@ class Translator(tf.Module):
         max_output_length: hard limit on generated tokens, END included.
         length_ratio, length_offset: the per-batch limit is
             `min(max_output_length, length_ratio * T_x + length_offset)`.
+        decoder: `"greedy"` or `"beam"`.
+        beam_size: hypotheses kept per sentence by the beam decoder.
+        length_penalty: the GNMT alpha the beam decoder ranks with (`beam_search`).
 
     Every public method is a `tf.function` with a fixed input signature; `translate` returns
     `translation` `[batch]` string, `tokens` `[batch, L]` string (padded with ""), `scores`
-    `[batch]` float32 (sum of token log-probabilities); `translate_with_alignment` adds
-    `alignment` `[batch, L, T_x]` float32 and `source_tokens` `[batch, T_x]` string.
+    `[batch]` float32 (the sum of the token log-probabilities of the returned translation, END
+    included; never length-normalised, also with the beam decoder, whose ranking alone uses the
+    length penalty); `translate_with_alignment` adds `alignment` `[batch, L, T_x]` float32 (with
+    the beam decoder: the returned hypothesis' own attention rows) and `source_tokens`
+    `[batch, T_x]` string.
+
+    Raises:
+        ValueError: an unknown `decoder` or a `beam_size` below 1.
     """
 
     def __init__(
@@ -43,9 +54,16 @@ class Translator(tf.Module):
         max_output_length: int = MAX_OUTPUT_LENGTH,
         length_ratio: float = 2.0,
         length_offset: int = 10,
+        decoder: str = "greedy",
+        beam_size: int = 4,
+        length_penalty: float = 0.6,
         name: str = "translator",
     ):
         super().__init__(name=name)
+        if decoder not in DECODERS:
+            raise ValueError(f"Expected decoder in {DECODERS}. Received: decoder={decoder!r}")
+        if not isinstance(beam_size, int) or beam_size < 1:
+            raise ValueError(f"Expected beam_size >= 1. Received: beam_size={beam_size!r}")
         self.model = model
         self._steps = steps
         self.source_tokenizer = source_tokenizer
@@ -54,6 +72,9 @@ class Translator(tf.Module):
         self.max_output_length = int(max_output_length)
         self.length_ratio = float(length_ratio)
         self.length_offset = int(length_offset)
+        self.decoder = decoder
+        self.beam_size = beam_size
+        self.length_penalty = float(length_penalty)
 
     def _source_ids(self, text):
         ragged = self.source_tokenizer.tokenize(text)[:, : self.max_source_length]
@@ -71,15 +92,25 @@ class Translator(tf.Module):
             tf.cast(self.length_ratio * source_length, tf.int32) + self.length_offset,
         )
         state = self._steps.encode(source_ids)
-        result = greedy_search(
-            self._steps.step,
-            state,
-            batch_size,
+        tokens = dict(
             start_id=self.target_tokenizer.start_id,
             end_id=self.target_tokenizer.end_id,
-            max_length=max_length,
             pad_id=self.target_tokenizer.pad_id,
         )
+        if self.decoder == "beam":
+            result = beam_search(
+                self._steps.step,
+                state,
+                batch_size,
+                max_length=max_length,
+                beam_size=self.beam_size,
+                length_penalty=self.length_penalty,
+                **tokens,
+            )
+        else:
+            result = greedy_search(
+                self._steps.step, state, batch_size, max_length=max_length, **tokens
+            )
         lengths = tf.cast(result.lengths, tf.int32)
         width = tf.reduce_max(tf.concat([lengths, [0]], axis=0))
         keep = tf.sequence_mask(lengths, width)

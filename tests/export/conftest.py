@@ -12,11 +12,35 @@ def tiny_pairs():
     return generate_pairs(400, seed=3)
 
 
-@pytest.fixture
-def translator(tiny_pairs):
-    source = WordPieceTokenizer(build_wordpiece_vocab([s for s, _ in tiny_pairs], 300))
-    target = WordPieceTokenizer(build_wordpiece_vocab([t for _, t in tiny_pairs], 300))
-    model = rnn_attention_translator(
-        source.vocab_size, target.vocab_size, embedding_dim=8, units=16, dropout=0.0
+@pytest.fixture(scope="session")
+def vocabularies(tiny_pairs):
+    return (
+        build_wordpiece_vocab([s for s, _ in tiny_pairs], 300),
+        build_wordpiece_vocab([t for _, t in tiny_pairs], 300),
     )
-    return Translator(model, RNNTranslatorSteps(model), source, target, max_output_length=12)
+
+
+@pytest.fixture
+def make_translator(vocabularies):
+    """An untrained tiny translator; keyword arguments go to `Translator` (e.g. the decoder)."""
+
+    def make(**kwargs):
+        source, target = (WordPieceTokenizer(vocab) for vocab in vocabularies)
+        model = rnn_attention_translator(
+            source.vocab_size, target.vocab_size, embedding_dim=8, units=16, dropout=0.0
+        )
+        return Translator(
+            model, RNNTranslatorSteps(model), source, target, max_output_length=12, **kwargs
+        )
+
+    return make
+
+
+@pytest.fixture
+def translator(make_translator):
+    return make_translator()
+
+
+@pytest.fixture
+def beam_translator(make_translator):
+    return make_translator(decoder="beam", beam_size=3, length_penalty=0.6)
