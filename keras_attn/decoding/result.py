@@ -16,9 +16,12 @@ class DecodingResult(NamedTuple):
             produced and every position after it holds the padding id.
         lengths: int32 `(batch,)`: number of generated tokens before END (END not counted).
         scores: float32 `(batch,)`: sum of the log-probabilities of the generated tokens, END
-            included when it was produced.
+            included when it was produced (never length-normalised, also for beam search).
         alignments: float32 `(batch, max_length, T_x)` attention over the source at each step,
             or None when the model's state carries no `"attention"` entry.
+
+    `beam_search(..., return_all_beams=True)` puts a beam axis after the batch in every field
+    (`(batch, beam_size, ...)`), hypotheses best first.
     """
 
     ids: Any
