@@ -1,5 +1,9 @@
 """Functional-API builders for the seed architectures, and their decoding views."""
 
+from keras_attn.models.bart import bart, bart_classifier
+from keras_attn.models.bert import bert, bert_classifier
+from keras_attn.models.gpt import gpt
+from keras_attn.models.gpt_steps import GPTSteps
 from keras_attn.models.luong_translator_steps import LuongTranslatorSteps
 from keras_attn.models.rnn_luong_translator import rnn_luong_translator
 from keras_attn.models.rnn_translator import rnn_attention_translator
@@ -8,9 +12,15 @@ from keras_attn.models.transformer_translator import transformer_translator
 from keras_attn.models.transformer_translator_steps import TransformerTranslatorSteps
 
 __all__ = [
+    "GPTSteps",
     "LuongTranslatorSteps",
     "RNNTranslatorSteps",
     "TransformerTranslatorSteps",
+    "bart",
+    "bart_classifier",
+    "bert",
+    "bert_classifier",
+    "gpt",
     "rnn_attention_translator",
     "rnn_luong_translator",
     "transformer_translator",

@@ -89,7 +89,9 @@ class TransformerTranslatorSteps:
     def step(self, token_ids, state: dict):
         index = state["index"]
         token_ids = ops.expand_dims(ops.convert_to_tensor(token_ids, "int32"), 1)  # (batch, 1)
-        embedded = self.target_embedding(token_ids, start_index=index, training=False)
+        # `call`, not `__call__`: no Keras mask on the (batch, 1) step input; a fed PAD (a
+        # finished row) must not mask the whole cache.
+        embedded = self.target_embedding.call(token_ids, start_index=index, training=False)
         hidden, scores, cache = self.decoder(
             embedded,
             memory_mask=state["memory_mask"],

@@ -1,0 +1,150 @@
+"""Functional builders of a BART-style denoising seq2seq model and its classification head."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.embedding.token_and_position_embedding import TokenAndPositionEmbedding
+from keras_attn.layers.transformer.transformer_decoder import TransformerDecoder
+from keras_attn.layers.transformer.transformer_encoder import TransformerEncoder
+
+EMBEDDING = "embedding"
+ENCODER_EMBEDDING_NORM = "encoder_embedding_norm"
+DECODER_EMBEDDING_NORM = "decoder_embedding_norm"
+ENCODER = "encoder"
+DECODER = "decoder"
+LOGITS = "logits"
+
+
+def _decoder_hidden(backbone: keras.Model, source_ids, target_ids):
+    """The decoder output `(batch, T_y, d)` of `backbone`'s layers on new inputs."""
+    embedding = backbone.get_layer(EMBEDDING)
+    source = backbone.get_layer(ENCODER_EMBEDDING_NORM)(embedding(source_ids))
+    memory = backbone.get_layer(ENCODER)(source)
+    target = backbone.get_layer(DECODER_EMBEDDING_NORM)(embedding(target_ids))
+    return backbone.get_layer(DECODER)(target, memory)
+
+
+@keras_attn_export("keras_attn.models.bart")
+def bart(
+    vocabulary_size: int,
+    num_layers: int = 2,
+    d_model: int = 128,
+    num_heads: int = 4,
+    ff_dim: int = 512,
+    max_length: int = 512,
+    dropout: float = 0.1,
+    name: str = "bart",
+) -> keras.Model:
+    """A BART-style denoising encoder–decoder with one embedding for source, target and output.
+
+        x (batch, T_x) noised document → LN(E[x] + P_x) → N post-LN encoder blocks → memory
+        y (batch, T_y) original document, shifted right (START first)
+          → LN(E[y] + P_y) → N post-LN decoder blocks (causal, cross-attention to memory) → h
+        logits = h E^T                                     (batch, T_y, V) float32
+
+    One token embedding `E` with learned positions (no sqrt(d) scaling) serves both stacks and
+    the tied output projection; each stack normalises its embeddings. Pre-training reconstructs
+    the original document from a noised one (`keras_attn.text.noising`: token masking, deletion,
+    text infilling, sentence permutation, document rotation). Id 0 is padding on both sides.
+
+    Args:
+        vocabulary_size: number of token ids, padding id 0 included.
+        num_layers: encoder blocks and decoder blocks.
+        d_model: model width `d`.
+        num_heads: attention heads; must divide `d_model`.
+        ff_dim: feed-forward hidden width.
+        max_length: number of learned positions (each side).
+        dropout: dropout on the embeddings, residual branches and attention weights.
+        name: model name.
+
+    Returns:
+        A `keras.Model` with inputs `{"source_ids", "target_ids"}` (int32) and float32 logits.
+
+    Example:
+
+    >>> model = bart(30, num_layers=1, d_model=8, num_heads=2, ff_dim=16, max_length=10)
+    >>> tuple(model.output.shape)
+    (None, None, 30)
+
+    References:
+        Lewis et al., 2019, "BART: Denoising Sequence-to-Sequence Pre-training for Natural
+        Language Generation, Translation, and Comprehension", arXiv:1910.13461.
+    """
+    if d_model % num_heads:
+        raise ValueError(
+            f"Expected num_heads to divide d_model. Received: d_model={d_model}, "
+            f"num_heads={num_heads}"
+        )
+    source_ids = keras.Input((None,), dtype="int32", name="source_ids")
+    target_ids = keras.Input((None,), dtype="int32", name="target_ids")
+    embedding = TokenAndPositionEmbedding(
+        vocabulary_size,
+        d_model,
+        max_length=max_length,
+        position_encoding="learned",
+        scale_embeddings=False,
+        mask_zero=True,
+        dropout=dropout,
+        name=EMBEDDING,
+    )
+    stack = dict(
+        num_layers=num_layers,
+        num_heads=num_heads,
+        intermediate_dim=ff_dim,
+        dropout=dropout,
+        attention_dropout=dropout,
+        activation="gelu",
+    )
+    source = keras.layers.LayerNormalization(name=ENCODER_EMBEDDING_NORM)(embedding(source_ids))
+    memory = TransformerEncoder(**stack, name=ENCODER)(source)
+    target = keras.layers.LayerNormalization(name=DECODER_EMBEDDING_NORM)(embedding(target_ids))
+    hidden = TransformerDecoder(**stack, name=DECODER)(target, memory)
+    logits = keras.layers.Activation("linear", dtype="float32", name=LOGITS)(
+        embedding(hidden, reverse=True)
+    )
+    return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits, name=name)
+
+
+@keras_attn_export("keras_attn.models.bart_classifier")
+def bart_classifier(
+    backbone: keras.Model, num_classes: int, dropout: float = 0.1, name: str = "bart_classifier"
+) -> keras.Model:
+    """A sequence classifier on the last decoder token of a `bart` model (shares its layers).
+
+    As in BART (section 3.2), the same ids feed the encoder and the decoder, and the decoder's
+    output at the last real (non-padding) token, which has attended to the whole sequence, is
+    classified:
+
+        h = decoder(ids, encoder(ids))                     (batch, T, d)
+        last = h[b, n_b - 1]                               n_b = number of non-zero ids of row b
+        logits = Dropout(tanh(last W_p + b_p)) W_c + b_c   (batch, num_classes) float32
+
+    Args:
+        backbone: a model returned by `bart`; its layers are reused (fine-tuning updates them).
+        num_classes: number of classes.
+        dropout: dropout before the classification layer.
+        name: model name.
+
+    Returns:
+        A `keras.Model` from `token_ids` (int32 `(batch, T)`, right-padded with 0) to logits.
+
+    Example:
+
+    >>> classifier = bart_classifier(bart(30, num_layers=1, d_model=8, num_heads=2, ff_dim=16), 2)
+    >>> tuple(classifier.output.shape)
+    (None, 2)
+    """
+    if num_classes <= 0:
+        raise ValueError(f"Expected a positive num_classes. Received: num_classes={num_classes}")
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    hidden = _decoder_hidden(backbone, token_ids, token_ids)
+    lengths = ops.sum(ops.cast(ops.not_equal(token_ids, 0), "int32"), axis=1)  # (batch,)
+    last_index = ops.reshape(ops.maximum(lengths - 1, 0), (-1, 1, 1))
+    last = ops.take_along_axis(hidden, last_index, axis=1)[:, 0]  # (batch, d)
+    pooled = keras.layers.Dense(hidden.shape[-1], activation="tanh", name="pooler")(last)
+    pooled = keras.layers.Dropout(dropout, name="classifier_dropout")(pooled)
+    logits = keras.layers.Dense(num_classes, dtype="float32", name="classifier")(pooled)
+    return keras.Model(token_ids, logits, name=name)

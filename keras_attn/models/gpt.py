@@ -1,0 +1,90 @@
+"""Functional builder of a GPT-style decoder-only language model (Radford et al. 2018)."""
+
+from __future__ import annotations
+
+import keras
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.embedding.token_and_position_embedding import TokenAndPositionEmbedding
+from keras_attn.layers.transformer.transformer_decoder import TransformerDecoder
+
+# Layer names the decoding view (`GPTSteps`) looks up after a reload.
+EMBEDDING = "embedding"
+DECODER = "decoder"
+LOGITS = "logits"
+
+
+@keras_attn_export("keras_attn.models.gpt")
+def gpt(
+    vocabulary_size: int,
+    num_layers: int = 2,
+    d_model: int = 128,
+    num_heads: int = 4,
+    ff_dim: int = 512,
+    max_length: int = 256,
+    dropout: float = 0.1,
+    name: str = "gpt",
+) -> keras.Model:
+    """A GPT-style causal language model as a Keras functional model.
+
+        token ids (batch, T) → E[ids] + P[0..T-1]         learned positions, no sqrt(d) scaling
+        → N pre-LN decoder blocks without cross-attention (causal self-attention, GELU FFN)
+        → final LayerNorm → h (batch, T, d)
+        logits = h E^T                                     (batch, T, vocabulary_size) float32
+
+    Position `t`'s logits predict token `t + 1` and depend on tokens `0..t` only. The output
+    projection is tied to the token embedding. Id 0 is padding (a Keras mask reaches the loss).
+
+    Args:
+        vocabulary_size: number of token ids, padding id 0 included.
+        num_layers: decoder blocks.
+        d_model: model width `d`.
+        num_heads: attention heads; must divide `d_model`.
+        ff_dim: feed-forward hidden width.
+        max_length: number of learned positions (the longest sequence the model reads).
+        dropout: dropout on the embeddings, residual branches and attention weights.
+        name: model name.
+
+    Returns:
+        A `keras.Model` from `token_ids` (int32 `(batch, T)`) to float32 logits.
+
+    Example:
+
+    >>> model = gpt(30, num_layers=1, d_model=8, num_heads=2, ff_dim=16, max_length=10)
+    >>> tuple(model.output.shape)
+    (None, None, 30)
+
+    References:
+        Radford et al., 2018, "Improving Language Understanding by Generative Pre-Training".
+        Radford et al., 2019, "Language Models are Unsupervised Multitask Learners" (pre-LN).
+    """
+    if d_model % num_heads:
+        raise ValueError(
+            f"Expected num_heads to divide d_model. Received: d_model={d_model}, "
+            f"num_heads={num_heads}"
+        )
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    embedding = TokenAndPositionEmbedding(
+        vocabulary_size,
+        d_model,
+        max_length=max_length,
+        position_encoding="learned",
+        scale_embeddings=False,
+        mask_zero=True,
+        dropout=dropout,
+        name=EMBEDDING,
+    )
+    hidden = TransformerDecoder(
+        num_layers,
+        num_heads=num_heads,
+        intermediate_dim=ff_dim,
+        cross_attention=False,
+        dropout=dropout,
+        attention_dropout=dropout,
+        activation="gelu",
+        normalize_first=True,
+        name=DECODER,
+    )(embedding(token_ids))
+    logits = embedding(hidden, reverse=True)
+    logits = keras.layers.Activation("linear", dtype="float32", name=LOGITS)(logits)
+    return keras.Model(token_ids, logits, name=name)

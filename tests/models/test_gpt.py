@@ -1,0 +1,105 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.decoding import beam_search, greedy_search
+from keras_attn.models import GPTSteps, gpt
+
+START, END, VOCAB = 2, 3, 24
+
+
+def tiny_gpt(**kwargs):
+    settings = dict(num_layers=2, d_model=8, num_heads=2, ff_dim=16, max_length=16, dropout=0.0)
+    settings.update(kwargs)
+    return gpt(VOCAB, **settings)
+
+
+PROMPTS = np.array([[5, 6, 7, 8], [9, 10, 0, 0], [11, 0, 0, 0]], "int32")
+
+
+def test_no_position_sees_the_future():
+    model = tiny_gpt()
+    ids = np.random.default_rng(0).integers(4, VOCAB, size=(2, 7)).astype("int32")
+    base = model(ids).numpy()
+    for k in range(7):
+        changed = ids.copy()
+        changed[:, k] = 4 + (changed[:, k] - 3) % (VOCAB - 4)  # another real token
+        out = model(changed).numpy()
+        np.testing.assert_allclose(out[:, :k], base[:, :k], atol=1e-6)
+        assert np.abs(out[:, k:] - base[:, k:]).max(axis=-1).min() > 1e-4
+
+
+def test_trailing_padding_changes_nothing():
+    model = tiny_gpt()
+    ids = np.array([[5, 6, 7]], "int32")
+    padded = np.array([[5, 6, 7, 0, 0]], "int32")
+    np.testing.assert_allclose(model(padded).numpy()[:, :3], model(ids).numpy(), atol=1e-6)
+
+
+def test_prefill_and_cached_steps_equal_the_full_pass():
+    model = tiny_gpt()
+    steps = GPTSteps(model, max_length=12)
+    rng = np.random.default_rng(1)
+    continuation = rng.integers(4, VOCAB, size=(3, 5)).astype("int32")
+    step = tf.function(steps.step)
+    state = steps.prefill(PROMPTS)
+    # First step: the prompt's next-token logits (the START fed here is never attended to).
+    logits, state = step(tf.fill([3], START), state)
+    collected = [logits.numpy()]
+    for t in range(4):
+        logits, state = step(tf.constant(continuation[:, t]), state)
+        collected.append(logits.numpy())
+    for row, prompt in enumerate(PROMPTS):
+        real = prompt[prompt != 0]
+        sequence = np.concatenate([real, continuation[row, :4]])[None]
+        full = model(sequence).numpy()[0, len(real) - 1 :]  # logits after each fed token
+        np.testing.assert_allclose(np.stack(collected)[:, row], full, atol=1e-5, rtol=1e-5)
+
+
+def test_greedy_generation_continues_each_prompt_like_the_full_pass():
+    model = tiny_gpt()
+    steps = GPTSteps(model, max_length=12)
+    result = greedy_search(steps.step, steps.prefill(PROMPTS), 3, START, END, 8)
+    for row, prompt in enumerate(PROMPTS):
+        real = list(prompt[prompt != 0])
+        length = int(result.lengths[row])
+        generated = list(result.ids.numpy()[row, : min(length + 1, 8)])
+        logits = model(np.array([real + generated[:-1]])).numpy()[0, len(real) - 1 :]
+        logits[:, [0, START]] = -np.inf
+        np.testing.assert_array_equal(logits.argmax(-1), generated)
+
+
+def test_beam_of_one_is_greedy():
+    steps = GPTSteps(tiny_gpt(), max_length=12)
+    state = steps.prefill(PROMPTS)
+    greedy = greedy_search(steps.step, state, 3, START, END, 8)
+    beam = beam_search(steps.step, state, 3, START, END, 8, beam_size=1)
+    np.testing.assert_array_equal(beam.ids.numpy(), greedy.ids.numpy())
+    np.testing.assert_allclose(beam.scores.numpy(), greedy.scores.numpy(), rtol=1e-5)
+
+
+def test_tied_output_and_keras_round_trip(tmp_path):
+    model = tiny_gpt(num_layers=1)
+    assert len([w for w in model.weights if "embeddings" in w.path]) == 2  # tokens, positions
+    hidden = np.random.default_rng(0).normal(size=(1, 2, 8)).astype("float32")
+    embedding = model.get_layer("embedding")
+    np.testing.assert_allclose(
+        embedding(hidden, reverse=True).numpy(), hidden @ embedding.embeddings.numpy().T, atol=1e-5
+    )
+    model.save(tmp_path / "gpt.keras")
+    reloaded = keras.saving.load_model(tmp_path / "gpt.keras")
+    np.testing.assert_allclose(reloaded(PROMPTS).numpy(), model(PROMPTS).numpy(), atol=1e-6)
+    results = []
+    for candidate in (model, reloaded):
+        steps = GPTSteps(candidate, 12)
+        results.append(greedy_search(steps.step, steps.prefill(PROMPTS), 3, START, END, 6))
+    first, second = results
+    np.testing.assert_array_equal(first.ids.numpy(), second.ids.numpy())
+
+
+def test_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="max_length=17"):
+        GPTSteps(tiny_gpt(num_layers=1), max_length=17)
+    with pytest.raises(ValueError, match="num_heads=3"):
+        gpt(10, d_model=8, num_heads=3)
