@@ -222,7 +222,9 @@ class BatchScheduler:
 
     def _merge(self, queue: _Queue, batch: _Batch) -> tuple[dict[str, np.ndarray], int]:
         size = batch.size
-        padded_size = next((s for s in self.options.allowed_batch_sizes if s >= size), size)
+        allowed = self.options.allowed_batch_sizes
+        # A batch of empty requests stays empty: there is no row to pad with.
+        padded_size = next((s for s in allowed if s >= size), size) if size else 0
         merged = {}
         for alias in sorted(batch.tasks[0].inputs):
             parts = [task.inputs[alias] for task in batch.tasks]

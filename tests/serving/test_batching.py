@@ -117,7 +117,9 @@ def test_batches_are_padded_to_allowed_batch_sizes(batching_server):
     response = stub.Predict(request(["a b c"] * 3), timeout=TIMEOUT)
     assert translations(response) == [b"c b a"] * 3
     assert tf.make_ndarray(response.outputs["tokens"]).shape == (3, 3)
-    assert functions.batch_sizes == [2, 4]
+    response = stub.Predict(request([]), timeout=TIMEOUT)
+    assert translations(response) == []
+    assert functions.batch_sizes == [2, 4, 0]
 
 
 def test_a_task_over_max_batch_size_is_invalid_argument(batching_server):

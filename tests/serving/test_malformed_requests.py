@@ -235,6 +235,9 @@ def valid_requests(server, stub, round_index):
         b"one",
     ]
     assert response.model_spec.version.value == LATEST_VERSION
+    # An empty batch is no error for the model: stock answers OK with empty outputs.
+    empty = stub.Predict(predict([]), timeout=TIMEOUT)
+    assert tf.make_ndarray(empty.outputs["translation"]).shape == (0,)
     encoded = base64.b64encode(f"b64 {round_index}".encode()).decode()
     status, body = rest(server, "POST", P, instances([{"b64": encoded}, "p q"]))
     assert status == 200
