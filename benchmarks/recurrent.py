@@ -143,9 +143,15 @@ def benchmark_decoders(
                 )
                 _ = float(step(targets))  # traces (and compiles under XLA)
             except Exception as error:  # noqa: BLE001 - any build/compile failure is reported
-                # TensorFlow puts the traceback first and the cause on the last line.
+                # XLA's cause is the line naming it (e.g. "XLA compilation requires a fixed
+                # tensor list size", from the gradient of the scan loop); otherwise the last line.
                 lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-                reason = lines[-1][:100] if lines else ""
+                causes = [
+                    line
+                    for line in lines
+                    if "xla" in line.lower() and "conversion failed" not in line.lower()
+                ]
+                reason = (causes or lines[-1:] or [""])[0][:100]
                 results[name][label] = f"n/a ({type(error).__name__}: {reason})"
                 continue
             steps[(name, label)] = lambda step=step: step(targets)
