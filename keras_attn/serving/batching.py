@@ -260,24 +260,25 @@ def _task_size(inputs: Mapping[str, np.ndarray]) -> int:
 
 
 def _pad_to_largest(parts: list[np.ndarray]) -> list[np.ndarray]:
-    """Pads dims 1.. of each part to the largest in the batch with the part's first element."""
+    """Pads dims 1.. of each part to the largest in the batch with the part's first element,
+    as stock `batching/batching_util.cc::PadTensor` does (with its errors)."""
     ranks = {part.ndim for part in parts}
     if len(ranks) > 1:
         raise invalid_argument("Ranks of all tensors with the same name must match to pad them")
+    if ranks.pop() > 6:
+        raise invalid_argument("Only tensors with rank from 1 to 6 can be padded.")
     target = np.max([part.shape[1:] for part in parts], axis=0)
     padded = []
     for part in parts:
-        widths = [(0, 0)] + [(0, int(t - s)) for s, t in zip(part.shape[1:], target, strict=True)]
+        if tuple(part.shape[1:]) == tuple(target):
+            padded.append(part)
+            continue
         if part.size == 0:
-            value = b"" if part.dtype == object else 0
-        else:
-            value = part.reshape(-1)[0]
-        if part.dtype == object:
-            out = np.full((part.shape[0], *target), value, dtype=object)
-            out[tuple(slice(0, s) for s in part.shape)] = part
-            padded.append(out)
-        else:
-            padded.append(np.pad(part, widths, constant_values=value))
+            raise invalid_argument("Got empty tensor in batch of non-empty tensors.")
+        value = part.reshape(-1)[0]
+        out = np.full((part.shape[0], *target), value, dtype=part.dtype)
+        out[tuple(slice(0, s) for s in part.shape)] = part
+        padded.append(out)
     return padded
 
 
