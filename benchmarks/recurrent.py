@@ -49,6 +49,8 @@ DECODER_SHAPE = (32, 24, 24, 64, 128)  # (batch, T_x, T_y, embedding dim, units)
 DECODERS: dict[str, Callable[[int], keras.layers.Layer]] = {
     "BahdanauDecoder": lambda units: BahdanauDecoder(units),
     "LuongDecoder": lambda units: LuongDecoder(units),
+    # Without input feeding: one keras.layers.LSTM pass, then attention from all states at once.
+    "Luong, no feeding": lambda units: LuongDecoder(units, input_feeding=False),
 }
 
 
