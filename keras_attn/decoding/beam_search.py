@@ -62,7 +62,9 @@ def beam_search(
       hypothesis is exactly the one decoding on to `max_length` would return.
     - `return_all_beams=True`: all `beam_size` hypotheses are finished (then no later step can
       change them).
-    At `max_length` unfinished hypotheses are ranked with the finished ones as they are.
+    At `max_length` unfinished hypotheses are ranked with the finished ones as they are. Where
+    fewer than `beam_size` extensions have a finite score (a vocabulary of fewer than
+    `beam_size + 2` tokens), the missing hypotheses are filler with score -inf, ranked last.
 
     Runs in one `keras.ops.while_loop` (a `tf.while_loop` under TensorFlow), so it exports in a
     SavedModel. Logits are cast to float32 before the log-softmax.
@@ -126,7 +128,7 @@ def beam_search(
         step_log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # (beams, V)
         vocab_size = ops.shape(step_log_probs)[-1]
         allowed = allowed_tokens(vocab_size, start_id, pad_id)
-        pad_only = ops.where(ops.arange(vocab_size) == pad_id, 0.0, float("-inf"))  # (V,)
+        pad_only = ops.where(ops.equal(ops.arange(vocab_size), pad_id), 0.0, float("-inf"))  # (V,)
         finished = ops.expand_dims(v["finished"], -1)
         step_log_probs = ops.where(
             finished, pad_only, ops.where(allowed, step_log_probs, float("-inf"))

@@ -3,7 +3,12 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.decoding import beam_search, greedy_search
-from keras_attn.models import RNNTranslatorSteps, rnn_attention_translator
+from keras_attn.models import (
+    LuongTranslatorSteps,
+    RNNTranslatorSteps,
+    rnn_attention_translator,
+    rnn_luong_translator,
+)
 from tests.decoding.scripted_models import (
     END,
     PAD,
@@ -212,9 +217,19 @@ def test_rejects_a_bad_beam_size():
         decode(random_table(1, 2, seed=0), 1, 2, beam_size=0)
 
 
-def test_beam_of_one_is_greedy_on_an_rnn_translator():
-    model = rnn_attention_translator(40, 30, embedding_dim=8, units=12, dropout=0.0)
-    steps = RNNTranslatorSteps(model)
+TRANSLATORS = {
+    "bahdanau": lambda: rnn_attention_translator(40, 30, embedding_dim=8, units=12, dropout=0.0),
+    "luong-local-m": lambda: rnn_luong_translator(
+        40, 30, embedding_dim=8, units=12, attention="local-m", window=2, dropout=0.0
+    ),
+}
+STEPS = {"bahdanau": RNNTranslatorSteps, "luong-local-m": LuongTranslatorSteps}
+
+
+@pytest.mark.parametrize("family", sorted(TRANSLATORS))
+def test_beam_of_one_is_greedy_on_an_rnn_translator(family):
+    model = TRANSLATORS[family]()
+    steps = STEPS[family](model)
     source = np.random.default_rng(0).integers(4, 40, size=(3, 7)).astype("int32")
     source[1, 4:] = 0
     state = steps.encode(source)

@@ -24,17 +24,21 @@ SENTENCES = [source for source, _ in load_corpus("synthetic")["test"][:6]] + [""
 
 
 @pytest.fixture(scope="module")
-def model_base_path(tmp_path_factory):
-    root = tmp_path_factory.mktemp("e2e")
-    run = root / "run"
+def run_dir(tmp_path_factory):
+    run = tmp_path_factory.mktemp("e2e") / "run"
     assert cli([
         "train", "--steps", "30", "--batch-size", "32", "--units", "32", "--embedding-dim", "16",
         "--vocab-size", "600", "--eval-sentences", "20", "--checkpoint-every", "10",
         "--out", str(run), "--quiet",
     ]) == 0  # fmt: skip
     assert (run / "model.keras").exists() and (run / "metrics.json").exists()
-    base = root / "models" / "translator"
-    assert cli(["export", str(run), "--model_base_path", str(base)]) == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def model_base_path(run_dir):
+    base = run_dir.parent / "models" / "translator"
+    assert cli(["export", str(run_dir), "--model_base_path", str(base)]) == 0
     assert (base / "1" / "saved_model.pb").exists()
     return base
 
@@ -161,3 +165,35 @@ def test_translate_cli_against_the_server(server, model_base_path):
         t.decode() for t in in_process(model_base_path, "translate", SENTENCES[:3])["translation"]
     ]
     assert completed.stdout.splitlines() == expected
+
+
+@pytest.mark.slow
+def test_beam_search_export_served_over_grpc(run_dir):
+    """`--decoder beam` exports the same signatures; served answers equal the in-process ones."""
+    base = run_dir.parent / "models" / "translator_beam"
+    flags = ["--decoder", "beam", "--beam-size", "3", "--length-penalty", "0.6"]
+    assert cli(["export", str(run_dir), "--model_base_path", str(base), *flags]) == 0
+    with serve_in_subprocess(base, "translator_beam") as running:
+        channel = grpc.insecure_channel(running.target)
+        beam_stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        for signature in ("translate", "translate_with_alignment"):
+            response = beam_stub.Predict(
+                request(SENTENCES, signature, model="translator_beam"), timeout=60
+            )
+            expected = in_process(base, signature, SENTENCES)
+            assert set(response.outputs) == set(expected)
+            for name, want in expected.items():
+                got = tf.make_ndarray(response.outputs[name])
+                if want.dtype == np.float32:
+                    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+                else:
+                    np.testing.assert_array_equal(got, want)
+        channel.close()
+    alignment, tokens = expected["alignment"], expected["tokens"]
+    for b in range(len(SENTENCES)):
+        real = expected["source_tokens"][b] != b""
+        for t in np.flatnonzero(tokens[b] != b""):
+            assert alignment[b, t, ~real].sum() == 0.0
+            # A distribution over the real source tokens; the empty sentence has none.
+            total = 1.0 if real.any() else 0.0
+            assert alignment[b, t].sum() == pytest.approx(total, abs=1e-4)
