@@ -1,4 +1,4 @@
-"""Checks that an exported translator is what stock TensorFlow Serving can load and answer."""
+"""Checks that an exported translator or generator is what stock TF Serving loads and answers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 # Signature name → (inputs, outputs), each name → (dtype enum name, shape with -1 for unknown).
-STRING, FLOAT = "DT_STRING", "DT_FLOAT"
+STRING, FLOAT, INT32 = "DT_STRING", "DT_FLOAT", "DT_INT32"
 TRANSLATE_OUTPUTS = {
     "translation": (STRING, [-1]),
     "tokens": (STRING, [-1, -1]),
@@ -25,6 +25,25 @@ TRANSLATOR_SIGNATURES = {
             "alignment": (FLOAT, [-1, -1, -1]),
             "source_tokens": (STRING, [-1, -1]),
         },
+    ),
+}
+GENERATE_OUTPUTS = {
+    "continuation": (STRING, [-1]),
+    "tokens": (STRING, [-1, -1]),
+    "scores": (FLOAT, [-1]),
+}
+GENERATOR_SIGNATURES = {
+    "serving_default": ({"prompt": (STRING, [-1])}, GENERATE_OUTPUTS),
+    "generate": ({"prompt": (STRING, [-1])}, GENERATE_OUTPUTS),
+    "generate_with_options": (
+        {
+            "prompt": (STRING, [-1]),
+            "max_length": (INT32, []),
+            "temperature": (FLOAT, []),
+            "top_k": (INT32, []),
+            "top_p": (FLOAT, []),
+        },
+        GENERATE_OUTPUTS,
     ),
 }
 PREDICT_METHOD = "tensorflow/serving/predict"
@@ -44,7 +63,7 @@ import tensorflow_text  # noqa: F401  (registers the tf-text ops, as the stock s
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.framework import op_def_registry
 
-path, sentences = sys.argv[1], json.loads(sys.argv[2])
+path, feeds = sys.argv[1], json.loads(sys.argv[2])
 proto = saved_model_pb2.SavedModel()
 with open(path + "/saved_model.pb", "rb") as f:
     proto.ParseFromString(f.read())
@@ -66,13 +85,17 @@ loaded = tf.saved_model.load(path)
 translations, errors = {}, {}
 for key in loaded.signatures:
     try:
-        outputs = loaded.signatures[key](text=tf.constant(sentences, tf.string))
+        feed = feeds.get(key, feeds["*"])  # input name -> [tf dtype name, value]
+        inputs = {name: tf.constant(value, getattr(tf, dtype))
+                  for name, (dtype, value) in feed.items()}
+        outputs = loaded.signatures[key](**inputs)
     except Exception as error:  # reported, with the static findings, by the parent
         errors[key] = (str(error).strip().splitlines() or [type(error).__name__])[0]
         continue
     translations[key] = {name: value.shape.as_list() for name, value in outputs.items()}
-    if "translation" in outputs:
-        translations[key]["_text"] = [t.decode("utf-8") for t in outputs["translation"].numpy()]
+    for text in ("translation", "continuation"):
+        if text in outputs:
+            translations[key]["_text"] = [t.decode("utf-8") for t in outputs[text].numpy()]
 leaked = sorted(m for m in sys.modules if m.split(".")[0] == "keras_attn")
 print(json.dumps({"ops": sorted(ops), "unknown_ops": unknown, "signatures": signatures,
                   "outputs": translations, "errors": errors, "leaked_modules": leaked}))
@@ -85,11 +108,18 @@ def _dtype_enum(name: str) -> int:
     return types_pb2.DataType.Value(name)
 
 
-def probe_saved_model(path: str | os.PathLike, sentences: list[str]) -> dict:
-    """Load `path` in a fresh process with only tensorflow + tensorflow_text; return its report."""
+def probe_saved_model(
+    path: str | os.PathLike, sentences: list[str], feeds: dict | None = None
+) -> dict:
+    """Load `path` in a fresh process with only tensorflow + tensorflow_text; return its report.
+
+    Every signature is called with `feeds[signature]` (or `feeds["*"]`), a dict of input name →
+    `[tf dtype name, value]`; by default `{"*": {"text": ["string", sentences]}}`.
+    """
+    feeds = feeds or {"*": {"text": ["string", list(sentences)]}}
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     completed = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(Path(path).resolve()), json.dumps(sentences)],
+        [sys.executable, "-c", _PROBE, str(Path(path).resolve()), json.dumps(feeds)],
         capture_output=True,
         text=True,
         env=env,
@@ -122,6 +152,42 @@ def check_translator_saved_model(
     """
     sentences = list(sentences or ["hola", ""])
     report = probe_saved_model(path, sentences)
+    problems = _violations(report, TRANSLATOR_SIGNATURES, len(sentences))
+    if problems:
+        raise ContractError(f"{path}: " + "; ".join(problems))
+    return report
+
+
+def check_generator_saved_model(path: str | os.PathLike, prompts: list[str] | None = None) -> dict:
+    """Verify the generator contract (`keras_attn.export.generator.Generator`) on a SavedModel.
+
+    The checks of `check_translator_saved_model`, for the signatures `serving_default` and
+    `generate` (input `prompt` DT_STRING [-1]) and `generate_with_options` (adds the scalars
+    `max_length` DT_INT32, `temperature` DT_FLOAT, `top_k` DT_INT32, `top_p` DT_FLOAT), each
+    with outputs `continuation` DT_STRING [-1], `tokens` DT_STRING [-1, -1] and `scores`
+    DT_FLOAT [-1]; each runs on `prompts` (an empty string included) with batch-major outputs.
+
+    Raises:
+        ContractError: listing every violation.
+    """
+    prompts = list(prompts or ["the cat", ""])
+    options = {
+        "prompt": ["string", prompts],
+        "max_length": ["int32", 4],
+        "temperature": ["float32", 0.8],
+        "top_k": ["int32", 5],
+        "top_p": ["float32", 0.9],
+    }
+    feeds = {"*": {"prompt": ["string", prompts]}, "generate_with_options": options}
+    report = probe_saved_model(path, prompts, feeds)
+    problems = _violations(report, GENERATOR_SIGNATURES, len(prompts))
+    if problems:
+        raise ContractError(f"{path}: " + "; ".join(problems))
+    return report
+
+
+def _violations(report: dict, signatures: dict, batch: int) -> list[str]:
+    """Every way the probe's `report` breaks the `signatures` table (see the checks above)."""
     problems = []
     forbidden = [op for op in report["ops"] if op.startswith(FORBIDDEN_OP_PREFIXES)]
     if forbidden:
@@ -132,7 +198,7 @@ def check_translator_saved_model(
         problems.append(f"{key} fails to run: {error}")
     if report["leaked_modules"]:
         problems.append(f"loading imported {report['leaked_modules']}")
-    for key, (inputs, outputs) in TRANSLATOR_SIGNATURES.items():
+    for key, (inputs, outputs) in signatures.items():
         signature = report["signatures"].get(key)
         if signature is None:
             problems.append(f"missing signature {key!r}")
@@ -152,8 +218,6 @@ def check_translator_saved_model(
                         f"{key}: {kind} {name!r} is {found[name]}, expected {dtype} {shape}"
                     )
         for name, shape in report["outputs"].get(key, {}).items():
-            if not name.startswith("_") and shape[:1] != [len(sentences)]:
+            if not name.startswith("_") and shape[:1] != [batch]:
                 problems.append(f"{key}: output {name!r} is not batch-major: shape {shape}")
-    if problems:
-        raise ContractError(f"{path}: " + "; ".join(problems))
-    return report
+    return problems

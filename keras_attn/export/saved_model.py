@@ -1,4 +1,4 @@
-"""Write a translator SavedModel into `MODEL_BASE_PATH/<version>/`, the layout TF Serving reads."""
+"""Write a translator or GPT generator SavedModel into `MODEL_BASE_PATH/<version>/` (TF Serving)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import keras
 
-from keras_attn.export.contract import check_translator_saved_model
+from keras_attn.export.contract import check_generator_saved_model, check_translator_saved_model
+from keras_attn.export.generator import Generator
 from keras_attn.export.translator import Translator
 
 
@@ -59,6 +60,53 @@ def export_translator(
         ValueError: a non-positive version.
         keras_attn.export.contract.ContractError: the check failed (nothing is published).
     """
+    archive = keras.export.ExportArchive()
+    archive.track(translator.model)
+    archive.track(translator.source_tokenizer)
+    archive.track(translator.target_tokenizer)
+    archive.add_endpoint("serving_default", translator.translate)
+    archive.add_endpoint("translate", translator.translate)
+    archive.add_endpoint("translate_with_alignment", translator.translate_with_alignment)
+    return _publish(
+        archive,
+        translator.model,
+        model_base_path,
+        version,
+        (lambda path: check_translator_saved_model(path, check_sentences)) if check else None,
+    )
+
+
+def export_generator(
+    generator: Generator,
+    model_base_path: str | os.PathLike,
+    version: int | None = None,
+    check: bool = True,
+    check_prompts: list[str] | None = None,
+) -> Path:
+    """Export a GPT `generator` as `model_base_path/<version>/`, published like a translator.
+
+    Signatures: `serving_default` and `generate` (prompt → continuation, tokens, scores) and
+    `generate_with_options` (adds the scalar inputs max_length, temperature, top_k, top_p),
+    checked by `check_generator_saved_model` before the version directory appears. Arguments,
+    return value and errors as in `export_translator`.
+    """
+    archive = keras.export.ExportArchive()
+    archive.track(generator.model)
+    archive.track(generator.tokenizer)
+    archive.add_endpoint("serving_default", generator.generate)
+    archive.add_endpoint("generate", generator.generate)
+    archive.add_endpoint("generate_with_options", generator.generate_with_options)
+    return _publish(
+        archive,
+        generator.model,
+        model_base_path,
+        version,
+        (lambda path: check_generator_saved_model(path, check_prompts)) if check else None,
+    )
+
+
+def _publish(archive, model, model_base_path, version, check) -> Path:
+    """Write `archive` to a hidden directory, run `check(path)`, then rename it to its version."""
     base = Path(model_base_path)
     if version is None:
         version = (existing_versions(base) or [0])[-1] + 1
@@ -70,18 +118,11 @@ def export_translator(
     base.mkdir(parents=True, exist_ok=True)
     temporary = base / f".export-{version}-{os.getpid()}"
     shutil.rmtree(temporary, ignore_errors=True)
-    disable_cudnn(translator.model)
+    disable_cudnn(model)
     try:
-        archive = keras.export.ExportArchive()
-        archive.track(translator.model)
-        archive.track(translator.source_tokenizer)
-        archive.track(translator.target_tokenizer)
-        archive.add_endpoint("serving_default", translator.translate)
-        archive.add_endpoint("translate", translator.translate)
-        archive.add_endpoint("translate_with_alignment", translator.translate_with_alignment)
         archive.write_out(str(temporary), verbose=False)
-        if check:
-            check_translator_saved_model(temporary, check_sentences)
+        if check is not None:
+            check(temporary)
         os.replace(temporary, final)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)

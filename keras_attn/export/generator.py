@@ -1,0 +1,103 @@
+"""The served GPT language model: prompt strings in, continuation strings out, in one graph."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from keras_attn.decoding import sample
+
+PROMPT_SPEC = tf.TensorSpec([None], tf.string, name="prompt")
+OPTION_SPECS = (
+    tf.TensorSpec([], tf.int32, name="max_length"),
+    tf.TensorSpec([], tf.float32, name="temperature"),
+    tf.TensorSpec([], tf.int32, name="top_k"),
+    tf.TensorSpec([], tf.float32, name="top_p"),
+)
+
+
+class Generator(tf.Module):
+    """Continue prompts with a GPT model: the path of the exported `generate` signatures.
+
+    prompt `[batch]` → tokenizer → ids, START prepended, the last `max_prompt_length` kept →
+    `steps.prefill` → `keras_attn.decoding.sample` over `steps.step` (temperature 0 = greedy) →
+    ids → detokenizer → continuation strings.
+
+    Signatures (methods, each a `tf.function` with a fixed input signature):
+    - `generate(prompt)`: greedy continuation of at most `max_output_length` tokens.
+    - `generate_with_options(prompt, max_length, temperature, top_k, top_p)`: scalar options;
+      `max_length` is capped by `max_output_length`, `temperature <= 0` is greedy, `top_k = 0`
+      and `top_p = 1` disable those filters; draws use a fresh seed per call.
+
+    Both return `continuation` `[batch]` string, `tokens` `[batch, L]` string (padded with "")
+    and `scores` `[batch]` float32 (sum of the model's log-probabilities of the tokens, END
+    included when produced).
+
+    Args:
+        model: the GPT `keras.Model` (tracked so the SavedModel holds its variables).
+        steps: a `keras_attn.models.GPTSteps` over `model`; its cache must hold
+            `max_prompt_length + 1 + max_output_length` slots.
+        tokenizer: a `keras_attn.text.tokenizer.WordPieceTokenizer`.
+        max_prompt_length: prompt tokens kept (the last ones), START not counted.
+        max_output_length: the most tokens generated, END included.
+    """
+
+    def __init__(
+        self,
+        model,
+        steps,
+        tokenizer,
+        max_prompt_length: int = 64,
+        max_output_length: int = 64,
+        name: str = "generator",
+    ):
+        super().__init__(name=name)
+        needed = max_prompt_length + 1 + max_output_length
+        if needed > steps.max_length:
+            raise ValueError(
+                f"max_prompt_length + 1 + max_output_length = {needed} exceeds the cache of "
+                f"{steps.max_length} slots (GPTSteps max_length)"
+            )
+        self.model = model
+        self._steps = steps
+        self.tokenizer = tokenizer
+        self.max_prompt_length = int(max_prompt_length)
+        self.max_output_length = int(max_output_length)
+
+    def _prompt_ids(self, prompt):
+        ragged = self.tokenizer.tokenize(prompt)[:, -self.max_prompt_length :]
+        start = tf.fill([tf.shape(prompt)[0], 1], tf.cast(self.tokenizer.start_id, ragged.dtype))
+        ids = tf.concat([start, ragged], axis=1)  # never empty: START first
+        return tf.cast(ids.to_tensor(default_value=self.tokenizer.pad_id), tf.int32)
+
+    def _generate(self, prompt, max_length, temperature, top_k, top_p):
+        prompt_ids = self._prompt_ids(prompt)
+        max_length = tf.clip_by_value(max_length, 1, self.max_output_length)
+        result = sample(
+            self._steps.step,
+            self._steps.prefill(prompt_ids),
+            tf.shape(prompt_ids)[0],
+            start_id=self.tokenizer.start_id,
+            end_id=self.tokenizer.end_id,
+            max_length=max_length,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            pad_id=self.tokenizer.pad_id,
+        )
+        lengths = tf.cast(result.lengths, tf.int32)
+        width = tf.reduce_max(tf.concat([lengths, [0]], axis=0))
+        keep = tf.sequence_mask(lengths, width)
+        ids = tf.where(keep, result.ids[:, :width], self.tokenizer.pad_id)
+        return {
+            "continuation": self.tokenizer.detokenize(ids),
+            "tokens": self.tokenizer.id_to_token(ids),
+            "scores": tf.cast(result.scores, tf.float32),
+        }
+
+    @tf.function(input_signature=[PROMPT_SPEC])
+    def generate(self, prompt):
+        return self._generate(prompt, self.max_output_length, 0.0, 0, 1.0)
+
+    @tf.function(input_signature=[PROMPT_SPEC, *OPTION_SPECS])
+    def generate_with_options(self, prompt, max_length, temperature, top_k, top_p):
+        return self._generate(prompt, max_length, temperature, top_k, top_p)
