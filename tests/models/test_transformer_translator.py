@@ -157,3 +157,22 @@ def test_rejects_bad_arguments():
         transformer_translator(10, 10, d_model=8, num_heads=3)
     with pytest.raises(ValueError, match="max_length=0"):
         TransformerTranslatorSteps(tiny_model(num_layers=1), max_length=0)
+
+
+@pytest.mark.parametrize("policy, tolerance", [("mixed_float16", 1e-3), ("mixed_bfloat16", 1e-2)])
+def test_mixed_precision_cached_steps_follow_the_full_pass(policy, tolerance):
+    # Half-precision caches and activations: the cached and full passes round differently, so
+    # they agree to about the half type's precision (float16 ~1e-3, bfloat16 ~1e-2 relative).
+    keras.config.set_dtype_policy(policy)
+    model = tiny_model()
+    steps = TransformerTranslatorSteps(model, max_length=5)
+    source = source_batch()
+    target = np.array([[START, 5, 6, 7, 8]] * 3, "int32")
+    full = model({"source_ids": source, "target_ids": target}).numpy()
+    assert full.dtype == np.float32 and np.isfinite(full).all()
+    state = steps.encode(source)
+    assert state["cache"][0]["self_key"].dtype == keras.config.dtype_policy().compute_dtype
+    for t in range(5):
+        logits, state = steps.step(target[:, t], state)
+        assert logits.dtype == tf.float32
+        np.testing.assert_allclose(logits.numpy(), full[:, t], atol=tolerance, rtol=tolerance)
