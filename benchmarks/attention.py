@@ -141,6 +141,10 @@ def benchmark_kernel_scaling(
         kernel_layer = KernelAttention(
             num_heads=heads, key_dim=dim // heads, num_features=num_features, seed=0
         )
+        # Build eagerly: XLA cannot lift the variable creation (the kernel layer's random
+        # features are weights drawn in build) out of a jit-compiled first call.
+        softmax_layer(x, x)
+        kernel_layer(x, x)
         fns = {
             "softmax": tf.function(lambda t, layer=softmax_layer: layer(t, t), jit_compile=True),
             "kernel": tf.function(lambda t, layer=kernel_layer: layer(t, t), jit_compile=True),
