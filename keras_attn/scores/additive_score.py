@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.scores.score import Score
 
@@ -51,10 +52,14 @@ class AdditiveScore(Score):
 
     def _build_projections(self, query_shape, keys_shape, units):
         self.query_kernel = self.add_weight(
-            name="query_kernel", shape=(query_shape[-1], units), initializer=self.kernel_initializer
+            name="query_kernel",
+            shape=(query_shape[-1], units),
+            initializer=clone_initializer(self.kernel_initializer),
         )
         self.key_kernel = self.add_weight(
-            name="key_kernel", shape=(keys_shape[-1], units), initializer=self.kernel_initializer
+            name="key_kernel",
+            shape=(keys_shape[-1], units),
+            initializer=clone_initializer(self.kernel_initializer),
         )
 
     def build(self, query_shape, keys_shape):
@@ -65,7 +70,9 @@ class AdditiveScore(Score):
             if self.use_bias
             else None
         )
-        self.v = self.add_weight(name="v", shape=(units,), initializer=self.kernel_initializer)
+        self.v = self.add_weight(
+            name="v", shape=(units,), initializer=clone_initializer(self.kernel_initializer)
+        )
         super().build(query_shape, keys_shape)
 
     def _query_projection(self, query):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.scores.score import Score
 
@@ -51,10 +52,12 @@ class BiasedGeneralScore(Score):
         self.kernel = self.add_weight(
             name="kernel",
             shape=(keys_shape[-1], query_shape[-1]),
-            initializer=self.kernel_initializer,
+            initializer=clone_initializer(self.kernel_initializer),
         )
         self.bias = self.add_weight(
-            name="bias", shape=(keys_shape[-1],), initializer=self.bias_initializer
+            name="bias",
+            shape=(keys_shape[-1],),
+            initializer=clone_initializer(self.bias_initializer),
         )
         super().build(query_shape, keys_shape)
 

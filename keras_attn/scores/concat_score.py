@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from keras import ops
 
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.scores.additive_score import AdditiveScore
 
@@ -28,7 +29,7 @@ class ConcatScore(AdditiveScore):
         self.kernel = self.add_weight(
             name="kernel",
             shape=(query_shape[-1] + keys_shape[-1], units),
-            initializer=self.kernel_initializer,
+            initializer=clone_initializer(self.kernel_initializer),
         )
 
     def _query_projection(self, query):

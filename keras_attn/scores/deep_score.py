@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.scores.score import Score
 
@@ -103,12 +104,14 @@ class DeepScore(Score):
     def build(self, query_shape, keys_shape):
         sizes = self._hidden_sizes(keys_shape)
         self.key_kernel = self.add_weight(
-            name="key_kernel", shape=(keys_shape[-1], sizes[0]), initializer=self.kernel_initializer
+            name="key_kernel",
+            shape=(keys_shape[-1], sizes[0]),
+            initializer=clone_initializer(self.kernel_initializer),
         )
         self.query_kernel = self.add_weight(
             name="query_kernel",
             shape=(query_shape[-1], sizes[0]),
-            initializer=self.kernel_initializer,
+            initializer=clone_initializer(self.kernel_initializer),
         )
         self.hidden_biases = [
             self.add_weight(name="bias_1", shape=(sizes[0],), initializer="zeros")
@@ -119,13 +122,15 @@ class DeepScore(Score):
                 self.add_weight(
                     name=f"kernel_{layer}",
                     shape=(fan_in, fan_out),
-                    initializer=self.kernel_initializer,
+                    initializer=clone_initializer(self.kernel_initializer),
                 )
             )
             self.hidden_biases.append(
                 self.add_weight(name=f"bias_{layer}", shape=(fan_out,), initializer="zeros")
             )
-        self.v = self.add_weight(name="v", shape=(sizes[-1],), initializer=self.kernel_initializer)
+        self.v = self.add_weight(
+            name="v", shape=(sizes[-1],), initializer=clone_initializer(self.kernel_initializer)
+        )
         self.output_bias = self.add_weight(name="output_bias", shape=(), initializer="zeros")
         super().build(query_shape, keys_shape)
 

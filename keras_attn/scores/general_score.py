@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.scores.score import Score
 
@@ -30,7 +31,7 @@ class GeneralScore(Score):
         self.kernel = self.add_weight(
             name="kernel",
             shape=(query_shape[-1], keys_shape[-1]),
-            initializer=self.kernel_initializer,
+            initializer=clone_initializer(self.kernel_initializer),
         )
         super().build(query_shape, keys_shape)
 

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn import ops as attn_ops
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 
 
@@ -63,11 +64,15 @@ class ContextAttentionPooling(keras.layers.Layer):
 
     def build(self, inputs_shape):
         self.kernel = self.add_weight(
-            name="kernel", shape=(inputs_shape[-1], self.units), initializer=self.kernel_initializer
+            name="kernel",
+            shape=(inputs_shape[-1], self.units),
+            initializer=clone_initializer(self.kernel_initializer),
         )
         self.bias = self.add_weight(name="bias", shape=(self.units,), initializer="zeros")
         self.context = self.add_weight(
-            name="context", shape=(self.units,), initializer=self.context_initializer
+            name="context",
+            shape=(self.units,),
+            initializer=clone_initializer(self.context_initializer),
         )
         self.built = True
 

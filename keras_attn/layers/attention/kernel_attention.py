@@ -7,6 +7,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.masking import apply_query_mask
@@ -199,12 +200,16 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         }
         for name, shape in kernels.items():
             kernel = self.add_weight(
-                name=f"{name}_kernel", shape=shape, initializer=self.kernel_initializer
+                name=f"{name}_kernel",
+                shape=shape,
+                initializer=clone_initializer(self.kernel_initializer),
             )
             setattr(self, f"{name}_kernel", kernel)
             if self.use_bias:
                 bias = self.add_weight(
-                    name=f"{name}_bias", shape=biases[name], initializer=self.bias_initializer
+                    name=f"{name}_bias",
+                    shape=biases[name],
+                    initializer=clone_initializer(self.bias_initializer),
                 )
                 setattr(self, f"{name}_bias", bias)
         self.random_features = self.add_weight(

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn import distributions, scores
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.masking import apply_query_mask, merge_masks
@@ -126,10 +127,12 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             self.position_kernel = self.add_weight(
                 name="position_kernel",
                 shape=(query_shape[-1], units),
-                initializer=self.kernel_initializer,
+                initializer=clone_initializer(self.kernel_initializer),
             )
             self.position_v = self.add_weight(
-                name="position_v", shape=(units,), initializer=self.kernel_initializer
+                name="position_v",
+                shape=(units,),
+                initializer=clone_initializer(self.kernel_initializer),
             )
         self.built = True
 

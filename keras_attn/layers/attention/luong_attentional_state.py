@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 
@@ -73,7 +74,7 @@ class LuongAttentionalState(FirstInputMaskPassthrough, keras.layers.Layer):
         self.kernel = self.add_weight(
             name="kernel",
             shape=(context_shape[-1] + hidden_shape[-1], self.units),
-            initializer=self.kernel_initializer,
+            initializer=clone_initializer(self.kernel_initializer),
         )
         self.bias = (
             self.add_weight(name="bias", shape=(self.units,), initializer="zeros")

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn import ops as attn_ops
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.ops.masking import apply_query_mask
 
@@ -109,20 +110,24 @@ class MultiDimensionalAttention(keras.layers.Layer):
     def build(self, inputs_shape, query_shape=None):
         depth = inputs_shape[-1]
         self.hidden_kernel = self.add_weight(
-            name="hidden_kernel", shape=(depth, self.units), initializer=self.kernel_initializer
+            name="hidden_kernel",
+            shape=(depth, self.units),
+            initializer=clone_initializer(self.kernel_initializer),
         )
         self.query_kernel = None
         if query_shape is not None:
             self.query_kernel = self.add_weight(
                 name="query_kernel",
                 shape=(query_shape[-1], self.units),
-                initializer=self.kernel_initializer,
+                initializer=clone_initializer(self.kernel_initializer),
             )
         self.hidden_bias = self.add_weight(
             name="hidden_bias", shape=(self.units,), initializer="zeros"
         )
         self.score_kernel = self.add_weight(
-            name="score_kernel", shape=(self.units, depth), initializer=self.kernel_initializer
+            name="score_kernel",
+            shape=(self.units, depth),
+            initializer=clone_initializer(self.kernel_initializer),
         )
         self.score_bias = self.add_weight(name="score_bias", shape=(depth,), initializer="zeros")
         self.built = True

@@ -7,6 +7,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.distributions import softmax
@@ -152,10 +153,14 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         self.built = True
 
     def _kernel(self, name, shape):
-        return self.add_weight(name=name, shape=shape, initializer=self.kernel_initializer)
+        return self.add_weight(
+            name=name, shape=shape, initializer=clone_initializer(self.kernel_initializer)
+        )
 
     def _bias(self, name, shape):
-        return self.add_weight(name=name, shape=shape, initializer=self.bias_initializer)
+        return self.add_weight(
+            name=name, shape=shape, initializer=clone_initializer(self.bias_initializer)
+        )
 
     def _project(self, x, kernels, biases):
         """One einsum for several projections of `x`: `(b, T, d)` -> list of `(b, heads, T, e)`."""

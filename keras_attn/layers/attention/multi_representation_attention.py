@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn import ops as attn_ops
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 
 
@@ -79,13 +80,15 @@ class MultiRepresentationAttention(keras.layers.Layer):
         self.kernel = self.add_weight(
             name="kernel",
             shape=(num_representations, depth, self.units),
-            initializer=self.kernel_initializer,
+            initializer=clone_initializer(self.kernel_initializer),
         )
         self.bias = self.add_weight(
             name="bias", shape=(num_representations, self.units), initializer="zeros"
         )
         self.attention_vector = self.add_weight(
-            name="attention_vector", shape=(self.units,), initializer=self.kernel_initializer
+            name="attention_vector",
+            shape=(self.units,),
+            initializer=clone_initializer(self.kernel_initializer),
         )
         self.built = True
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.transformer._arguments import check_positive_int
 
@@ -58,7 +59,7 @@ class PositionEmbedding(keras.layers.Layer):
         self.position_embeddings = self.add_weight(
             name="position_embeddings",
             shape=(self.max_length, inputs_shape[-1]),
-            initializer=self.initializer,
+            initializer=clone_initializer(self.initializer),
         )
         self.built = True
 

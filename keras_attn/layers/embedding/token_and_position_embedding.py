@@ -7,6 +7,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.embedding.position_embedding import PositionEmbedding
 from keras_attn.layers.embedding.sinusoidal_position_encoding import SinusoidalPositionEncoding
@@ -113,7 +114,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             self.vocabulary_size,
             self.embedding_dim,
             tie_weights=True,
-            embeddings_initializer=self.embeddings_initializer,
+            embeddings_initializer=clone_initializer(self.embeddings_initializer),
             dtype=self.dtype_policy,
             name="token_embedding",
         )

@@ -1,8 +1,17 @@
-"""Argument checks and initializer cloning shared by the Transformer and embedding layers."""
+"""Argument checks shared by the Transformer and embedding layers."""
 
 from __future__ import annotations
 
 import keras
+
+from keras_attn._initializers import clone_initializer
+
+__all__ = [
+    "check_positive_float",
+    "check_positive_int",
+    "check_rate",
+    "clone_initializer",
+]
 
 
 def check_positive_int(name: str, value) -> int:
@@ -17,17 +26,6 @@ def check_rate(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
         raise ValueError(f"Expected {name} in [0, 1). Received: {name}={value!r}")
     return float(value)
-
-
-def clone_initializer(initializer):
-    """A fresh initializer of the same config.
-
-    Keras 3 gives an unseeded initializer instance one fixed seed, so reusing one instance for
-    several weights of the same shape would give them identical values.
-    """
-    if isinstance(initializer, keras.initializers.Initializer):
-        return initializer.__class__.from_config(initializer.get_config())
-    return initializer
 
 
 def check_positive_float(name: str, value) -> float:
