@@ -8,6 +8,7 @@ from keras_attn.distributions import DISTRIBUTIONS
 from keras_attn.layers.recurrent.luong_decoder import ATTENTIONS
 from keras_attn.scores import SCORES
 from keras_attn.training.precision import POLICIES
+from keras_attn.training.schedules import SCHEDULES
 
 
 def add_parsers(subparsers) -> None:
@@ -27,7 +28,20 @@ def add_parsers(subparsers) -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--learning-rate", type=float, default=3e-3, help="peak learning rate")
     parser.add_argument(
-        "--warmup-steps", type=int, default=100, help="linear warm-up, then cosine decay"
+        "--warmup-steps", type=int, default=100, help="steps until the peak learning rate"
+    )
+    parser.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        default="cosine",
+        help="cosine: linear warm-up, cosine decay to 5%% at --steps; inverse-sqrt: Vaswani et "
+        "al.'s linear warm-up, then lr ~ step^-0.5 (both peak at --learning-rate)",
+    )
+    parser.add_argument(
+        "--label-smoothing",
+        type=float,
+        default=0.0,
+        help="move this much target probability mass to the uniform distribution (0: off)",
     )
     parser.add_argument(
         "--clipnorm", type=float, default=5.0, help="clip the gradient's global norm (0: off)"
@@ -104,7 +118,9 @@ def run_train(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
         warmup_steps=args.warmup_steps,
+        schedule=args.schedule,
         clipnorm=args.clipnorm,
+        label_smoothing=args.label_smoothing,
         mixed_precision=args.mixed_precision,
         seed=args.seed,
         max_length=args.max_length,

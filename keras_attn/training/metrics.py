@@ -33,11 +33,24 @@ def masked_token_accuracy(labels, logits, pad_id: int = 0):
     return tf.math.divide_no_nan(tf.reduce_sum(correct), tf.reduce_sum(mask))
 
 
-def masked_cross_entropy(labels, logits, pad_id: int = 0):
-    """Mean token cross-entropy over non-padding positions, computed in float32."""
+def masked_cross_entropy(labels, logits, pad_id: int = 0, label_smoothing: float = 0.0):
+    """Mean token cross-entropy over non-padding positions, computed in float32.
+
+    With label smoothing `eps` the target of a position with label `y` is
+    `q = (1 - eps) · onehot(y) + eps / V` over all `V` classes, and its loss is
+
+        -Σ_k q_k log p_k = (1 - eps) · (-log p_y) + eps · mean_k(-log p_k)
+
+    (Szegedy et al., 2016, arXiv:1512.00567, section 7; Vaswani et al., 2017, section 5.4 use
+    `eps = 0.1`). Positions whose label is `pad_id` count neither in the sum nor in the mean.
+    `eps = 0` gives the plain cross-entropy exactly. The smoothed loss cannot fall below the
+    entropy of `q`, so compare smoothed runs on the plain cross-entropy.
+    """
     labels = tf.cast(labels, tf.int32)
-    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=labels, logits=tf.cast(logits, tf.float32)
-    )
+    logits = tf.cast(logits, tf.float32)
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+    if label_smoothing:
+        uniform = -tf.reduce_mean(tf.nn.log_softmax(logits, axis=-1), axis=-1)
+        losses = (1.0 - label_smoothing) * losses + label_smoothing * uniform
     mask = tf.cast(tf.not_equal(labels, pad_id), tf.float32)
     return tf.math.divide_no_nan(tf.reduce_sum(losses * mask), tf.reduce_sum(mask))

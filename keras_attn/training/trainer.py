@@ -22,6 +22,7 @@ from keras_attn.text.vocab import build_wordpiece_vocab, load_vocab, save_vocab
 from keras_attn.training import precision
 from keras_attn.training.data import BatchPlan, tokenize_pairs
 from keras_attn.training.metrics import masked_cross_entropy, masked_token_accuracy
+from keras_attn.training.schedules import SCHEDULES, InverseSqrtSchedule, warmup_cosine_schedule
 
 CONFIG_FILE = "config.json"
 MODEL_FILE = "model.keras"
@@ -42,7 +43,9 @@ class TrainConfig:
     batch_size: int = 64
     learning_rate: float = 3e-3
     warmup_steps: int = 100
+    schedule: str = "cosine"
     clipnorm: float = 5.0
+    label_smoothing: float = 0.0
     mixed_precision: str = "auto"
     seed: int = 0
     max_length: int = 80
@@ -89,6 +92,17 @@ class TrainConfig:
             raise ValueError(f"--clipnorm must be >= 0 (0 disables clipping), got {self.clipnorm}")
         if self.learning_rate <= 0:
             raise ValueError(f"--learning-rate must be positive, got {self.learning_rate}")
+        if self.schedule not in SCHEDULES:
+            choices = ", ".join(SCHEDULES)
+            raise ValueError(f"--schedule must be one of {choices}, got {self.schedule}")
+        if self.warmup_steps < 0 or (self.schedule == "inverse-sqrt" and self.warmup_steps < 1):
+            least = 1 if self.schedule == "inverse-sqrt" else 0
+            raise ValueError(
+                f"--warmup-steps must be >= {least} with --schedule {self.schedule}, "
+                f"got {self.warmup_steps}"
+            )
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"--label-smoothing must be in [0, 1), got {self.label_smoothing}")
 
     def model_hyperparameters(self) -> dict:
         """The family builder's keyword arguments; fields left at None are not passed."""
@@ -172,19 +186,16 @@ def _vocabularies(run: RunDirectory, config: TrainConfig, train_pairs, log) -> N
 
 
 def learning_rate_schedule(config: TrainConfig) -> keras.optimizers.schedules.LearningRateSchedule:
-    """Linear warm-up to `learning_rate`, then cosine decay to 5 % of it at step `steps`.
+    """The schedule named by `config.schedule`, peaking at `config.learning_rate`.
 
-    The schedule is a function of the step counter only, so a resumed run follows it exactly;
-    extending `--steps` on resume stretches the remaining decay.
+    `cosine`: linear warm-up over `warmup_steps`, then cosine decay to 5 % of the peak at step
+    `steps`. `inverse-sqrt`: Vaswani et al.'s `d_model^-0.5 · min(n^-0.5, n · warmup^-1.5)`,
+    scaled so that its peak (at step `warmup_steps`) is `learning_rate`; it does not depend on
+    `steps`. Both are functions of the step counter only, so a resumed run follows them exactly.
     """
-    warmup = min(config.warmup_steps, max(config.steps - 1, 0))
-    return keras.optimizers.schedules.CosineDecay(
-        initial_learning_rate=0.0,
-        decay_steps=max(config.steps - warmup, 1),
-        alpha=0.05,
-        warmup_target=config.learning_rate,
-        warmup_steps=warmup,
-    )
+    if config.schedule == "inverse-sqrt":
+        return InverseSqrtSchedule.from_peak(config.learning_rate, config.warmup_steps)
+    return warmup_cosine_schedule(config.learning_rate, config.warmup_steps, config.steps)
 
 
 def build_optimizer(config: TrainConfig, policy: str) -> keras.optimizers.Optimizer:
@@ -263,7 +274,7 @@ def train(
     def train_step(features, labels):
         with tf.GradientTape() as tape:
             logits = model(features, training=True)
-            loss = masked_cross_entropy(labels, logits)
+            loss = masked_cross_entropy(labels, logits, label_smoothing=config.label_smoothing)
             scaled = optimizer.scale_loss(loss)
         gradients = tape.gradient(scaled, model.trainable_variables)
         optimizer.apply(gradients, model.trainable_variables)

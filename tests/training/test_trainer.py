@@ -77,6 +77,9 @@ def test_refuses_to_overwrite_and_to_resume_nothing(tmp_path, capsys):
         (["--steps", "0"], "--steps must be positive"),
         (["--model", "nope"], "Unknown model 'nope'"),
         (["--corpus", "nope"], "nope"),
+        (["--schedule", "inverse-sqrt", "--warmup-steps", "0"], "--warmup-steps must be >= 1"),
+        (["--warmup-steps", "-1"], "--warmup-steps must be >= 0"),
+        (["--label-smoothing", "1"], "--label-smoothing must be in [0, 1)"),
     ],
 )
 def test_bad_flags_are_one_line_errors(tmp_path, capsys, flags, message):
@@ -166,3 +169,33 @@ def test_luong_options_are_checked_and_saved(tmp_path, capsys):
         "attention": "local-m", "window": 3, "input_feeding": False,
     }  # fmt: skip
     assert "score" not in TrainConfig(score=None).model_hyperparameters()
+
+
+def test_schedule_and_label_smoothing_flags_reach_the_train_step(tmp_path, monkeypatch):
+    from keras_attn.training import trainer
+    from keras_attn.training.schedules import InverseSqrtSchedule
+
+    losses, optimizers = [], []
+    original_loss, original_build = trainer.masked_cross_entropy, trainer.build_optimizer
+
+    def recording_loss(labels, logits, **kwargs):
+        losses.append(kwargs)
+        return original_loss(labels, logits, **kwargs)
+
+    def recording_build(config, policy):
+        optimizers.append(original_build(config, policy))
+        return optimizers[-1]
+
+    monkeypatch.setattr(trainer, "masked_cross_entropy", recording_loss)
+    monkeypatch.setattr(trainer, "build_optimizer", recording_build)
+    flags = ["--schedule", "inverse-sqrt", "--warmup-steps", "3", "--label-smoothing", "0.1"]
+    tiny = ["--batch-size", "16", "--units", "16", "--embedding-dim", "8", "--vocab-size", "400"]
+    run = tmp_path / "run"
+    assert cli(["train", *flags, *tiny, "--steps", "2", "--eval-sentences", "5", "--quiet",
+                "--out", str(run)]) == 0  # fmt: skip
+    assert losses and all(kwargs == {"label_smoothing": 0.1} for kwargs in losses)
+    schedule = optimizers[0]._learning_rate
+    assert isinstance(schedule, InverseSqrtSchedule) and schedule.warmup_steps == 3
+    assert float(optimizers[0].learning_rate) == pytest.approx(float(schedule(2)))  # 2 updates
+    saved = RunDirectory(run).read_config()
+    assert (saved.schedule, saved.label_smoothing) == ("inverse-sqrt", 0.1)
