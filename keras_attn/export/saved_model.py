@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import keras
@@ -11,6 +12,12 @@ import keras
 from keras_attn.export.contract import check_generator_saved_model, check_translator_saved_model
 from keras_attn.export.generator import Generator
 from keras_attn.export.translator import Translator
+from keras_attn.export.warmup import (
+    WARMUP_TEXTS,
+    generator_warmup_feeds,
+    translator_warmup_feeds,
+    write_warmup_requests,
+)
 
 
 def existing_versions(model_base_path: str | os.PathLike) -> list[int]:
@@ -36,6 +43,7 @@ def export_translator(
     version: int | None = None,
     check: bool = True,
     check_sentences: list[str] | None = None,
+    warmup_texts: Sequence[str] | None = WARMUP_TEXTS,
 ) -> Path:
     """Export `translator` as `model_base_path/<version>/` with the serving signatures.
 
@@ -43,7 +51,9 @@ def export_translator(
     `translate_with_alignment` (adds alignment, source_tokens). The SavedModel is written to a
     hidden temporary directory, checked (`check_translator_saved_model`) and only then renamed
     to its version number, so a server polling the base path never sees a partial or broken
-    version, and a failed export leaves nothing behind.
+    version, and a failed export leaves nothing behind. The version carries warm-up requests
+    (`assets.extra/tf_serving_warmup_requests`, one `PredictRequest` per signature on
+    `warmup_texts`) that stock TF Serving and `keras-attn serve` replay before serving it.
 
     Args:
         translator: the `Translator` module to export.
@@ -51,6 +61,7 @@ def export_translator(
         version: integer version; default: one more than the newest existing version (or 1).
         check: run the contract check before publishing.
         check_sentences: sentences the check translates.
+        warmup_texts: the texts of each warm-up request (None: write no warm-up file).
 
     Returns:
         The version directory.
@@ -73,6 +84,7 @@ def export_translator(
         model_base_path,
         version,
         (lambda path: check_translator_saved_model(path, check_sentences)) if check else None,
+        None if warmup_texts is None else translator_warmup_feeds(warmup_texts),
     )
 
 
@@ -82,13 +94,15 @@ def export_generator(
     version: int | None = None,
     check: bool = True,
     check_prompts: list[str] | None = None,
+    warmup_prompts: Sequence[str] | None = WARMUP_TEXTS,
 ) -> Path:
     """Export a GPT `generator` as `model_base_path/<version>/`, published like a translator.
 
     Signatures: `serving_default` and `generate` (prompt → continuation, tokens, scores) and
     `generate_with_options` (adds the scalar inputs max_length, temperature, top_k, top_p),
-    checked by `check_generator_saved_model` before the version directory appears. Arguments,
-    return value and errors as in `export_translator`.
+    checked by `check_generator_saved_model` before the version directory appears, with one
+    warm-up request per signature on `warmup_prompts` (None: none). Arguments, return value and
+    errors as in `export_translator`.
     """
     archive = keras.export.ExportArchive()
     archive.track(generator.model)
@@ -102,11 +116,13 @@ def export_generator(
         model_base_path,
         version,
         (lambda path: check_generator_saved_model(path, check_prompts)) if check else None,
+        None if warmup_prompts is None else generator_warmup_feeds(warmup_prompts),
     )
 
 
-def _publish(archive, model, model_base_path, version, check) -> Path:
-    """Write `archive` to a hidden directory, run `check(path)`, then rename it to its version."""
+def _publish(archive, model, model_base_path, version, check, warmup_feeds) -> Path:
+    """Write `archive` (and the warm-up requests of `warmup_feeds`, unless None) to a hidden
+    directory, run `check(path)`, then rename it to its version."""
     base = Path(model_base_path)
     if version is None:
         version = (existing_versions(base) or [0])[-1] + 1
@@ -121,6 +137,8 @@ def _publish(archive, model, model_base_path, version, check) -> Path:
     disable_cudnn(model)
     try:
         archive.write_out(str(temporary), verbose=False)
+        if warmup_feeds is not None:
+            write_warmup_requests(temporary, warmup_feeds)
         if check is not None:
             check(temporary)
         os.replace(temporary, final)

@@ -28,6 +28,7 @@ import dataclasses
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -295,7 +296,17 @@ class ModelManager:
             )
             servable = dataclasses.replace(servable, functions=functions)
         if self._warmup:
-            run_warmup(servable, self._warmup_iterations)
+            start = time.perf_counter()
+            runs = run_warmup(servable, self._warmup_iterations)
+            if runs:
+                # Stock's line (servables/tensorflow/saved_model_warmup_util.cc).
+                logger.info(
+                    "Finished reading warmup data for model at %s. Number of warmup records "
+                    "read: %d. Elapsed time (microseconds): %d.",
+                    servable.path,
+                    runs // max(self._warmup_iterations, 1),
+                    (time.perf_counter() - start) * 1e6,
+                )
         return servable
 
     def _unload(self, name: str, version: int) -> None:

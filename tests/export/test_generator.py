@@ -8,6 +8,8 @@ from keras_attn.export.contract import check_generator_saved_model
 from keras_attn.export.generator import Generator
 from keras_attn.export.saved_model import export_generator
 from keras_attn.models import GPTSteps, gpt
+from keras_attn.serving.servable import load_servable
+from keras_attn.serving.warmup import run_warmup
 from keras_attn.text.tokenizer import WordPieceTokenizer
 from keras_attn.text.vocab import build_wordpiece_vocab
 
@@ -79,6 +81,9 @@ def test_export_passes_the_generator_contract(generator, tmp_path):
     np.testing.assert_allclose(served["scores"].numpy(), local["scores"].numpy(), atol=1e-5)
     report = check_generator_saved_model(path, ["a cat"])
     assert set(report["signatures"]) >= {"serving_default", "generate", "generate_with_options"}
+    # The warm-up requests written at export (one per signature, scalar options included) pass
+    # the server's request checks and run.
+    assert run_warmup(load_servable("lm", str(tmp_path / "lm"), 1)) == 3
 
 
 def test_rejects_a_cache_too_small(generator):

@@ -1,0 +1,103 @@
+"""Warm-up requests written into an exported SavedModel, in the stock TF Serving format.
+
+`VERSION/assets.extra/tf_serving_warmup_requests` is a TFRecord file of
+`tensorflow_serving.apis.prediction_log_pb2.PredictionLog` messages, each with a
+`predict_log.request` (a `PredictRequest`). Stock TensorFlow Serving (`--enable_model_warmup`,
+on by default) and `keras-attn serve` run every request once against a freshly loaded version
+before it becomes AVAILABLE, so the first client request does not pay for graph
+initialisation (lookup tables, `tf.function` tracing, memory allocation).
+
+One request per signature, each with a small batch of texts: an ordinary sentence, a longer one
+(more decoding steps) and an empty string (the padded, degenerate batch). The batch stays far
+below any sensible `max_batch_size`: with `--enable_batching` the warm-up requests go through the
+batcher, and a request larger than `max_batch_size` fails the load.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+from tensorflow_serving.apis import prediction_log_pb2
+
+from keras_attn.export.contract import GENERATOR_SIGNATURES, TRANSLATOR_SIGNATURES
+from keras_attn.serving.warmup import MAX_WARMUP_RECORDS, warmup_path
+
+WARMUP_TEXTS = (
+    "Ein kleiner Test.",
+    "This sentence is a little longer, so that decoding runs for more steps than the first one.",
+    "",
+)
+# The scalar options of `generate_with_options` in its warm-up request.
+GENERATOR_WARMUP_OPTIONS = {
+    "max_length": np.int32(4),
+    "temperature": np.float32(0.8),
+    "top_k": np.int32(5),
+    "top_p": np.float32(0.9),
+}
+
+Feeds = Mapping[str, Mapping[str, np.ndarray]]
+
+
+def predict_log(
+    signature_name: str, inputs: Mapping[str, np.ndarray]
+) -> prediction_log_pb2.PredictionLog:
+    """A `PredictionLog` whose `predict_log.request` calls `signature_name` with `inputs`.
+
+    The request names no model: the server runs warm-up requests against the version it is
+    loading, whatever model name it serves it under.
+    """
+    log = prediction_log_pb2.PredictionLog()
+    request = log.predict_log.request
+    request.model_spec.signature_name = signature_name
+    for name, value in inputs.items():
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+    return log
+
+
+def write_warmup_requests(version_path: str | os.PathLike, feeds: Feeds) -> Path:
+    """Write one warm-up request per signature into `version_path/assets.extra/`.
+
+    Args:
+        version_path: the SavedModel directory (a version directory, or the temporary directory
+            an export writes before publishing it).
+        feeds: signature name -> input name -> value (a NumPy array, or a NumPy scalar for a
+            scalar input).
+
+    Returns:
+        The written file.
+
+    Raises:
+        ValueError: no feeds, or more records than a server replays (1000).
+    """
+    if not feeds:
+        raise ValueError("No warm-up requests to write: feeds is empty")
+    if len(feeds) > MAX_WARMUP_RECORDS:
+        raise ValueError(
+            f"{len(feeds)} warm-up requests; TF Serving replays at most {MAX_WARMUP_RECORDS}"
+        )
+    path = Path(warmup_path(str(version_path)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for signature_name, inputs in feeds.items():
+            writer.write(predict_log(signature_name, inputs).SerializeToString())
+    return path
+
+
+def translator_warmup_feeds(texts: Sequence[str] = WARMUP_TEXTS) -> dict:
+    """Feeds for every translator signature: input `text`, DT_STRING `[len(texts)]`."""
+    text = np.array([t.encode("utf-8") for t in texts], dtype=object)
+    return {signature: {"text": text} for signature in TRANSLATOR_SIGNATURES}
+
+
+def generator_warmup_feeds(prompts: Sequence[str] = WARMUP_TEXTS) -> dict:
+    """Feeds for every generator signature: `prompt`, plus the scalar options where taken."""
+    prompt = np.array([p.encode("utf-8") for p in prompts], dtype=object)
+    feeds = {}
+    for signature, (inputs, _) in GENERATOR_SIGNATURES.items():
+        feeds[signature] = {"prompt": prompt}
+        feeds[signature].update({k: v for k, v in GENERATOR_WARMUP_OPTIONS.items() if k in inputs})
+    return feeds
