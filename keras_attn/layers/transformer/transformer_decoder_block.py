@@ -52,9 +52,11 @@ class TransformerDecoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
     (one step, or a prompt at `cache_index=0`) returns `(outputs, cache)` with the keys and values
     of the new positions written at `t .. t + T_new - 1`; the cross-attention reads the cached
     projection of `memory`, so `memory` is not passed again. Token-by-token outputs equal the
-    full causal pass. In a cached call `inputs_mask` only zeroes padded query rows; keys already in
-    the cache are masked by `attention_mask` `(batch, T_new, S)` if needed (the causal mask hides
-    positions not written yet).
+    full causal pass. In a cached call `inputs_mask` (or the Keras mask of `x_t`) covers the
+    `T_new` new positions: padded new positions get a zero output and, as keys at cache slots
+    `t .. t + T_new - 1`, zero weight, so a padded multi-token call equals the full pass. Keys
+    already in the cache are masked by `attention_mask` `(batch, T_new, S)` if needed (the causal
+    mask hides positions not written yet).
 
     Args:
         num_heads: attention heads `h`; must divide `d`.
@@ -251,9 +253,12 @@ class TransformerDecoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
             )
             if not cached:
                 return self.self_attention(h, h, value_mask=padding, **kwargs)
+            # The keys span the S cache slots, the padding only the new ones: widen it to (batch,
+            # S) explicitly (left to Keras, `h`'s mask would be taken as a (batch, T_new) key mask).
             output, weights, (keys, values) = self.self_attention(
                 h,
                 h,
+                value_mask=_cache_key_mask(padding, cache_index, ops.shape(cache["self_key"])[2]),
                 cache=(cache["self_key"], cache["self_value"]),
                 cache_update_index=cache_index,
                 **kwargs,
@@ -355,3 +360,13 @@ class TransformerDecoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
         for name in ("kernel_initializer", "bias_initializer"):
             config[name] = keras.saving.deserialize_keras_object(config[name])
         return cls(**config)
+
+
+def _cache_key_mask(padding, cache_index, cache_length):
+    """Bool `(batch, S)`: `padding` `(batch, T_new)` at cache slots `cache_index ..
+    cache_index + T_new - 1`, True at every other slot; None without padding."""
+    if padding is None:
+        return None
+    padding = ops.cast(padding, "int32")
+    slots = ops.ones((ops.shape(padding)[0], cache_length), "int32")
+    return ops.cast(ops.slice_update(slots, [0, cache_index], padding), "bool")

@@ -160,6 +160,30 @@ def test_prompt_prefill_then_steps():
 
 
 @pytest.mark.parametrize("cross_attention", [True, False], ids=["memory", "decoder_only"])
+def test_cached_multi_token_calls_with_keras_masks_equal_the_full_pass(cross_attention):
+    """Keras masks cover the new tokens only; the keys of every block cover cache + new tokens."""
+    decoder = built_decoder(seed=8, cross_attention=cross_attention)
+    memory = MEMORY if cross_attention else None
+    memory_mask = MEMORY_MASK if cross_attention else None
+    holes = np.array([[True] * T, [False, True, True, False, True, True]])  # row 1: slots 0, 3
+
+    def masked(start, stop):
+        x = np.where(holes[:, start:stop, None], X[:, start:stop], 0.0)
+        return keras.layers.Masking(mask_value=0.0)(x)  # carries holes[:, start:stop]
+
+    full = decoder(masked(0, T), memory, memory_mask=memory_mask).numpy()
+    cache = decoder.initial_cache(B, T, memory)
+    first, cache = decoder(masked(0, 2), cache=cache, cache_index=0, memory_mask=memory_mask)
+    # Slot 0 of row 1 was padding: later calls hide it with attention_mask (batch, T_new, S).
+    seen = np.broadcast_to(holes[:, None, :], (B, 4, T))
+    second, cache = decoder(
+        masked(2, 6), cache=cache, cache_index=2, memory_mask=memory_mask, attention_mask=seen
+    )
+    got = np.concatenate([first.numpy(), second.numpy()], axis=1)
+    np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cross_attention", [True, False], ids=["memory", "decoder_only"])
 def test_no_position_attends_to_the_future_in_any_layer(cross_attention):
     decoder = built_decoder(seed=3, cross_attention=cross_attention)
     memory = MEMORY if cross_attention else None

@@ -127,6 +127,53 @@ def test_cached_token_by_token_equals_full_causal_pass(cross_attention, normaliz
         )
 
 
+# Row 1 is padded at slot 1 (inside the prompt) and slot 4 (a later step).
+HOLES = np.array([[True] * T, [True, False, True, True, False]])
+
+
+def keras_masked(x, mask):
+    """`x` as a tensor carrying `mask` as its Keras mask (what an Embedding(mask_zero) hands on)."""
+    return keras.layers.Masking(mask_value=0.0)(np.where(mask[..., None], x, 0.0))
+
+
+@pytest.mark.parametrize("normalize_first", [False, True], ids=["post_ln", "pre_ln"])
+@pytest.mark.parametrize("cross_attention", [True, False], ids=["memory", "decoder_only"])
+def test_cached_multi_token_call_with_a_keras_mask_equals_the_full_pass(
+    cross_attention, normalize_first
+):
+    """The Keras mask covers the new tokens only, the keys cover cache + new tokens."""
+    block = built_block(seed=8, cross_attention=cross_attention, normalize_first=normalize_first)
+    memory = MEMORY if cross_attention else None
+    memory_mask = MEMORY_MASK if cross_attention else None
+    inputs = keras_masked(X, HOLES)
+    full, full_scores = block(inputs, memory, memory_mask=memory_mask, return_attention_scores=True)
+    cache = block.initial_cache(B, T, memory)
+    prompt, prompt_scores, cache = block(
+        keras_masked(X[:, :3], HOLES[:, :3]),
+        cache=cache,
+        cache_index=0,
+        memory_mask=memory_mask,
+        return_attention_scores=True,
+    )
+    # Later calls: the padded prompt slot stays hidden through attention_mask (batch, T_new, S).
+    rest, rest_scores, cache = block(
+        keras_masked(X[:, 3:], HOLES[:, 3:]),
+        cache=cache,
+        cache_index=3,
+        memory_mask=memory_mask,
+        attention_mask=np.broadcast_to(HOLES[:, None, :], (B, 2, T)),
+        return_attention_scores=True,
+    )
+    got = np.concatenate([prompt.numpy(), rest.numpy()], axis=1)
+    np.testing.assert_allclose(got, full.numpy(), rtol=1e-5, atol=1e-5)
+    weights = np.concatenate(
+        [prompt_scores["self_attention"].numpy(), rest_scores["self_attention"].numpy()],
+        axis=2,
+    )
+    np.testing.assert_allclose(weights, full_scores["self_attention"].numpy(), atol=1e-6)
+    assert np.all(weights[1, :, :, 1] == 0.0) and np.all(weights[1, :, :, 4] == 0.0)
+
+
 def test_cache_structure_and_cross_cache_is_the_projected_memory():
     block = built_block(seed=4)
     cache = block.initial_cache(B, 7, MEMORY)
