@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.models import GPTSteps, gpt
+from keras_attn.models.gpt import DECODER, EMBEDDING
 
 START, END, VOCAB = 2, 3, 24
 
@@ -28,6 +29,25 @@ def test_no_position_sees_the_future():
         out = model(changed).numpy()
         np.testing.assert_allclose(out[:, :k], base[:, :k], atol=1e-6)
         assert np.abs(out[:, k:] - base[:, k:]).max(axis=-1).min() > 1e-4
+
+
+def test_attention_weights_are_zero_above_the_diagonal():
+    """Read on the model's own layers (checked to reproduce its logits), every layer and head."""
+    model = tiny_gpt(dropout=0.1)
+    ids = np.random.default_rng(3).integers(4, VOCAB, size=(2, 7)).astype("int32")
+    ids[1, 5:] = 0  # trailing padding
+    embedding, decoder = model.get_layer(EMBEDDING), model.get_layer(DECODER)
+    hidden, scores = decoder(embedding(ids), return_attention_scores=True)  # Keras mask carried
+    np.testing.assert_allclose(
+        embedding(hidden, reverse=True).numpy(), model(ids).numpy(), atol=1e-5
+    )
+    weights = scores["self_attention"].numpy()  # (batch, layers, heads, T, T)
+    assert weights.shape == (2, 2, 2, 7, 7) and set(scores) == {"self_attention"}
+    upper = np.triu(np.ones((7, 7), bool), k=1)
+    assert np.all(weights[..., upper] == 0.0)
+    real_keys = np.broadcast_to(~upper, weights.shape) & (ids != 0)[:, None, None, None, :]
+    assert np.all(weights[real_keys] > 0.0)  # the past and the present are all attended to
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
 
 
 def test_trailing_padding_changes_nothing():

@@ -5,6 +5,12 @@ import tensorflow as tf
 
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.models import TransformerTranslatorSteps, transformer_translator
+from keras_attn.models.transformer_translator import (
+    DECODER,
+    ENCODER,
+    SOURCE_EMBEDDING,
+    TARGET_EMBEDDING,
+)
 
 START, END = 2, 3
 
@@ -57,6 +63,29 @@ def test_alignment_is_the_last_layers_cross_attention_averaged_over_heads():
     for t in range(3):
         _, state = steps.step(target[:, t], state)
         np.testing.assert_allclose(state["attention"].numpy(), expected[:, t], atol=1e-6)
+
+
+@pytest.mark.parametrize("normalize_first", [False, True])
+def test_decoder_self_attention_weights_are_zero_above_the_diagonal(normalize_first):
+    """Read on the model's own layers (checked to reproduce its logits), every layer and head."""
+    model = tiny_model(normalize_first=normalize_first, dropout=0.1)
+    source = source_batch()
+    target = np.random.default_rng(2).integers(4, 25, size=(3, 7)).astype("int32")
+    target[2, 5:] = 0  # trailing target padding
+    encoder, decoder = model.get_layer(ENCODER), model.get_layer(DECODER)
+    target_embedding = model.get_layer(TARGET_EMBEDDING)
+    memory = encoder(model.get_layer(SOURCE_EMBEDDING)(source))  # Keras masks carried along
+    hidden, scores = decoder(target_embedding(target), memory, return_attention_scores=True)
+    logits = model({"source_ids": source, "target_ids": target}).numpy()
+    np.testing.assert_allclose(target_embedding(hidden, reverse=True).numpy(), logits, atol=1e-5)
+    weights = scores["self_attention"].numpy()  # (batch, layers, heads, T_y, T_y)
+    assert weights.shape == (3, 2, 2, 7, 7)
+    upper = np.triu(np.ones((7, 7), bool), k=1)
+    assert np.all(weights[..., upper] == 0.0)
+    real_keys = np.broadcast_to(~upper, weights.shape) & (target != 0)[:, None, None, None, :]
+    assert np.all(weights[real_keys] > 0.0)  # the past and the present are all attended to
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert np.all(scores["cross_attention"].numpy()[1, ..., 4:] == 0.0)  # source padding
 
 
 def test_state_shapes_are_fixed_across_steps():
