@@ -150,6 +150,42 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
         return self._call(context, reload, request)
 
 
+class _HealthServicer(health.HealthServicer):
+    """`grpc.health.v1.Health` whose graceful shutdown also ends the open Watch streams.
+
+    `enter_graceful_shutdown` sends NOT_SERVING to every watcher (as the base class does), then
+    finishes each Watch call with OK, so a client-side health checker learns the server is going
+    away and its stream does not hold the drain open until the grace period cancels it.
+    """
+
+    def Watch(self, request, context, send_response_callback=None):  # noqa: N802
+        if send_response_callback is None:  # a server without non-blocking streams
+            return super().Watch(request, context)
+        ended = False
+        lock = threading.Lock()
+
+        def send_once(response):
+            # The stream ends once (a None response); later sends, such as the base class's
+            # on-close callback, are dropped.
+            nonlocal ended
+            with lock:
+                if ended:
+                    return
+                ended = response is None
+                send_response_callback(response)
+
+        return super().Watch(request, context, send_once)
+
+    def enter_graceful_shutdown(self) -> None:
+        with self._lock:
+            super().enter_graceful_shutdown()
+            watchers = [
+                c for callbacks in self._send_response_callbacks.values() for c in callbacks
+            ]
+        for send_response_callback in watchers:
+            send_response_callback(None)  # ends the stream with OK (grpc's non-blocking API)
+
+
 def format_address(host: str, port: int) -> str:
     """`host:port`, with brackets around an IPv6 host."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -382,7 +418,7 @@ class ModelServer:
         model_service_pb2_grpc.add_ModelServiceServicer_to_server(
             ModelServicer(calls, self.manager), server
         )
-        self._health = health.HealthServicer(
+        self._health = _HealthServicer(
             experimental_non_blocking=True,
             experimental_thread_pool=futures.ThreadPoolExecutor(max_workers=1),
         )

@@ -10,18 +10,25 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 
+import grpc
 import pytest
+import tensorflow as tf
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from keras_attn.cli import main
 
 from .conftest import LATEST_VERSION, MODEL_NAME
-from .test_deployment import SERVING
 
 READY = re.compile(
     r"^Serving translator version (\d+) on 127\.0\.0\.1:(\d+) \(gRPC\), REST on 127\.0\.0\.1:(\d+)$"
 )
+
+
+BATCH_TIMEOUT_S = 3.0
 
 
 def _lines(stream, lines: queue.Queue) -> None:
@@ -30,16 +37,24 @@ def _lines(stream, lines: queue.Queue) -> None:
     lines.put(None)
 
 
-def test_serve_subprocess_answers_then_stops_on_sigterm(
+def test_serve_subprocess_answers_then_drains_on_sigterm(
     model_base_path, closed_port, capsys, tmp_path
 ):
     monitoring = tmp_path / "monitoring.config"
     monitoring.write_text("prometheus_config { enable: true }\n")
+    # A full batch (2 texts) runs at once; a lone text waits BATCH_TIMEOUT_S for company, which
+    # keeps it in flight while SIGTERM arrives.
+    batching = tmp_path / "batching.txt"
+    batching.write_text(
+        "max_batch_size { value: 2 }\n"
+        f"batch_timeout_micros {{ value: {int(BATCH_TIMEOUT_S * 1e6)} }}\n"
+        "num_batch_threads { value: 1 }\n"
+    )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     command = [sys.executable, "-m", "keras_attn.cli", "serve", "--port", "0"]
     command += ["--rest_api_port", str(closed_port), "--model_name", MODEL_NAME]
     command += ["--model_base_path", model_base_path, "--enable_batching"]
-    command += ["--batching_parameters_file", str(SERVING / "batching_parameters.txt")]
+    command += ["--batching_parameters_file", str(batching)]
     command += ["--monitoring_config_file", str(monitoring)]
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
@@ -52,10 +67,10 @@ def test_serve_subprocess_answers_then_stops_on_sigterm(
         match = READY.match(ready)
         assert match, ready
         assert int(match.group(1)) == LATEST_VERSION
-        grpc_port, rest_port = match.group(2), int(match.group(3))
+        target, rest_port = f"127.0.0.1:{match.group(2)}", int(match.group(3))
         assert rest_port == closed_port
 
-        assert main(["translate", "--server", f"127.0.0.1:{grpc_port}", "a b", "c d e"]) == 0
+        assert main(["translate", "--server", target, "a b", "c d e"]) == 0
         assert capsys.readouterr().out == "b a\ne d c\n"
 
         url = f"http://127.0.0.1:{rest_port}/v1/models/{MODEL_NAME}"
@@ -67,7 +82,35 @@ def test_serve_subprocess_answers_then_stops_on_sigterm(
             metrics = answer.read().decode().splitlines()
         assert ':tensorflow:serving:request_count{model_name="translator",status="OK"} 1' in metrics
 
-        process.send_signal(signal.SIGTERM)
+        with grpc.insecure_channel(target) as channel:
+            watch = health_pb2_grpc.HealthStub(channel).Watch(
+                health_pb2.HealthCheckRequest(), timeout=60
+            )
+            assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+            predict = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict
+            request = predict_pb2.PredictRequest()
+            request.model_spec.name = MODEL_NAME
+            request.inputs["text"].CopyFrom(tf.make_tensor_proto(["x y z"], dtype=tf.string))
+            started = time.monotonic()
+            in_flight = predict.future(request, timeout=60)
+            time.sleep(1.0)  # the request now waits in the batch queue
+            process.send_signal(signal.SIGTERM)
+
+            # Health turns NOT_SERVING first, while the request is still in flight; the Watch
+            # stream then ends (OK) instead of holding the drain open.
+            assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING
+            assert not in_flight.done()
+            assert list(watch) == []
+            # New requests are refused ...
+            time.sleep(0.2)
+            with pytest.raises(grpc.RpcError) as refused:
+                predict(request, timeout=10)
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+            # ... and the one in flight completes, after its batch timeout.
+            response = in_flight.result(timeout=30)
+            assert time.monotonic() - started >= BATCH_TIMEOUT_S - 0.1
+            assert tf.make_ndarray(response.outputs["translation"]).tolist() == [b"z y x"]
+
         assert process.wait(timeout=60) == 0
         assert lines.get(timeout=10) == f"Stopped serving {MODEL_NAME}."
     finally:
