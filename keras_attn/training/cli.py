@@ -23,7 +23,12 @@ def add_parsers(subparsers) -> None:
         default="rnn-attention",
         help="model family (rnn-attention, rnn-luong, transformer)",
     )
-    parser.add_argument("--corpus", default="synthetic", help="corpus name (synthetic)")
+    parser.add_argument(
+        "--corpus",
+        default="synthetic",
+        help="corpus: synthetic, ding-de-en, bible-es-en, libreoffice-es-en, or PATH.tsv "
+        "(source TAB target per line; see docs/corpora.md)",
+    )
     parser.add_argument("--steps", type=int, default=2000, help="total training steps")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--learning-rate", type=float, default=3e-3, help="peak learning rate")
