@@ -2,12 +2,15 @@
 
 from keras_attn.models.bart import bart, bart_classifier
 from keras_attn.models.bert import bert, bert_classifier
+from keras_attn.models.char_cnn import char_cnn
 from keras_attn.models.gpt import gpt
 from keras_attn.models.gpt_steps import GPTSteps
+from keras_attn.models.han_classifier import han_attention_weights, han_classifier
 from keras_attn.models.luong_translator_steps import LuongTranslatorSteps
 from keras_attn.models.rnn_luong_translator import rnn_luong_translator
 from keras_attn.models.rnn_translator import rnn_attention_translator
 from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
+from keras_attn.models.text_cnn import text_cnn
 from keras_attn.models.transformer_translator import transformer_translator
 from keras_attn.models.transformer_translator_steps import TransformerTranslatorSteps
 
@@ -20,8 +23,12 @@ __all__ = [
     "bart_classifier",
     "bert",
     "bert_classifier",
+    "char_cnn",
     "gpt",
+    "han_attention_weights",
+    "han_classifier",
     "rnn_attention_translator",
     "rnn_luong_translator",
+    "text_cnn",
     "transformer_translator",
 ]
