@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import keras
 
+from keras_attn.models.gpt import gpt
+from keras_attn.models.gpt_steps import GPTSteps
 from keras_attn.models.luong_translator_steps import LuongTranslatorSteps
 from keras_attn.models.rnn_luong_translator import rnn_luong_translator
 from keras_attn.models.rnn_translator import rnn_attention_translator
@@ -21,6 +24,12 @@ class ModelFamily:
 
     `hyperparameters` are the `TrainConfig` fields passed to `build` as keyword arguments; a field
     left at None is not passed, so the builder's default applies.
+
+    A translator family's `build(source_vocabulary_size, target_vocabulary_size, **hp)` returns a
+    model from `{"source_ids", "target_ids"}` to logits, decoded by `steps(model).encode/step`.
+    A `language_model` family's `build(vocabulary_size, max_length=positions, **hp)` returns a
+    model from `token_ids` to next-token logits, decoded by `steps(model, max_length).prefill/step`
+    (`GPTSteps`); it has one vocabulary and is exported as a generator, not a translator.
     """
 
     build: Callable[..., keras.Model]
@@ -28,6 +37,30 @@ class ModelFamily:
     hyperparameters: tuple[str, ...]
     # Whether `steps(model, max_length=...)` preallocates caches for `max_length` tokens.
     sized_steps: bool = False
+    language_model: bool = False
+
+    def builder_defaults(self) -> dict:
+        """The keyword defaults of `build` for this family's hyperparameters."""
+        parameters = inspect.signature(self.build).parameters
+        return {
+            name: parameters[name].default
+            for name in self.hyperparameters
+            if name in parameters and parameters[name].default is not inspect.Parameter.empty
+        }
+
+    def check(self, hyperparameters: dict) -> None:
+        """Raise a one-line ValueError for hyperparameters `build` would reject.
+
+        Runs before anything is built or written; builder defaults fill the values not given, so
+        `--num-heads 3` alone is checked against the default `d_model`.
+        """
+        values = {**self.builder_defaults(), **hyperparameters}
+        d_model, num_heads = values.get("d_model"), values.get("num_heads")
+        if d_model is not None and num_heads is not None and d_model % num_heads:
+            raise ValueError(
+                f"--d-model {d_model} is not divisible by --num-heads {num_heads} "
+                f"(each head gets d_model / num_heads dimensions)"
+            )
 
     def decoding_steps(self, model: keras.Model, max_length: int) -> object:
         """The step-contract view of `model` for decoding loops of at most `max_length` tokens."""
@@ -69,6 +102,13 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
             "normalize_first",
         ),
         sized_steps=True,
+    ),
+    "gpt": ModelFamily(
+        build=gpt,
+        steps=GPTSteps,
+        hyperparameters=("num_layers", "d_model", "num_heads", "ff_dim", "dropout"),
+        sized_steps=True,
+        language_model=True,
     ),
 }
 

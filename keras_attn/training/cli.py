@@ -16,12 +16,13 @@ def add_parsers(subparsers) -> None:
         "train",
         help="train a model and write a resumable run directory",
         description="Train a model on a corpus; writes RUN/ with the .keras model, vocabularies, "
-        "checkpoints and TensorBoard logs, and prints dev BLEU at the end.",
+        "checkpoints and TensorBoard logs, and prints dev BLEU (perplexity for gpt) at the end.",
     )
     parser.add_argument(
         "--model",
         default="rnn-attention",
-        help="model family (rnn-attention, rnn-luong, transformer)",
+        help="model family (rnn-attention, rnn-luong, transformer; gpt: a language model of "
+        "the corpus' target side)",
     )
     parser.add_argument(
         "--corpus",
@@ -87,14 +88,16 @@ def add_parsers(subparsers) -> None:
         help="feed h~_{t-1} to the decoder cell, rnn-luong (default: on)",
     )
     parser.add_argument(
-        "--num-layers", type=int, default=None, help="blocks per stack, transformer (2)"
-    )
-    parser.add_argument("--d-model", type=int, default=None, help="model width, transformer (128)")
-    parser.add_argument(
-        "--num-heads", type=int, default=None, help="attention heads, transformer (4)"
+        "--num-layers", type=int, default=None, help="blocks per stack, transformer/gpt (2)"
     )
     parser.add_argument(
-        "--ff-dim", type=int, default=None, help="feed-forward width, transformer (512)"
+        "--d-model", type=int, default=None, help="model width, transformer/gpt (128)"
+    )
+    parser.add_argument(
+        "--num-heads", type=int, default=None, help="attention heads, transformer/gpt (4)"
+    )
+    parser.add_argument(
+        "--ff-dim", type=int, default=None, help="feed-forward width, transformer/gpt (512)"
     )
     parser.add_argument(
         "--normalize-first",

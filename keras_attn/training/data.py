@@ -1,4 +1,4 @@
-"""Tokenized parallel data and a deterministic, resumable batch plan."""
+"""Tokenized parallel data or sentences, and a deterministic, resumable batch plan."""
 
 from __future__ import annotations
 
@@ -37,6 +37,26 @@ def tokenize_pairs(
     return sources, targets
 
 
+def tokenize_sentences(
+    sentences: Sequence[str], tokenizer, max_length: int, chunk: int = 4096
+) -> list[np.ndarray]:
+    """Tokenize sentences as START … END (language-model data).
+
+    Sentences with no token or more than `max_length` tokens (START/END not counted) are dropped.
+
+    Returns:
+        A list of int32 arrays.
+    """
+    sequences: list[np.ndarray] = []
+    start, end = tokenizer.start_id, tokenizer.end_id
+    for offset in range(0, len(sentences), chunk):
+        ids = tokenizer.tokenize(tf.constant(list(sentences[offset : offset + chunk])))
+        for tokens in ids.to_list():
+            if 0 < len(tokens) <= max_length:
+                sequences.append(np.asarray([start, *tokens, end], np.int32))
+    return sequences
+
+
 def pad(sequences: Sequence[np.ndarray], pad_id: int = 0) -> np.ndarray:
     """Right-pad int sequences into one `(batch, longest)` int32 array."""
     width = max(len(s) for s in sequences)
@@ -55,8 +75,11 @@ class BatchPlan:
     exactly `len(data) // batch_size` batches, so batch `step` is a pure function of
     `(seed, step)`: resuming at step `s` continues at the same data position.
 
+    With `sources=None` (language-model data) a batch's features are the token ids themselves
+    instead of `{"source_ids", "target_ids"}`.
+
     Args:
-        sources, targets: tokenized examples (targets with START … END).
+        sources, targets: tokenized examples (targets with START … END); `sources` may be None.
         batch_size: examples per batch.
         seed: data order seed.
         pool_batches: batches per length-sorted pool.
@@ -65,16 +88,16 @@ class BatchPlan:
 
     def __init__(
         self,
-        sources: Sequence[np.ndarray],
+        sources: Sequence[np.ndarray] | None,
         targets: Sequence[np.ndarray],
         batch_size: int,
         seed: int = 0,
         pool_batches: int = 50,
         pad_id: int = 0,
     ):
-        if len(sources) < batch_size:
+        if len(targets) < batch_size:
             raise ValueError(
-                f"Need at least one batch of examples: {len(sources)} < batch_size={batch_size}"
+                f"Need at least one batch of examples: {len(targets)} < batch_size={batch_size}"
             )
         self.sources = sources
         self.targets = targets
@@ -82,7 +105,7 @@ class BatchPlan:
         self.seed = seed
         self.pool_batches = pool_batches
         self.pad_id = pad_id
-        self.batches_per_epoch = len(sources) // batch_size
+        self.batches_per_epoch = len(targets) // batch_size
         self._lengths = np.array([len(t) for t in targets])
         self._cached_epoch: int | None = None
         self._cached_batches: list[np.ndarray] = []
@@ -90,7 +113,7 @@ class BatchPlan:
     def _epoch_batches(self, epoch: int) -> list[np.ndarray]:
         if epoch != self._cached_epoch:
             rng = np.random.default_rng([self.seed, epoch])
-            order = rng.permutation(len(self.sources))[: self.batches_per_epoch * self.batch_size]
+            order = rng.permutation(len(self.targets))[: self.batches_per_epoch * self.batch_size]
             pool = self.pool_batches * self.batch_size
             batches = []
             for begin in range(0, len(order), pool):
@@ -106,10 +129,20 @@ class BatchPlan:
         epoch, position = divmod(step, self.batches_per_epoch)
         return self._epoch_batches(epoch)[position]
 
-    def batch(self, step: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """`({"source_ids", "target_ids"}, labels)` for batch `step` (teacher forcing)."""
+    @property
+    def feature_spec(self) -> tf.TensorSpec | dict[str, tf.TensorSpec]:
+        """The `TensorSpec`(s) of a batch's features."""
+        ids = tf.TensorSpec((None, None), tf.int32)
+        if self.sources is None:
+            return ids
+        return {"source_ids": ids, "target_ids": ids}
+
+    def batch(self, step: int) -> tuple[np.ndarray | dict[str, np.ndarray], np.ndarray]:
+        """`(features, labels)` of batch `step`: teacher forcing, labels = inputs shifted by 1."""
         members = self.indices(step)
         targets = pad([self.targets[i] for i in members], self.pad_id)
+        if self.sources is None:
+            return targets[:, :-1], targets[:, 1:]
         features = {
             "source_ids": pad([self.sources[i] for i in members], self.pad_id),
             "target_ids": targets[:, :-1],
@@ -122,8 +155,7 @@ class BatchPlan:
 
     def dataset(self, start_step: int, stop_step: int) -> tf.data.Dataset:
         """A prefetched `tf.data.Dataset` of batches `start_step … stop_step - 1`."""
-        ids = tf.TensorSpec((None, None), tf.int32)
-        signature = ({"source_ids": ids, "target_ids": ids}, ids)
+        signature = (self.feature_spec, tf.TensorSpec((None, None), tf.int32))
         return tf.data.Dataset.from_generator(
             lambda: self.iterate(start_step, stop_step), output_signature=signature
         ).prefetch(4)

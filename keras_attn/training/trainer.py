@@ -20,7 +20,7 @@ from keras_attn.text.normalization import normalize_text
 from keras_attn.text.tokenizer import WordPieceTokenizer
 from keras_attn.text.vocab import build_wordpiece_vocab, load_vocab, save_vocab
 from keras_attn.training import precision
-from keras_attn.training.data import BatchPlan, tokenize_pairs
+from keras_attn.training.data import BatchPlan, tokenize_pairs, tokenize_sentences
 from keras_attn.training.metrics import masked_cross_entropy, masked_token_accuracy
 from keras_attn.training.schedules import SCHEDULES, InverseSqrtSchedule, warmup_cosine_schedule
 
@@ -29,6 +29,7 @@ MODEL_FILE = "model.keras"
 METRICS_FILE = "metrics.json"
 SOURCE_VOCAB = "source_vocab.txt"
 TARGET_VOCAB = "target_vocab.txt"
+VOCAB = "vocab.txt"  # the one vocabulary of a language-model run
 CHECKPOINTS = "checkpoints"
 LOGS = "logs"
 
@@ -103,6 +104,7 @@ class TrainConfig:
             )
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"--label-smoothing must be in [0, 1), got {self.label_smoothing}")
+        family.check(self.model_hyperparameters())
 
     def model_hyperparameters(self) -> dict:
         """The family builder's keyword arguments; fields left at None are not passed."""
@@ -149,7 +151,12 @@ class RunDirectory:
         known = {f.name for f in dataclasses.fields(TrainConfig)}
         return TrainConfig(**{k: v for k, v in data.items() if k in known})
 
+    def tokenizer(self) -> WordPieceTokenizer:
+        """The one tokenizer of a language-model run."""
+        return WordPieceTokenizer(load_vocab(self.file(VOCAB)))
+
     def tokenizers(self) -> tuple[WordPieceTokenizer, WordPieceTokenizer]:
+        """The source and target tokenizers of a translator run."""
         return (
             WordPieceTokenizer(load_vocab(self.file(SOURCE_VOCAB))),
             WordPieceTokenizer(load_vocab(self.file(TARGET_VOCAB))),
@@ -177,12 +184,91 @@ def _resolve_config(run: RunDirectory, config: TrainConfig, resume: bool) -> Tra
 
 
 def _vocabularies(run: RunDirectory, config: TrainConfig, train_pairs, log) -> None:
-    for name, side in ((SOURCE_VOCAB, 0), (TARGET_VOCAB, 1)):
+    """Build the missing vocabularies: source + target, or one target-side `vocab.txt` for an LM."""
+    sides = (
+        ((VOCAB, 1),)
+        if get_family(config.model).language_model
+        else ((SOURCE_VOCAB, 0), (TARGET_VOCAB, 1))
+    )
+    for name, side in sides:
         if not run.file(name).exists():
             started = time.perf_counter()
             vocab = build_wordpiece_vocab([pair[side] for pair in train_pairs], config.vocab_size)
             save_vocab(run.file(name), vocab)
             log(f"built {name}: {len(vocab)} tokens in {time.perf_counter() - started:.1f}s")
+
+
+def lm_positions(config: TrainConfig) -> int:
+    """Learned positions of a language-model run's model.
+
+    A training sequence is START + at most `max_length` tokens (END is only a label); the export
+    keeps prompts of up to `max_length` tokens after START and generates up to
+    `MAX_OUTPUT_LENGTH` tokens, so the model gets `max_length + 1 + MAX_OUTPUT_LENGTH` positions
+    (those past `max_length + 1` are only reached by continuations longer than any training
+    sentence).
+    """
+    from keras_attn.export.translator import MAX_OUTPUT_LENGTH
+
+    return config.max_length + 1 + MAX_OUTPUT_LENGTH
+
+
+def _training_data(run: RunDirectory, config: TrainConfig, train_pairs) -> BatchPlan:
+    """The batch plan: `(source, target)` pairs for a translator, target sentences for an LM."""
+    if get_family(config.model).language_model:
+        targets = [target for _, target in train_pairs]
+        sequences = tokenize_sentences(targets, run.tokenizer(), config.max_length)
+        return BatchPlan(None, sequences, config.batch_size, seed=config.seed)
+    source_tokenizer, target_tokenizer = run.tokenizers()
+    sources, targets = tokenize_pairs(
+        train_pairs, source_tokenizer, target_tokenizer, config.max_length
+    )
+    return BatchPlan(sources, targets, config.batch_size, seed=config.seed)
+
+
+def _build_model(run: RunDirectory, config: TrainConfig) -> keras.Model:
+    family = get_family(config.model)
+    if family.language_model:
+        return family.build(
+            run.tokenizer().vocab_size,
+            max_length=lm_positions(config),
+            **config.model_hyperparameters(),
+        )
+    source_tokenizer, target_tokenizer = run.tokenizers()
+    return family.build(
+        source_tokenizer.vocab_size, target_tokenizer.vocab_size, **config.model_hyperparameters()
+    )
+
+
+def _evaluate(run: RunDirectory, config: TrainConfig, model: keras.Model, dev_pairs) -> dict:
+    """Dev metrics: BLEU + exact match of the exported translation path, or LM perplexity."""
+    from keras_attn.export.translator import MAX_OUTPUT_LENGTH, Translator
+    from keras_attn.training.evaluation import evaluate_pairs, evaluate_perplexity
+
+    family = get_family(config.model)
+    if family.language_model:
+        targets = [target for _, target in dev_pairs]
+        sequences = tokenize_sentences(targets, run.tokenizer(), config.max_length)
+        scores = evaluate_perplexity(model, sequences)
+        return {
+            "dev_perplexity": round(scores["perplexity"], 3),
+            "dev_tokens": scores["tokens"],
+            "dev_sentences": scores["sentences"],
+        }
+    source_tokenizer, target_tokenizer = run.tokenizers()
+    translator = Translator(
+        model,
+        family.decoding_steps(model, MAX_OUTPUT_LENGTH),
+        source_tokenizer,
+        target_tokenizer,
+        config.max_length,
+        max_output_length=MAX_OUTPUT_LENGTH,
+    )
+    scores = evaluate_pairs(translator, dev_pairs, normalize_text)
+    return {
+        "dev_bleu": round(scores["bleu"], 2),
+        "dev_exact_match": round(scores["exact_match"], 4),
+        "dev_sentences": scores["sentences"],
+    }
 
 
 def learning_rate_schedule(config: TrainConfig) -> keras.optimizers.schedules.LearningRateSchedule:
@@ -224,15 +310,14 @@ def train(
 ) -> dict:
     """Train (or continue) a run in directory `out`; returns the final metrics.
 
-    Writes `config.json`, the two vocabularies, `checkpoints/` (model, optimizer and step every
-    `checkpoint_every` steps, the last three kept), `logs/` (TensorBoard), `model.keras` and
-    `metrics.json` (dev BLEU and exact match). With `resume=True` the loop restarts from the last
-    checkpoint: weights, optimizer state, step counter and data position (the batch plan is a
-    function of the step) are all restored, and `config.steps` may extend the run.
+    Writes `config.json`, the two vocabularies (one, `vocab.txt`, for a language model),
+    `checkpoints/` (model, optimizer and step every `checkpoint_every` steps, the last three
+    kept), `logs/` (TensorBoard), `model.keras` and `metrics.json` (dev BLEU and exact match; dev
+    perplexity for a language model, which trains on the corpus' target-side sentences). With
+    `resume=True` the loop restarts from the last checkpoint: weights, optimizer state, step
+    counter and data position (the batch plan is a function of the step) are all restored, and
+    `config.steps` may extend the run.
     """
-    from keras_attn.export.translator import MAX_OUTPUT_LENGTH, Translator
-    from keras_attn.training.evaluation import evaluate_pairs
-
     config.validate()
     run = RunDirectory(out)
     config = _resolve_config(run, config, resume)
@@ -244,20 +329,14 @@ def train(
     run.write_json(CONFIG_FILE, dataclasses.asdict(config))
 
     _vocabularies(run, config, splits["train"], log)
-    source_tokenizer, target_tokenizer = run.tokenizers()
-    sources, targets = tokenize_pairs(
-        splits["train"], source_tokenizer, target_tokenizer, config.max_length
-    )
-    plan = BatchPlan(sources, targets, config.batch_size, seed=config.seed)
+    plan = _training_data(run, config, splits["train"])
     log(
-        f"corpus {config.corpus}: {len(sources)} training pairs, {plan.batches_per_epoch} "
+        f"corpus {config.corpus}: {len(plan.targets)} training "
+        f"{'sentences' if plan.sources is None else 'pairs'}, {plan.batches_per_epoch} "
         f"batches per pass; precision {policy}"
     )
 
-    family = get_family(config.model)
-    model = family.build(
-        source_tokenizer.vocab_size, target_tokenizer.vocab_size, **config.model_hyperparameters()
-    )
+    model = _build_model(run, config)
     model(plan.batch(0)[0])  # build every variable before checkpoint restore
     optimizer = build_optimizer(config, policy)
     optimizer.build(model.trainable_variables)
@@ -270,7 +349,7 @@ def train(
 
     ids = tf.TensorSpec((None, None), tf.int32)
 
-    @tf.function(input_signature=[{"source_ids": ids, "target_ids": ids}, ids])
+    @tf.function(input_signature=[plan.feature_spec, ids])
     def train_step(features, labels):
         with tf.GradientTape() as tape:
             logits = model(features, training=True)
@@ -310,16 +389,6 @@ def train(
     model.save(temporary)
     os.replace(temporary, run.file(MODEL_FILE))
 
-    translator = Translator(
-        model,
-        family.decoding_steps(model, MAX_OUTPUT_LENGTH),
-        source_tokenizer,
-        target_tokenizer,
-        config.max_length,
-        max_output_length=MAX_OUTPUT_LENGTH,
-    )
-    dev = splits["dev"][: config.eval_sentences]
-    scores = evaluate_pairs(translator, dev, normalize_text)
     metrics = {
         "steps": int(step.numpy()),
         "steps_this_session": int(step.numpy()) - start,
@@ -327,13 +396,14 @@ def train(
         "final_loss": loss,
         "final_token_accuracy": accuracy,
         "precision": policy,
-        "dev_bleu": round(scores["bleu"], 2),
-        "dev_exact_match": round(scores["exact_match"], 4),
-        "dev_sentences": scores["sentences"],
+        **_evaluate(run, config, model, splits["dev"][: config.eval_sentences]),
     }
     run.write_json(METRICS_FILE, metrics)
-    log(
-        f"dev BLEU {metrics['dev_bleu']:.2f}, exact match {metrics['dev_exact_match']:.1%} "
-        f"on {metrics['dev_sentences']} sentences ({metrics['steps']} steps)"
-    )
+    if "dev_perplexity" in metrics:
+        quality = f"dev perplexity {metrics['dev_perplexity']:.2f}"
+    else:
+        quality = (
+            f"dev BLEU {metrics['dev_bleu']:.2f}, exact match {metrics['dev_exact_match']:.1%}"
+        )
+    log(f"{quality} on {metrics['dev_sentences']} sentences ({metrics['steps']} steps)")
     return metrics

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from keras_attn.training.data import BatchPlan, pad
+from keras_attn.text.tokenizer import WordPieceTokenizer
+from keras_attn.training.data import BatchPlan, pad, tokenize_sentences
 
 
 def make_examples(n=103, seed=0):
@@ -54,6 +55,27 @@ def test_batch_is_teacher_forced_and_padded():
         np.testing.assert_array_equal(
             features["source_ids"][row, : len(sources[index])], sources[index]
         )
+
+
+def test_language_model_batches_are_the_sentences_shifted_by_one():
+    sources, targets = make_examples()
+    plan = BatchPlan(None, targets, batch_size=4, seed=0)
+    lm_features, lm_labels = plan.batch(7)
+    # Same order as the translation plan over the same targets; features = ids without END.
+    translation_features, labels = BatchPlan(sources, targets, batch_size=4, seed=0).batch(7)
+    np.testing.assert_array_equal(lm_features, translation_features["target_ids"])
+    np.testing.assert_array_equal(lm_labels, labels)
+    (features, batch_labels), *_ = plan.dataset(7, 8)
+    assert plan.feature_spec.shape.as_list() == [None, None]
+    np.testing.assert_array_equal(features.numpy(), lm_features)
+    np.testing.assert_array_equal(batch_labels.numpy(), lm_labels)
+
+
+def test_tokenize_sentences_wraps_in_start_end_and_drops_long_or_empty():
+    tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[START]", "[END]", "a", "b", "c"])
+    out = tokenize_sentences(["a b", "", "a b c", "c"], tokenizer, max_length=2)
+    assert [o.tolist() for o in out] == [[2, 4, 5, 3], [2, 6, 3]]
+    assert all(o.dtype == np.int32 for o in out)
 
 
 def test_dataset_resumes_at_the_same_position():
