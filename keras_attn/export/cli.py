@@ -10,15 +10,22 @@ def add_parsers(subparsers) -> None:
         "export",
         help="export a trained run as a TF Serving SavedModel",
         description="Write MODEL_BASE_PATH/VERSION/ with the serving_default, translate and "
-        "translate_with_alignment signatures (greedy or beam-search decoding inside the graph), "
-        "then check it loads with only tensorflow + tensorflow_text.",
+        "translate_with_alignment signatures (greedy or beam-search decoding inside the graph) "
+        "for a translator run, or serving_default, generate and generate_with_options for a gpt "
+        "run, then check it loads with only tensorflow + tensorflow_text.",
     )
     parser.add_argument("run", help="run directory written by `keras-attn train`")
     parser.add_argument("--model_base_path", required=True, help="model base directory")
     parser.add_argument("--version", type=int, default=None, help="default: newest + 1")
-    parser.add_argument("--max-output-length", type=int, default=128)
     parser.add_argument(
-        "--decoder", choices=("greedy", "beam"), default="greedy", help="default: greedy"
+        "--max-output-length", type=int, default=128, help="most generated tokens (128)"
+    )
+    parser.add_argument(
+        "--decoder",
+        choices=("greedy", "beam"),
+        default="greedy",
+        help="translator decoding (default: greedy); a gpt run decodes greedily in generate and "
+        "samples in generate_with_options",
     )
     parser.add_argument(
         "--beam-size", type=int, default=None, help="hypotheses per sentence (beam; default 4)"
@@ -40,12 +47,18 @@ def export_run(
     max_output_length=128,
     check=True,
     decoder="greedy",
-    beam_size=4,
-    length_penalty=0.6,
+    beam_size=None,
+    length_penalty=None,
 ):
-    """Load a run directory and export it; returns the version directory."""
-    from keras_attn.export.saved_model import export_translator
-    from keras_attn.export.translator import Translator
+    """Load a run directory and export it; returns the version directory.
+
+    A translator run is exported by `export_translator` (`beam_size` and `length_penalty`, for
+    `decoder="beam"`, default to 4 and 0.6); a language-model run (`--model gpt`) by
+    `export_generator`, whose prompts keep their last `max_length` (the run's) tokens and whose
+    continuations have at most `max_output_length` tokens. Every mistake (a beam option for a
+    greedy or GPT export, a length the GPT's positions cannot hold) raises ValueError before
+    anything is written.
+    """
     from keras_attn.models.registry import get_family
     from keras_attn.training.trainer import RunDirectory
 
@@ -54,32 +67,74 @@ def export_run(
         raise FileNotFoundError(f"{run_path} is not a run directory (no config.json)")
     if not run.file("model.keras").exists():
         raise FileNotFoundError(f"{run_path} has no model.keras: training did not finish")
+    if max_output_length <= 0:
+        raise ValueError(f"--max-output-length must be positive, got {max_output_length}")
     config = run.read_config()
+    family = get_family(config.model)
+    beam_options = {"--beam-size": beam_size, "--length-penalty": length_penalty}
+    given = [flag for flag, value in beam_options.items() if value is not None]
+    if family.language_model:
+        unusable = [f"--decoder {decoder}"] * (decoder != "greedy") + given
+        if unusable:
+            raise ValueError(
+                f"{', '.join(unusable)}: no beam search for a {config.model} run; its generate "
+                "signature decodes greedily, generate_with_options samples "
+                "(temperature, top_k, top_p)"
+            )
+        return _export_language_model(
+            run, config, family, model_base_path, version, max_output_length, check
+        )
+    if decoder != "beam" and given:
+        raise ValueError(f"{', '.join(given)} only apply to --decoder beam")
+    from keras_attn.export.saved_model import export_translator
+    from keras_attn.export.translator import Translator
+
     model = run.load_model()
     source_tokenizer, target_tokenizer = run.tokenizers()
     translator = Translator(
         model,
-        get_family(config.model).decoding_steps(model, max_output_length),
+        family.decoding_steps(model, max_output_length),
         source_tokenizer,
         target_tokenizer,
         max_source_length=config.max_length,
         max_output_length=max_output_length,
         decoder=decoder,
-        beam_size=beam_size,
-        length_penalty=length_penalty,
+        beam_size=4 if beam_size is None else beam_size,
+        length_penalty=0.6 if length_penalty is None else length_penalty,
     )
     return export_translator(translator, model_base_path, version=version, check=check)
+
+
+def _export_language_model(run, config, family, model_base_path, version, max_output_length, check):
+    """A GPT run as a `Generator` SavedModel (prompts cut to the run's `max_length` tokens)."""
+    from keras_attn.export.generator import Generator
+    from keras_attn.export.saved_model import export_generator
+    from keras_attn.models.gpt import EMBEDDING
+
+    model = run.load_model()
+    positions = model.get_layer(EMBEDDING).max_length
+    room = positions - 1 - config.max_length  # after START and the longest kept prompt
+    if max_output_length > room:
+        raise ValueError(
+            f"--max-output-length {max_output_length} does not fit this {config.model} run: its "
+            f"{positions} positions leave {room} tokens after START and a {config.max_length}-"
+            "token prompt"
+        )
+    slots = config.max_length + 1 + max_output_length
+    generator = Generator(
+        model,
+        family.decoding_steps(model, slots),
+        run.tokenizer(),
+        max_prompt_length=config.max_length,
+        max_output_length=max_output_length,
+    )
+    return export_generator(generator, model_base_path, version=version, check=check)
 
 
 def run_export(args: argparse.Namespace) -> int:
     from keras_attn.cli import UserError
     from keras_attn.export.contract import ContractError
 
-    beam_options = {"beam_size": args.beam_size, "length_penalty": args.length_penalty}
-    given = [name for name, value in beam_options.items() if value is not None]
-    if args.decoder != "beam" and given:
-        flags = ", ".join("--" + name.replace("_", "-") for name in given)
-        raise UserError(f"{flags} only apply to --decoder beam")
     try:
         path = export_run(
             args.run,
@@ -88,8 +143,8 @@ def run_export(args: argparse.Namespace) -> int:
             max_output_length=args.max_output_length,
             check=not args.skip_check,
             decoder=args.decoder,
-            beam_size=4 if args.beam_size is None else args.beam_size,
-            length_penalty=0.6 if args.length_penalty is None else args.length_penalty,
+            beam_size=args.beam_size,
+            length_penalty=args.length_penalty,
         )
     except (FileNotFoundError, FileExistsError, ValueError, ContractError) as error:
         raise UserError(str(error)) from error

@@ -1,4 +1,4 @@
-"""Transformer translator and GPT generator end to end: export, serve, query over gRPC."""
+"""Transformer translator and GPT generator end to end: train, export, serve, query over gRPC."""
 
 import grpc
 import numpy as np
@@ -8,13 +8,8 @@ import tensorflow_text  # noqa: F401
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from keras_attn.cli import main as cli
-from keras_attn.export.generator import Generator
-from keras_attn.export.saved_model import export_generator
-from keras_attn.models import GPTSteps, gpt
 from keras_attn.testing.server_process import serve_in_subprocess
 from keras_attn.text.corpora import load_corpus
-from keras_attn.text.tokenizer import WordPieceTokenizer
-from keras_attn.text.vocab import build_wordpiece_vocab
 
 # Training, two exports and two server starts take minutes on a loaded 2-core machine: kept out
 # of `make test`. The in-process export contracts are tested in tests/export.
@@ -68,15 +63,20 @@ def test_served_transformer_translator_with_beam_search(tmp_path):
 
 
 def test_served_gpt_generator(tmp_path):
-    targets = [target for _, target in load_corpus("synthetic")["train"][:400]]
-    tokenizer = WordPieceTokenizer(build_wordpiece_vocab(targets, 300))
-    model = gpt(tokenizer.vocab_size, num_layers=1, d_model=16, num_heads=2, ff_dim=32,
-                max_length=32, dropout=0.0)  # fmt: skip
-    generator = Generator(model, GPTSteps(model, 32), tokenizer, 12, 12)
+    run = tmp_path / "lm-run"
+    assert cli([
+        "train", "--model", "gpt", "--num-layers", "1", "--d-model", "16", "--num-heads", "2",
+        "--ff-dim", "32", "--steps", "30", "--batch-size", "32", "--vocab-size", "300",
+        "--max-length", "12", "--eval-sentences", "10", "--checkpoint-every", "30",
+        "--out", str(run), "--quiet",
+    ]) == 0  # fmt: skip
     base = tmp_path / "models" / "lm"
-    export_generator(generator, base)
+    assert (
+        cli(["export", str(run), "--model_base_path", str(base), "--max-output-length", "12"]) == 0
+    )
     loaded = tf.saved_model.load(str(base / "1"))
-    prompts = targets[:3] + [""]
+    targets = [target for _, target in load_corpus("synthetic")["test"][:3]]
+    prompts = targets + [""]
     options = {
         "max_length": np.int32(5),
         "temperature": np.float32(0.0),
