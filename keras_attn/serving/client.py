@@ -123,7 +123,10 @@ class TranslatorClient:
     """Queries a served translator over gRPC.
 
     Args:
-        target: the server as `host:port`, e.g. `localhost:8500`.
+        target: the server as `host:port`, e.g. `localhost:8500`, or any gRPC target such as
+            `dns:///translator-serving-headless:8500`: calls are spread round-robin over every
+            address the name resolves to (client-side load balancing over a Kubernetes headless
+            Service; gRPC would otherwise send every call over one connection to one replica).
         model_name: the served model's name.
         timeout: seconds each call may take.
 
@@ -139,6 +142,7 @@ class TranslatorClient:
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_LENGTH),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_LENGTH),
+                ("grpc.lb_policy_name", "round_robin"),
             ],
         )
         self._prediction = prediction_service_pb2_grpc.PredictionServiceStub(self._channel)

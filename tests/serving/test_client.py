@@ -15,6 +15,7 @@ from keras_attn.serving.client import (
     make_translate_request,
     parse_translate_response,
 )
+from keras_attn.serving.server import ModelServer
 
 from .conftest import LATEST_VERSION, MODEL_NAME
 
@@ -116,3 +117,16 @@ def test_client_reports_a_server_that_is_down(closed_port):
             client.translate(["a"])
     assert isinstance(info.value, ServingError)
     assert info.value.code == grpc.StatusCode.UNAVAILABLE
+
+
+def test_calls_are_spread_round_robin_over_every_resolved_address(server, model_base_path):
+    # Two replicas behind one name: an `ipv4:` target lists both, as DNS lists the pods of a
+    # Kubernetes headless Service for `dns:///...`.
+    with ModelServer(MODEL_NAME, model_base_path, port=0) as replica:
+        target = f"ipv4:127.0.0.1:{server.port},127.0.0.1:{replica.port}"
+        before = server.metrics.count(MODEL_NAME, "OK")
+        with TranslatorClient(target, MODEL_NAME) as client:
+            for _ in range(6):
+                assert client.translate(["a b"]) == ["b a"]
+        assert server.metrics.count(MODEL_NAME, "OK") - before == 3
+        assert replica.metrics.count(MODEL_NAME, "OK") == 3
