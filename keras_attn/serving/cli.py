@@ -27,7 +27,7 @@ import threading
 from typing import Any
 
 DEFAULT_MODEL_NAME = "translator"
-_TARGET = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):(\d{1,5})$")
+_TARGET = re.compile(r"^(?:dns:///)?(?:\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(\d{1,5})$")
 
 
 def _bool_flag(text: str) -> bool:
@@ -202,7 +202,12 @@ def add_parsers(subparsers: Any) -> None:
         help="translate texts with a served translator",
         description="Send texts to a model server over gRPC and print one translation per line.",
     )
-    translate.add_argument("--server", required=True, help="the model server as HOST:PORT")
+    translate.add_argument(
+        "--server",
+        required=True,
+        help="the model server as HOST:PORT, or dns:///HOST:PORT to spread calls round-robin "
+        "over every address HOST resolves to (a Kubernetes headless Service)",
+    )
     translate.add_argument(
         "--model_name", default=DEFAULT_MODEL_NAME, help="served model name (default translator)"
     )
@@ -274,7 +279,7 @@ def run_translate(args: argparse.Namespace) -> int:
     from keras_attn.cli import UserError
 
     if not _TARGET.match(args.server):
-        raise UserError(f"--server must be HOST:PORT, got {args.server!r}")
+        raise UserError(f"--server must be HOST:PORT or dns:///HOST:PORT, got {args.server!r}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from keras_attn.serving.client import ServerUnavailableError, ServingError, TranslatorClient
 

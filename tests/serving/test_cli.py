@@ -146,7 +146,8 @@ def test_translate_rpc_error_is_one_line(target, capsys):
 def test_translate_needs_host_and_port(capsys):
     assert main(["translate", "--server", "localhost", "a"]) == 2
     assert capsys.readouterr().err == (
-        "keras-attn translate: error: --server must be HOST:PORT, got 'localhost'\n"
+        "keras-attn translate: error: --server must be HOST:PORT or dns:///HOST:PORT, got "
+        "'localhost'\n"
     )
 
 
@@ -178,7 +179,10 @@ def test_serve_with_a_bad_model_directory_is_one_line(tmp_path, capsys, layout, 
             base.mkdir(exist_ok=True)
             (base / entry).write_text("x")
     args = ["serve", "--port", "0", "--model_name", MODEL_NAME, "--model_base_path", str(base)]
-    assert main([*args, "--max_num_load_retries", "0"]) == 2
+    # Without polling (0) nothing could pick a version up later, so a missing or empty base path
+    # fails at once; with polling it is waited for, as stock does (test_model_management.py).
+    args += ["--file_system_poll_wait_seconds", "0", "--max_num_load_retries", "0"]
+    assert main(args) == 2
     captured = capsys.readouterr()
     assert captured.err == f"keras-attn serve: error: {message.format(base=base)}\n"
     assert captured.out == ""
