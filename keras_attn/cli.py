@@ -46,4 +46,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m keras_attn.cli` runs this file as `__main__`; dispatch through the imported
+    # module, so the subcommands' `keras_attn.cli.UserError` is the class caught above.
+    from keras_attn.cli import main as package_main
+
+    sys.exit(package_main())

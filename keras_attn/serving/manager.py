@@ -151,10 +151,20 @@ class ModelManager:
 
     # ------------------------------------------------------------------ config
 
-    def reload_config(self, config: model_server_config_pb2.ModelServerConfig) -> None:
+    def reload_config(
+        self,
+        config: model_server_config_pb2.ModelServerConfig,
+        *,
+        wait_for_versions: bool = False,
+    ) -> None:
         """Switches to a new config (start-up and `HandleReloadConfigRequest`).
 
         New models are loaded and awaited; removed models are unloaded; labels are replaced.
+        A new model whose base path is missing or holds no integer version fails the call, or,
+        with `wait_for_versions` (start-up, as the stock server does), is polled for every
+        `file_system_poll_wait_seconds` (each poll logs why it is not there yet) until a version
+        appears and loads or fails; with polling off (0) it fails at once, as nothing could
+        ever pick a version up.
 
         Raises:
             ServingStatus: INVALID_ARGUMENT for a config that is not a model_config_list or is
@@ -171,14 +181,20 @@ class ModelManager:
             labels = self._new_labels(config)
             old = {m.name for m in self._config.model_config_list.config}
             new_models = [m for m in config.model_config_list.config if m.name not in old]
-            for model in new_models:
-                _check_base_path(model)
+            if not wait_for_versions or self._poll_wait <= 0:
+                for model in new_models:
+                    _check_base_path(model)
             self._config = model_server_config_pb2.ModelServerConfig()
             self._config.CopyFrom(config)
             with self._lock:
                 self._labels = labels
             self._poll_locked()
-            self._await_available([m.name for m in new_models])
+            names = [m.name for m in new_models]
+            while any(not self.version_states(name) for name in names):
+                if self._stop.wait(self._poll_wait):
+                    return
+                self._poll_locked()
+            self._await_available(names)
 
     def _new_labels(self, config: model_server_config_pb2.ModelServerConfig) -> dict:
         labels: dict[str, dict[str, int]] = {}
@@ -230,10 +246,28 @@ class ModelManager:
         for name, model in configured.items():
             try:
                 on_disk = list_versions(model.base_path)
-            except OSError:
-                # Stock logs "Could not find base path" and keeps the current versions.
-                logger.warning("Could not find base path %s for servable %s", model.base_path, name)
+            except OSError as error:
+                # Stock logs this on every poll and keeps the current versions.
+                reason = (
+                    f"NOT_FOUND: {model.base_path} not found"
+                    if not os.path.exists(model.base_path)
+                    else error.strerror or str(error)
+                )
+                logger.error(
+                    "FileSystemStoragePathSource encountered a filesystem access error: Could "
+                    "not find base path %s for servable %s with error %s",
+                    model.base_path,
+                    name,
+                    reason,
+                )
                 continue
+            if not on_disk:
+                logger.warning(
+                    "No versions of servable %s found under base path %s. Did you forget to name "
+                    "your leaf directory as a number (eg. '/1/')?",
+                    name,
+                    model.base_path,
+                )
             self._converge(name, model, aspired_versions(model, on_disk))
 
     def _converge(
@@ -278,8 +312,22 @@ class ModelManager:
             except Exception as error:  # a broken SavedModel may raise anything
                 code, message = grpc.StatusCode.UNKNOWN, f"{type(error).__name__}: {error}"
             attempt += 1
+            # Every failed attempt is logged at once (as stock's Retry() does), so a bad version
+            # is visible long before the retries (default 5, one minute apart) run out.
+            retry = (
+                f" Retry {attempt} of {self._retries} in {self._retry_interval:g} s."
+                if attempt <= self._retries
+                else (f" Gave up after {self._retries} retries." if self._retries else "")
+            )
+            logger.error(
+                "Loading servable: {name: %s version: %d} failed: %s: %s%s",
+                name,
+                version,
+                code.name,
+                message,
+                retry,
+            )
             if attempt > self._retries or self._stop.wait(self._retry_interval):
-                logger.error("Loading servable %s version %d failed: %s", name, version, message)
                 with self._lock:
                     entry.state, entry.failed = State.END, True
                     entry.error_code, entry.error_message = code, message

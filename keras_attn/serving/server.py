@@ -382,7 +382,7 @@ class ModelServer:
         except ServingStatus as status:
             raise LoadError(status.message, status.code) from None
         try:
-            manager.reload_config(config)
+            manager.reload_config(config, wait_for_versions=True)
         except ServingStatus as status:
             manager.stop()
             raise LoadError(status.message, status.code) from None

@@ -5,7 +5,9 @@ by GetModelStatus while the previous one keeps serving, and HandleReloadConfigRe
 from __future__ import annotations
 
 import json
+import logging
 import shutil
+import threading
 import time
 import urllib.request
 
@@ -390,3 +392,66 @@ def test_the_config_file_is_polled(models):
             wait_for(lambda: labelled() == 2)
     finally:
         server.stop(grace=1.0)
+
+
+def test_start_up_waits_for_a_missing_base_path_and_says_why_on_every_poll(
+    tmp_path, latest_path, caplog
+):
+    """Stock: a base path that does not exist (yet) is polled for, one error line per poll, and
+    the server starts once a version appears (e.g. an export still being copied in)."""
+    caplog.set_level(logging.WARNING, logger="keras_attn.serving.manager")
+    base = tmp_path / "translator"
+    server = ModelServer("translator", str(base), port=0, file_system_poll_wait_seconds=0.1)
+    starting = threading.Thread(target=server.start)
+    starting.start()
+    try:
+        missing = (
+            "FileSystemStoragePathSource encountered a filesystem access error: Could not find "
+            f"base path {base} for servable translator with error NOT_FOUND: {base} not found"
+        )
+        wait_for(lambda: [r.getMessage() for r in caplog.records].count(missing) >= 3)
+        assert starting.is_alive()
+        base.mkdir()
+        empty = f"No versions of servable translator found under base path {base}. Did you"
+        wait_for(lambda: any(r.getMessage().startswith(empty) for r in caplog.records))
+        assert starting.is_alive()
+        shutil.copytree(latest_path, base / ".partial-5")
+        (base / ".partial-5").rename(base / "5")
+        starting.join(TIMEOUT)
+        assert not starting.is_alive()
+        assert server.version == 5
+    finally:
+        starting.join(TIMEOUT)
+        server.stop(grace=1.0)
+
+
+def test_without_polling_a_missing_base_path_fails_at_once(tmp_path):
+    server = ModelServer(
+        "translator", str(tmp_path / "nope"), port=0, file_system_poll_wait_seconds=0
+    )
+    with pytest.raises(LoadError, match="Could not find base path .*/nope for servable translator"):
+        server.start()
+
+
+def test_every_failed_load_attempt_is_logged_at_once(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="keras_attn.serving.manager")
+    (tmp_path / "translator" / "1").mkdir(parents=True)
+    server = ModelServer(
+        "translator",
+        str(tmp_path / "translator"),
+        port=0,
+        max_num_load_retries=2,
+        load_retry_interval_micros=100_000,
+    )
+    with pytest.raises(LoadError, match="1 model\\(s\\) did not become available"):
+        server.start()
+    failure = (
+        "Loading servable: {name: translator version: 1} failed: NOT_FOUND: Could not find "
+        f"SavedModel .pb or .pbtxt at supplied export directory path: {tmp_path}/translator/1."
+    )
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(failure)]
+    assert [line[line.rindex("permissions") :] for line in lines] == [
+        "permissions for accessing it. Retry 1 of 2 in 0.1 s.",
+        "permissions for accessing it. Retry 2 of 2 in 0.1 s.",
+        "permissions for accessing it. Gave up after 2 retries.",
+    ]
