@@ -121,7 +121,9 @@ def add_parsers(subparsers: Any) -> None:
         "--file_system_poll_wait_seconds",
         type=_seconds,
         default=1.0,
-        help="poll the model directories for new versions this often (default 1; 0: once)",
+        help="poll the model directories for new versions this often (default 1; 0: once). At "
+        "start-up a missing or empty base path is waited for, with one line per poll (0: it fails "
+        "at once)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument(

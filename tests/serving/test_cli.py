@@ -121,8 +121,10 @@ def test_serve_subprocess_answers_then_drains_on_sigterm(
         process.stderr.close()
 
 
-def test_translate_prints_one_translation_per_line(target, capsys):
-    assert main(["translate", "--server", target, "--model_name", MODEL_NAME, "x y z", "w"]) == 0
+@pytest.mark.parametrize("scheme", ["", "dns:///"], ids=["host:port", "dns target"])
+def test_translate_prints_one_translation_per_line(target, capsys, scheme):
+    server = scheme + target
+    assert main(["translate", "--server", server, "--model_name", MODEL_NAME, "x y z", "w"]) == 0
     assert capsys.readouterr().out == "z y x\nw\n"
 
 
