@@ -261,14 +261,26 @@ class ModelManager:
                     reason,
                 )
                 continue
-            if not on_disk:
+            aspired = aspired_versions(model, on_disk)
+            policy = model.model_version_policy
+            if policy.WhichOneof("policy_choice") == "specific":
+                for version in sorted(set(policy.specific.versions) - set(on_disk)):
+                    logger.warning(
+                        "Version %d of servable %s, which was requested to be served as a "
+                        "'specific' version in the servable's version policy, was not found in "
+                        "the file system",
+                        version,
+                        name,
+                    )
+            if not aspired:
+                # Stock warns on every poll that finds nothing to serve.
                 logger.warning(
                     "No versions of servable %s found under base path %s. Did you forget to name "
                     "your leaf directory as a number (eg. '/1/')?",
                     name,
                     model.base_path,
                 )
-            self._converge(name, model, aspired_versions(model, on_disk))
+            self._converge(name, model, aspired)
 
     def _converge(
         self, name: str, model: model_server_config_pb2.ModelConfig | None, aspired: set[int]

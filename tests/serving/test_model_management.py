@@ -455,3 +455,32 @@ def test_every_failed_load_attempt_is_logged_at_once(tmp_path, caplog):
         "permissions for accessing it. Retry 2 of 2 in 0.1 s.",
         "permissions for accessing it. Gave up after 2 retries.",
     ]
+
+
+def test_start_up_waits_for_a_specific_version_that_is_not_on_disk(tmp_path, latest_path, caplog):
+    caplog.set_level(logging.WARNING, logger="keras_attn.serving.manager")
+    base = tmp_path / "translator"
+    shutil.copytree(latest_path, base / "1")
+    config = text_format.Parse(
+        f'model_config_list {{ config {{ name: "translator" base_path: "{base}" '
+        'model_platform: "tensorflow" model_version_policy { specific { versions: 2 } } } }',
+        model_server_config_pb2.ModelServerConfig(),
+    )
+    server = ModelServer(model_config=config, port=0, file_system_poll_wait_seconds=0.1)
+    starting = threading.Thread(target=server.start)
+    starting.start()
+    try:
+        absent = (
+            "Version 2 of servable translator, which was requested to be served as a 'specific' "
+            "version in the servable's version policy, was not found in the file system"
+        )
+        wait_for(lambda: [r.getMessage() for r in caplog.records].count(absent) >= 2)
+        assert starting.is_alive()
+        shutil.copytree(latest_path, base / ".partial-2")
+        (base / ".partial-2").rename(base / "2")
+        starting.join(TIMEOUT)
+        assert not starting.is_alive()
+        assert server.manager.available() == {"translator": [2]}
+    finally:
+        starting.join(TIMEOUT)
+        server.stop(grace=1.0)
