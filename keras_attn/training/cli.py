@@ -7,6 +7,7 @@ import argparse
 from keras_attn.distributions import DISTRIBUTIONS
 from keras_attn.layers.recurrent.luong_decoder import ATTENTIONS
 from keras_attn.scores import SCORES
+from keras_attn.training.distribution import STRATEGIES
 from keras_attn.training.precision import POLICIES
 from keras_attn.training.schedules import SCHEDULES
 
@@ -108,7 +109,16 @@ def add_parsers(subparsers) -> None:
     parser.add_argument(
         "--checkpoint-every", type=int, default=200, help="steps between checkpoints"
     )
-    parser.add_argument("--eval-sentences", type=int, default=1000, help="dev sentences for BLEU")
+    parser.add_argument(
+        "--eval-sentences", type=int, default=1000, help="dev sentences for BLEU (0: skip)"
+    )
+    parser.add_argument(
+        "--distribute",
+        choices=STRATEGIES,
+        default="none",
+        help="tf.distribute strategy: mirrored = this host's GPUs (or logical CPUs), "
+        "multiworker = the hosts in TF_CONFIG; --batch-size is the global batch",
+    )
     parser.add_argument("--out", required=True, help="run directory")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -151,7 +161,13 @@ def run_train(args: argparse.Namespace) -> int:
         eval_sentences=args.eval_sentences,
     )
     try:
-        train(args.out, config, resume=args.resume, progress=not args.quiet)
+        train(
+            args.out,
+            config,
+            resume=args.resume,
+            progress=not args.quiet,
+            distribute=args.distribute,
+        )
     except (ValueError, FileExistsError, FileNotFoundError) as error:
         raise UserError(str(error)) from error
     return 0

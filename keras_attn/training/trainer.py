@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +22,7 @@ from keras_attn.text import corpora
 from keras_attn.text.normalization import normalize_text
 from keras_attn.text.tokenizer import WordPieceTokenizer
 from keras_attn.text.vocab import build_wordpiece_vocab, load_vocab, save_vocab
-from keras_attn.training import precision
+from keras_attn.training import distribution, precision
 from keras_attn.training.data import BatchPlan, tokenize_pairs, tokenize_sentences
 from keras_attn.training.metrics import masked_cross_entropy, masked_token_accuracy
 from keras_attn.training.schedules import SCHEDULES, InverseSqrtSchedule, warmup_cosine_schedule
@@ -32,6 +35,7 @@ TARGET_VOCAB = "target_vocab.txt"
 VOCAB = "vocab.txt"  # the one vocabulary of a language-model run
 CHECKPOINTS = "checkpoints"
 LOGS = "logs"
+TRAIN_LOG = "train_log.tsv"
 
 
 @dataclass
@@ -89,6 +93,8 @@ class TrainConfig:
                 raise ValueError(
                     f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
                 )
+        if self.eval_sentences < 0:
+            raise ValueError(f"--eval-sentences must be >= 0, got {self.eval_sentences}")
         if self.clipnorm < 0:
             raise ValueError(f"--clipnorm must be >= 0 (0 disables clipping), got {self.clipnorm}")
         if self.learning_rate <= 0:
@@ -139,12 +145,22 @@ class RunDirectory:
     def exists(self) -> bool:
         return self.file(CONFIG_FILE).exists()
 
+    def temporary(self, name: str) -> Path:
+        """Where `name` is written before `os.replace` moves it into place."""
+        return self.file(name + ".tmp")
+
+    def write_text(self, name: str, text: str) -> None:
+        """Write atomically: a process killed at any moment leaves the old file or the new one."""
+        temporary = self.temporary(name)
+        temporary.write_text(text)
+        os.replace(temporary, self.file(name))
+
     def write_json(self, name: str, data: dict) -> None:
-        """Write atomically: a crash never leaves a half-written file behind."""
-        target = self.file(name)
-        temporary = target.with_suffix(target.suffix + ".tmp")
-        temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-        os.replace(temporary, target)
+        self.write_text(name, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+    def holds_only_temporaries(self) -> bool:
+        """True for a missing or empty directory, or one a run was killed in before its config."""
+        return not self.path.exists() or all(p.name.endswith(".tmp") for p in self.path.iterdir())
 
     def read_config(self) -> TrainConfig:
         data = json.loads(self.file(CONFIG_FILE).read_text())
@@ -168,14 +184,21 @@ class RunDirectory:
         return keras.saving.load_model(self.file(MODEL_FILE), compile=False)
 
 
-def _resolve_config(run: RunDirectory, config: TrainConfig, resume: bool) -> TrainConfig:
-    """The run's config: the saved one (with the new step target) when resuming. Writes nothing."""
+def _resolve_config(run: RunDirectory, config: TrainConfig, resume: bool, log) -> TrainConfig:
+    """The run's config: the saved one (with the new step target) when resuming. Writes nothing.
+
+    Resuming a run killed before it saved its config (the directory is missing or holds only
+    temporary files) starts it with `config`.
+    """
     if resume:
-        if not run.exists():
-            raise FileNotFoundError(f"cannot resume: {run.path} holds no {CONFIG_FILE}")
-        saved = run.read_config()
-        saved.steps = config.steps
-        return saved
+        if run.exists():
+            saved = run.read_config()
+            saved.steps = config.steps
+            return saved
+        if run.holds_only_temporaries():
+            log(f"{run.path} holds no {CONFIG_FILE} yet: starting the run from step 0")
+            return config
+        raise FileNotFoundError(f"cannot resume: {run.path} holds no {CONFIG_FILE}")
     if run.path.exists() and any(run.path.iterdir()):
         raise FileExistsError(
             f"{run.path} already holds a run; pass --resume to continue it or choose another --out"
@@ -194,7 +217,8 @@ def _vocabularies(run: RunDirectory, config: TrainConfig, train_pairs, log) -> N
         if not run.file(name).exists():
             started = time.perf_counter()
             vocab = build_wordpiece_vocab([pair[side] for pair in train_pairs], config.vocab_size)
-            save_vocab(run.file(name), vocab)
+            save_vocab(run.temporary(name), vocab)
+            os.replace(run.temporary(name), run.file(name))
             log(f"built {name}: {len(vocab)} tokens in {time.perf_counter() - started:.1f}s")
 
 
@@ -271,6 +295,47 @@ def _evaluate(run: RunDirectory, config: TrainConfig, model: keras.Model, dev_pa
     }
 
 
+class TrainLog:
+    """`train_log.tsv`: step, loss and token accuracy of every step, in step with the checkpoints.
+
+    Opening it for a session that starts at step `start` drops the rows after `start` (steps
+    the killed session ran past its last checkpoint, which this session repeats), so the log of
+    a run killed and resumed any number of times reads like the log of one uninterrupted run.
+    Each row is flushed before the step's checkpoint is written.
+    """
+
+    HEADER = "step\tloss\ttoken_accuracy\n"
+
+    def __init__(self, run: RunDirectory, start: int):
+        self.rows = [row for row in read_train_log(run.file(TRAIN_LOG)) if row[0] <= start]
+        lines = "".join(f"{s}\t{loss!r}\t{accuracy!r}\n" for s, loss, accuracy in self.rows)
+        run.write_text(TRAIN_LOG, self.HEADER + lines)
+        self._file = open(run.file(TRAIN_LOG), "a", encoding="utf-8")  # noqa: SIM115
+
+    def append(self, step: int, loss: float, accuracy: float) -> None:
+        self._file.write(f"{step}\t{loss!r}\t{accuracy!r}\n")
+        self._file.flush()
+        self.rows.append((step, loss, accuracy))
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_train_log(path: str | os.PathLike) -> list[tuple[int, float, float]]:
+    """`(step, loss, token_accuracy)` rows of a `train_log.tsv`; a torn last line is skipped."""
+    if not os.path.exists(path):
+        return []
+    rows = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines()[1:]:
+        fields = line.split("\t")
+        if len(fields) == 3:
+            try:
+                rows.append((int(fields[0]), float(fields[1]), float(fields[2])))
+            except ValueError:
+                continue
+    return rows
+
+
 def learning_rate_schedule(config: TrainConfig) -> keras.optimizers.schedules.LearningRateSchedule:
     """The schedule named by `config.schedule`, peaking at `config.learning_rate`.
 
@@ -292,8 +357,9 @@ def build_optimizer(config: TrainConfig, policy: str) -> keras.optimizers.Optimi
     arXiv:1211.5063); 0 disables clipping. This is Keras' `global_clipnorm`: its per-variable
     `clipnorm` would change the direction of `g`. Under `mixed_float16` the optimizer is wrapped
     in a `LossScaleOptimizer`, which unscales the gradient before the inner optimizer clips it.
+    The gradient it gets is already summed over replicas (see `ReducedGradientsAdam`).
     """
-    optimizer = keras.optimizers.Adam(
+    optimizer = distribution.ReducedGradientsAdam(
         learning_rate_schedule(config), global_clipnorm=config.clipnorm or None
     )
     if policy == "mixed_float16":
@@ -307,97 +373,163 @@ def train(
     resume: bool = False,
     log: Callable[[str], None] = print,
     progress: bool = True,
+    distribute: str = "none",
 ) -> dict:
     """Train (or continue) a run in directory `out`; returns the final metrics.
 
     Writes `config.json`, the two vocabularies (one, `vocab.txt`, for a language model),
     `checkpoints/` (model, optimizer and step every `checkpoint_every` steps, the last three
-    kept), `logs/` (TensorBoard), `model.keras` and `metrics.json` (dev BLEU and exact match; dev
-    perplexity for a language model, which trains on the corpus' target-side sentences). With
-    `resume=True` the loop restarts from the last checkpoint: weights, optimizer state, step
-    counter and data position (the batch plan is a function of the step) are all restored, and
-    `config.steps` may extend the run.
+    kept), `train_log.tsv` (loss and token accuracy of every step), `logs/` (TensorBoard),
+    `model.keras` and `metrics.json` (dev BLEU and exact match; dev perplexity for a language
+    model, which trains on the corpus' target-side sentences; `eval_sentences=0` skips them).
+    With `resume=True` the loop restarts from the last checkpoint: weights, optimizer state,
+    dropout seed states, step counter and data position (the batch plan is a function of the
+    step) are all restored, and `config.steps` may extend the run.
+
+    Every file is written under a temporary name and moved into place (checkpoints by
+    `tf.train.CheckpointManager`, which records a checkpoint only once it is complete), so a
+    process killed at any moment (SIGKILL included) leaves a directory that `resume=True`
+    continues, from step 0 when no checkpoint was recorded yet.
+
+    `distribute` is `none`, `mirrored` or `multiworker` (see `training/distribution.py`);
+    `config.batch_size` is the global batch. In a multi-worker run every worker passes the same
+    `out` (a shared directory): the chief writes it, the other workers only read it and write
+    their checkpoints and model to temporary directories they delete.
     """
     config.validate()
+    strategy = distribution.make_strategy(distribute)  # first: it may configure collective ops
+    chief = distribution.is_chief(strategy)
     run = RunDirectory(out)
-    config = _resolve_config(run, config, resume)
-    # Load the corpus before any write: a bad name leaves no half-made run directory behind.
-    splits = corpora.load_corpus(config.corpus, seed=config.seed)
-    run.path.mkdir(parents=True, exist_ok=True)
+    if chief:
+        config = _resolve_config(run, config, resume, log)
+        distribution.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
+        # Load the corpus before any write: a bad name leaves no half-made run directory behind.
+        splits = corpora.load_corpus(config.corpus, seed=config.seed)
+        run.path.mkdir(parents=True, exist_ok=True)
+        run.write_json(CONFIG_FILE, dataclasses.asdict(config))
+        _vocabularies(run, config, splits["train"], log)
+    distribution.barrier(strategy)  # the other workers wait for the config and vocabularies
+    if not chief:
+        config = run.read_config()
+        distribution.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
+        splits = corpora.load_corpus(config.corpus, seed=config.seed)
     policy = precision.set_policy(config.mixed_precision)
-    keras.utils.set_random_seed(config.seed)
-    run.write_json(CONFIG_FILE, dataclasses.asdict(config))
 
-    _vocabularies(run, config, splits["train"], log)
     plan = _training_data(run, config, splits["train"])
     log(
         f"corpus {config.corpus}: {len(plan.targets)} training "
         f"{'sentences' if plan.sources is None else 'pairs'}, {plan.batches_per_epoch} "
-        f"batches per pass; precision {policy}"
+        f"batches per pass; precision {policy}; {strategy.num_replicas_in_sync} replica(s) "
+        f"(--distribute {distribute})"
     )
 
-    model = _build_model(run, config)
-    model(plan.batch(0)[0])  # build every variable before checkpoint restore
-    optimizer = build_optimizer(config, policy)
-    optimizer.build(model.trainable_variables)
-    step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)
-    manager = tf.train.CheckpointManager(checkpoint, str(run.file(CHECKPOINTS)), max_to_keep=3)
-    if resume and manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        log(f"resumed from {manager.latest_checkpoint} at step {int(step.numpy())}")
+    keras.utils.set_random_seed(config.seed)
+    with strategy.scope():
+        model = _build_model(run, config)
+        model(plan.batch(0)[0])  # build every variable before checkpoint restore
+        optimizer = build_optimizer(config, policy)
+        optimizer.build(model.trainable_variables)
+        step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+    # The optimizer holds the trainable variables; `model_state` adds the rest, among them the
+    # dropout seed generators' states, so a resumed run draws the masks it would have drawn.
+    checkpoint = tf.train.Checkpoint(
+        model=model, model_state=model.non_trainable_variables, optimizer=optimizer, step=step
+    )
+    latest = tf.train.latest_checkpoint(str(run.file(CHECKPOINTS)))
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
+        log(f"resumed from {latest} at step {int(step.numpy())}")
+    # Non-chief workers save too (a checkpoint may need every worker), into a private directory.
+    private = None if chief else Path(tempfile.mkdtemp(prefix="keras-attn-worker-"))
+    checkpoints = run.file(CHECKPOINTS) if chief else private / CHECKPOINTS
+    manager = tf.train.CheckpointManager(checkpoint, str(checkpoints), max_to_keep=3)
+    start = int(step.numpy())
 
-    ids = tf.TensorSpec((None, None), tf.int32)
-
-    @tf.function(input_signature=[plan.feature_spec, ids])
-    def train_step(features, labels):
+    def replica_step(features, labels, tokens):
+        # This replica's share of the global batch's non-padding labels weights its mean, so
+        # the sum over replicas is the global batch's mean loss.
+        share = tf.math.divide_no_nan(
+            tf.reduce_sum(tf.cast(tf.not_equal(labels, plan.pad_id), tf.float32)), tokens
+        )
         with tf.GradientTape() as tape:
             logits = model(features, training=True)
             loss = masked_cross_entropy(labels, logits, label_smoothing=config.label_smoothing)
+            loss = loss * share
             scaled = optimizer.scale_loss(loss)
         gradients = tape.gradient(scaled, model.trainable_variables)
+        gradients = _sum_over_replicas(gradients)
         optimizer.apply(gradients, model.trainable_variables)
-        return loss, masked_token_accuracy(labels, logits)
+        return loss, masked_token_accuracy(labels, logits) * share
 
-    start = int(step.numpy())
-    writer = tf.summary.create_file_writer(str(run.file(LOGS)))
+    batches = distribution.distributed_batches(strategy, plan, start, config.steps)
+
+    @tf.function(input_signature=[batches.element_spec])
+    def train_step(batch):
+        loss, accuracy = strategy.run(replica_step, args=batch)
+        total = tf.distribute.ReduceOp.SUM
+        return strategy.reduce(total, loss, axis=None), strategy.reduce(total, accuracy, axis=None)
+
+    writer = tf.summary.create_file_writer(str(run.file(LOGS))) if chief else None
+    train_log = TrainLog(run, start) if chief else None
     bar = None
-    if progress:  # a live bar on a terminal; a line every 10 s in a log file
+    if progress and chief:  # a live bar on a terminal; a line every 10 s in a log file
         interval = 0.05 if sys.stdout.isatty() else 10.0
         bar = keras.utils.Progbar(
             config.steps, stateful_metrics=["loss", "accuracy"], interval=interval
         )
     started = time.perf_counter()
-    loss = accuracy = float("nan")
-    for features, labels in plan.dataset(start, config.steps):
-        loss_t, accuracy_t = train_step(features, labels)
-        step.assign_add(1)
-        current = int(step.numpy())
-        loss, accuracy = float(loss_t), float(accuracy_t)
-        if bar is not None:
-            bar.update(current, [("loss", loss), ("accuracy", accuracy)])
-        if current % 50 == 0 or current == config.steps:
-            with writer.as_default(step=current):
-                tf.summary.scalar("loss", loss)
-                tf.summary.scalar("token_accuracy", accuracy)
-        if current % config.checkpoint_every == 0 or current == config.steps:
-            manager.save(checkpoint_number=current)
-    elapsed = time.perf_counter() - started
-    writer.flush()
+    loss = accuracy = math.nan
+    try:
+        for batch in batches:
+            loss_t, accuracy_t = train_step(batch)
+            step.assign_add(1)
+            current = int(step.numpy())
+            loss, accuracy = float(loss_t), float(accuracy_t)
+            if bar is not None:
+                bar.update(current, [("loss", loss), ("accuracy", accuracy)])
+            if train_log is not None:
+                train_log.append(current, loss, accuracy)
+            if writer is not None and (current % 50 == 0 or current == config.steps):
+                with writer.as_default(step=current):
+                    tf.summary.scalar("loss", loss)
+                    tf.summary.scalar("token_accuracy", accuracy)
+            if current % config.checkpoint_every == 0 or current == config.steps:
+                manager.save(checkpoint_number=current)
+        elapsed = time.perf_counter() - started
+        if train_log is not None and train_log.rows:
+            _, loss, accuracy = train_log.rows[-1]  # also right for a session with no steps left
+        metrics = {
+            "steps": int(step.numpy()),
+            "steps_this_session": int(step.numpy()) - start,
+            "train_seconds_this_session": round(elapsed, 1),
+            "final_loss": None if math.isnan(loss) else loss,
+            "final_token_accuracy": None if math.isnan(accuracy) else accuracy,
+            "precision": policy,
+            "replicas": strategy.num_replicas_in_sync,
+        }
+        if chief:
+            writer.flush()
+            train_log.close()
+            _finish(run, config, model, splits["dev"][: config.eval_sentences], metrics, log)
+        else:
+            model.save(private / MODEL_FILE)  # as the chief does, then thrown away
+        distribution.barrier(strategy)  # no worker leaves while the chief may still need it
+        return metrics
+    finally:
+        if private is not None:
+            shutil.rmtree(private, ignore_errors=True)
 
-    temporary = run.file(MODEL_FILE + ".tmp.keras")
+
+def _finish(run: RunDirectory, config: TrainConfig, model, dev_pairs, metrics: dict, log) -> None:
+    """Save `model.keras`, score the dev split and write `metrics.json` (updating `metrics`)."""
+    temporary = run.file(MODEL_FILE + ".tmp.keras")  # Keras insists on the .keras suffix
     model.save(temporary)
     os.replace(temporary, run.file(MODEL_FILE))
-
-    metrics = {
-        "steps": int(step.numpy()),
-        "steps_this_session": int(step.numpy()) - start,
-        "train_seconds_this_session": round(elapsed, 1),
-        "final_loss": loss,
-        "final_token_accuracy": accuracy,
-        "precision": policy,
-        **_evaluate(run, config, model, splits["dev"][: config.eval_sentences]),
-    }
+    if not dev_pairs:
+        metrics["dev_sentences"] = 0
+        run.write_json(METRICS_FILE, metrics)
+        return
+    metrics.update(_evaluate(run, config, model, dev_pairs))
     run.write_json(METRICS_FILE, metrics)
     if "dev_perplexity" in metrics:
         quality = f"dev perplexity {metrics['dev_perplexity']:.2f}"
@@ -406,4 +538,12 @@ def train(
             f"dev BLEU {metrics['dev_bleu']:.2f}, exact match {metrics['dev_exact_match']:.1%}"
         )
     log(f"{quality} on {metrics['dev_sentences']} sentences ({metrics['steps']} steps)")
-    return metrics
+
+
+def _sum_over_replicas(gradients: list) -> list:
+    """All-reduce (sum) the replicas' gradients; identity on one replica. Missing ones stay None."""
+    present = [g for g in gradients if g is not None]
+    summed = iter(
+        tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, present)
+    )
+    return [None if g is None else next(summed) for g in gradients]

@@ -1,0 +1,206 @@
+"""`keras-attn train` killed with SIGKILL at any moment, then `--resume`d, ends as if never killed.
+
+The killed runs are real processes: a small launcher patches one function so that the process
+sends itself SIGKILL at a precise point (just before a file is moved into place, while a
+checkpoint is complete on disk but not yet recorded, right after it is recorded), or the test
+kills it from outside at a random moment mid-step. The reference is an uninterrupted run in this
+process; CPU training here is deterministic, so the comparisons are exact up to 1e-6.
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.training.trainer import RunDirectory, TrainConfig, read_train_log, train
+
+STEPS, EVERY = 20, 4
+TINY = dict(
+    steps=STEPS, batch_size=16, units=16, embedding_dim=8, vocab_size=400, dropout=0.0,
+    checkpoint_every=EVERY, eval_sentences=0, warmup_steps=0, learning_rate=0.01,
+)  # fmt: skip
+FLAGS = [f"--{name.replace('_', '-')}={value}" for name, value in TINY.items()] + [
+    "--quiet",
+    "--resume",
+]  # every session of a killed run is started the same way
+
+# Runs `keras-attn train ARGV...`, first arranging a SIGKILL of itself as PLAN (JSON) says.
+LAUNCHER = r"""
+import json, os, signal, sys
+
+plan = json.loads(sys.argv[1])
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if "before_replace" in plan:  # killed with the new file complete under its temporary name
+    real_replace = os.replace
+
+    def replace(source, target, *args, **kwargs):
+        if os.path.basename(str(target)) == plan["before_replace"]:
+            die()
+        return real_replace(source, target, *args, **kwargs)
+
+    os.replace = replace
+if "checkpoint" in plan:  # checkpoint N: its files are complete; killed before/after recording it
+    from tensorflow.python.checkpoint import checkpoint_management
+
+    real_update = checkpoint_management.update_checkpoint_state_internal
+
+    def update(directory, model_checkpoint_path, *args, **kwargs):
+        ours = model_checkpoint_path.endswith(f"-{plan['checkpoint']}")
+        if ours and not plan["recorded"]:
+            die()
+        real_update(directory, model_checkpoint_path, *args, **kwargs)
+        if ours:
+            die()
+
+    checkpoint_management.update_checkpoint_state_internal = update
+
+from keras_attn.cli import main
+
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def launch(run: Path, plan: dict) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL="3")
+    command = [sys.executable, "-c", LAUNCHER, json.dumps(plan), "train", *FLAGS, "--out", run]
+    return subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def session(run: Path, plan: dict, timeout: float = 600) -> str:
+    """One session that must die by SIGKILL; returns its output."""
+    process = launch(run, plan)
+    output, _ = process.communicate(timeout=timeout)
+    assert process.returncode == -signal.SIGKILL, f"{plan}: exit {process.returncode}\n{output}"
+    return output
+
+
+def killed_mid_step(run: Path, after_rows: int, delay: float) -> None:
+    """Start a session and SIGKILL it `delay` s after its train log has `after_rows` rows."""
+    process = launch(run, {})
+    deadline = time.monotonic() + 600
+    while len(read_train_log(run / "train_log.tsv")) < after_rows:
+        assert process.poll() is None, process.communicate()[0]
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(delay)
+    process.send_signal(signal.SIGKILL)
+    output, _ = process.communicate()
+    assert process.returncode == -signal.SIGKILL, output
+
+
+def checkpoint_values(run: Path) -> dict[str, np.ndarray]:
+    """Every variable of the run's latest checkpoint: model, optimizer (Adam moments and
+    iterations) and the step counter."""
+    reader = tf.train.load_checkpoint(str(run / "checkpoints"))
+    names = [n for n in reader.get_variable_to_shape_map() if "OBJECT_GRAPH" not in n]
+    return {name: reader.get_tensor(name) for name in names if "save_counter" not in name}
+
+
+def assert_same_run(run: Path, reference: Path) -> None:
+    ours, theirs = checkpoint_values(run), checkpoint_values(reference)
+    assert sorted(ours) == sorted(theirs)
+    assert ours["step/.ATTRIBUTES/VARIABLE_VALUE"] == STEPS
+    assert ours["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"] == STEPS
+    for name in theirs:
+        np.testing.assert_allclose(ours[name], theirs[name], rtol=1e-6, atol=1e-6, err_msg=name)
+    for a, b in zip(
+        RunDirectory(run).load_model().get_weights(),
+        RunDirectory(reference).load_model().get_weights(),
+        strict=True,
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    log = read_train_log(run / "train_log.tsv")
+    expected = read_train_log(reference / "train_log.tsv")
+    assert [row[0] for row in log] == list(range(1, STEPS + 1)) == [row[0] for row in expected]
+    np.testing.assert_allclose(np.array(log), np.array(expected), rtol=1e-6, atol=1e-7)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["steps"] == STEPS
+    assert metrics["final_loss"] == pytest.approx(expected[-1][1], rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    """An uninterrupted run, in this process."""
+    run = tmp_path_factory.mktemp("reference") / "run"
+    train(run, TrainConfig(**TINY), progress=False, log=lambda line: None)
+    losses = [row[1] for row in read_train_log(run / "train_log.tsv")]
+    assert losses[-1] < losses[0] - 0.3  # it learns: weights and log are worth comparing
+    return run
+
+
+def test_sigkill_after_a_checkpoint_then_resume_equals_the_uninterrupted_run(tmp_path, reference):
+    run = tmp_path / "run"
+    run.mkdir()
+    # A run killed after its config and vocabularies, before any checkpoint (reused here to skip
+    # learning the vocabularies again): the first session resumes it from step 0.
+    for name in ("config.json", "source_vocab.txt", "target_vocab.txt"):
+        shutil.copy(reference / name, run / name)
+    session(run, {"checkpoint": 2 * EVERY, "recorded": True})
+    assert tf.train.latest_checkpoint(str(run / "checkpoints")).endswith(f"ckpt-{2 * EVERY}")
+    assert not (run / "model.keras").exists()
+    assert len(read_train_log(run / "train_log.tsv")) == 2 * EVERY
+
+    metrics = train(run, TrainConfig(**TINY), resume=True, progress=False, log=lambda line: None)
+    assert metrics["steps_this_session"] == STEPS - 2 * EVERY
+    assert_same_run(run, reference)
+    for name in ("config.json", "source_vocab.txt", "target_vocab.txt", "model.keras"):
+        assert (run / name).exists() and not (run / f"{name}.tmp").exists()
+    assert any((run / "logs").iterdir())
+
+    # A finished run resumed with more --steps goes on from where it ended.
+    longer = dict(TINY, steps=STEPS + 3)
+    metrics = train(run, TrainConfig(**longer), resume=True, progress=False, log=lambda x: None)
+    assert metrics["steps"] == STEPS + 3 and metrics["steps_this_session"] == 3
+    assert RunDirectory(run).read_config().steps == STEPS + 3
+    log = read_train_log(run / "train_log.tsv")
+    assert [row[0] for row in log] == list(range(1, STEPS + 4))
+    assert log[:STEPS] == read_train_log(reference / "train_log.tsv")
+
+
+@pytest.mark.slow
+def test_sigkill_at_every_kind_of_moment_then_resume_equals_the_uninterrupted_run(
+    tmp_path, reference
+):
+    # Two uninterrupted runs, one in a fresh process, are equal: the comparison below is fair.
+    again = tmp_path / "again"
+    process = launch(again, {})
+    output, _ = process.communicate(timeout=600)
+    assert process.returncode == 0, output
+    assert_same_run(again, reference)
+
+    run = tmp_path / "run"  # every session below is `keras-attn train ... --resume --out run`
+    session(run, {"before_replace": "config.json"})
+    assert sorted(p.name for p in run.iterdir()) == ["config.json.tmp"]
+    session(run, {"before_replace": "target_vocab.txt"})  # while learning the vocabularies
+    assert not (run / "target_vocab.txt").exists() and (run / "source_vocab.txt").exists()
+    session(run, {"checkpoint": EVERY, "recorded": False})  # before the first checkpoint counts
+    assert tf.train.latest_checkpoint(str(run / "checkpoints")) is None
+    session(run, {"checkpoint": 2 * EVERY, "recorded": False})  # mid-checkpoint
+    assert tf.train.latest_checkpoint(str(run / "checkpoints")).endswith(f"ckpt-{EVERY}")
+    session(run, {"checkpoint": 3 * EVERY, "recorded": True})  # right after a checkpoint
+    delay = random.Random(0).uniform(0.0, 0.3)
+    killed_mid_step(run, after_rows=3 * EVERY + 2, delay=delay)  # at a random moment
+    assert not (run / "model.keras").exists()
+    session(run, {"before_replace": "model.keras"})  # all steps done, writing the model
+    session(run, {"before_replace": "metrics.json"})
+    assert not (run / "metrics.json").exists()
+
+    process = launch(run, {})
+    output, _ = process.communicate(timeout=600)
+    assert process.returncode == 0, output
+    assert json.loads((run / "metrics.json").read_text())["steps_this_session"] == 0
+    assert_same_run(run, reference)
