@@ -4,7 +4,8 @@ The killed runs are real processes: a small launcher patches one function so tha
 sends itself SIGKILL at a precise point (just before a file is moved into place, while a
 checkpoint is complete on disk but not yet recorded, right after it is recorded), or the test
 kills it from outside at a random moment mid-step. The reference is an uninterrupted run in this
-process; CPU training here is deterministic, so the comparisons are exact up to 1e-6.
+process; CPU training here is deterministic, so the comparisons are exact up to 1e-6. Dropout is
+on, so the dropout seed generators' states must be restored too.
 """
 
 import json
@@ -25,7 +26,7 @@ from keras_attn.training.trainer import RunDirectory, TrainConfig, read_train_lo
 
 STEPS, EVERY = 20, 4
 TINY = dict(
-    steps=STEPS, batch_size=16, units=16, embedding_dim=8, vocab_size=400, dropout=0.0,
+    steps=STEPS, batch_size=16, units=16, embedding_dim=8, vocab_size=400, dropout=0.1,
     checkpoint_every=EVERY, eval_sentences=0, warmup_steps=0, learning_rate=0.01,
 )  # fmt: skip
 FLAGS = [f"--{name.replace('_', '-')}={value}" for name, value in TINY.items()] + [
