@@ -111,6 +111,17 @@ def test_each_replica_gets_its_rows_of_the_global_batch():
         assert all(p[1].shape[0] == 2 for p in parts)
         assert {float(p[2]) for p in parts} == {float(np.count_nonzero(labels))}
 
+    # Language-model batches (features = the token ids) are cut the same way.
+    lm = BatchPlan(None, targets, batch_size=8, seed=3)
+    parts = [
+        part
+        for worker in (0, 1)
+        for part in distribution.distributed_batches(_Pipelines(worker, 2, 4), lm, 2, 3)
+    ]
+    features, labels = lm.batch(2)
+    np.testing.assert_array_equal(np.concatenate([p[0].numpy() for p in parts]), features)
+    np.testing.assert_array_equal(np.concatenate([p[1].numpy() for p in parts]), labels)
+
     # On one device (TensorFlow's default strategy) it is the plan's batch as it is.
     (features, labels, tokens), *_ = distribution.distributed_batches(
         tf.distribute.get_strategy(), plan, 5, 6
