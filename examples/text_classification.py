@@ -25,8 +25,9 @@ the same number per class. The four classifiers:
 - `bert` — a 2-layer BERT encoder + [CLS] classifier trained from scratch (no pre-training).
 
 Prints the test accuracy of each and writes to `--out`: `saliency_<model>.png` (per token
-|∂ logit of the predicted class / ∂ input embedding|, the slides' saliency maps, for one test
-sentence per class), `han_attention.png` (HAN word and clause weights), `results.md`.
+|∂ logit of the predicted class / ∂ input embedding|, the slides' saliency maps),
+`han_attention.png` (HAN word and clause weights), both for one test sentence per class (the
+first with two clauses or more, if any), and `results.md`.
 """
 
 from __future__ import annotations
@@ -401,8 +402,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         return bert_classifier(backbone, num_classes), ["embedding"], 5e-4
 
-    # One test sentence per class (the first), for the maps.
-    shown = [int(np.flatnonzero(y_test == k)[0]) for k in range(num_classes)]
+    # One test sentence per class for the maps: the first with two clauses or more, if any.
+    shown = []
+    for k in range(num_classes):
+        members = np.flatnonzero(y_test == k)
+        several = [i for i in members if len(clauses(test_tokens[i], max_clauses)) > 1]
+        shown.append(int((several or members)[0]))
     results = []
     for name in args.models:
         x_train = inputs[name](train_tokens, train_texts)

@@ -14,8 +14,18 @@ STATIC_EMBEDDING = "static_embedding"
 FEATURES = "features"
 
 
+def _windows_with_a_real_token(mask, size: int):
+    """Whether each window of `size` over the mask padded by `size - 1` on both sides has a
+    real position: `(batch, T)` -> `(batch, T + size - 1)`."""
+    padded = ops.pad(ops.cast(mask, "float32"), ((0, 0), (size - 1, size - 1)))
+    # (batch, T + 2(h - 1), 1) -> (batch, T + h - 1, 1)
+    windows = ops.max_pool(ops.expand_dims(padded, -1), size, strides=1, padding="valid")
+    return ops.squeeze(windows, -1) > 0.5
+
+
 def _masked_max_over_time(features, mask):
-    """max_t over the real positions of `features` `(batch, T, n)`; 0 for a row with none."""
+    """max_t over the windows of `features` `(batch, T', n)` where `mask` `(batch, T')` is
+    True; 0 for a row with none."""
     filled = ops.where(ops.expand_dims(mask, -1), features, ops.full_like(features, float("-inf")))
     pooled = ops.max(filled, axis=1)  # (batch, n)
     return ops.where(ops.any(mask, axis=1, keepdims=True), pooled, ops.zeros_like(pooled))
@@ -37,15 +47,17 @@ def text_cnn(
 ) -> keras.Model:
     """Kim's CNN for sentence classification: filters of several widths, max-over-time pooling.
 
-        x_t = E[w_t]  (0 at padding)                        (batch, T, d)   one channel
-        c^h_i = f(W_h · x_{i:i+h-1} + b_h)                  (batch, T, n)   per width h
-        ĉ^h = max_{i real} c^h_i                            (batch, n)
+        x_t = E[w_t]  (0 at padding and for t < 0, t >= T)  (batch, T, d)   one channel
+        c^h_i = f(W_h · x_{i-h+1:i} + b_h)                  (batch, T + h - 1, n)   per width h
+        ĉ^h = max_{i: window i holds a real token} c^h_i    (batch, n)
         logits = Dropout([ĉ^3; ĉ^4; ĉ^5]) W + b              (batch, num_classes) float32
 
-    Every window starts at a real token; a window running past the end of the sentence sees zero
-    vectors there (the paper's zero padding), so the output does not depend on how many padding
-    ids follow a sentence, nor on their embedding. Id 0 is padding; a sentence with no real token
-    gives zero features. Variants (section 3.1 of the paper):
+    As in Kim's code, the sentence is padded with `h - 1` zero vectors on both sides, so every
+    token is in `h` windows (the first and last words as many as the others). Padding ids embed
+    to zero vectors and windows made only of padding are left out of the max, so the output does
+    not depend on how many padding ids follow a sentence, nor on their embedding. Id 0 is
+    padding; a sentence with no real token gives zero features. Variants (section 3.1 of the
+    paper):
 
     - `"rand"`: one embedding, randomly initialised (U[-0.25, 0.25]) and trained.
     - `"static"`: one embedding initialised from `embeddings` and kept frozen.
@@ -134,12 +146,11 @@ def text_cnn(
     x = x * ops.cast(ops.expand_dims(mask, -1), x.dtype)
     pooled = []
     for size in filter_sizes:
-        # Zero vectors after the last position, so every position starts a full window.
-        padded = ops.pad(x, ((0, 0), (0, size - 1), (0, 0)))  # (batch, T + h - 1, channels * d)
-        maps = keras.layers.Conv1D(num_filters, size, activation=activation, name=f"conv_{size}")(
-            padded
-        )  # (batch, T, n)
-        pooled.append(_masked_max_over_time(maps, mask))
+        # h - 1 zero vectors on both sides: every token is in h windows.
+        padded = ops.pad(x, ((0, 0), (size - 1, size - 1), (0, 0)))  # (batch, T + 2(h-1), c*d)
+        conv = keras.layers.Conv1D(num_filters, size, activation=activation, name=f"conv_{size}")
+        maps = conv(padded)  # (batch, T + h - 1, n): window j covers tokens j - h + 1 .. j
+        pooled.append(_masked_max_over_time(maps, _windows_with_a_real_token(mask, size)))
     # (batch, widths * n)
     if len(pooled) == 1:
         features = keras.layers.Identity(name=FEATURES)(pooled[0])

@@ -18,7 +18,7 @@ def pretrained(seed=0):
 
 
 def reference_logits(model, ids):
-    """Kim's equations in NumPy: zero-padded windows starting at real tokens, masked max."""
+    """Kim's equations in NumPy: h - 1 zeros on both sides, max over windows with a real token."""
     channels = [model.get_layer("embedding").embeddings.numpy()]
     if "static_embedding" in [layer.name for layer in model.layers]:
         channels.append(model.get_layer("static_embedding").embeddings.numpy())
@@ -31,10 +31,13 @@ def reference_logits(model, ids):
             continue
         kernel, bias = layer.kernel.numpy(), layer.bias.numpy()  # (h, c * d, n), (n,)
         width = kernel.shape[0]
-        padded = np.pad(x, ((0, 0), (0, width - 1), (0, 0)))
-        windows = np.stack([padded[:, i : i + width] for i in range(ids.shape[1])], axis=1)
+        padded = np.pad(x, ((0, 0), (width - 1, width - 1), (0, 0)))
+        padded_mask = np.pad(mask, ((0, 0), (width - 1, width - 1)))
+        starts = range(ids.shape[1] + width - 1)
+        windows = np.stack([padded[:, i : i + width] for i in starts], axis=1)
+        real = np.stack([padded_mask[:, i : i + width].any(1) for i in starts], axis=1)
         maps = np.maximum(np.einsum("btwd,wdn->btn", windows, kernel) + bias, 0.0)
-        maps = np.where(mask[..., None], maps, -np.inf)
+        maps = np.where(real[..., None], maps, -np.inf)
         features.append(np.where(mask.any(1, keepdims=True), maps.max(1), 0.0))
     dense = model.get_layer("classifier")
     return np.concatenate(features, -1) @ dense.kernel.numpy() + dense.bias.numpy()
