@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 
@@ -41,8 +41,12 @@ def serve_in_subprocess(
     model_name: str = "translator",
     rest_api: bool = False,
     ready_timeout: float = 120.0,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[ServerProcess]:
     """Start `python -m keras_attn.cli serve` on free 127.0.0.1 ports and wait for its ready line.
+
+    `extra_args` are appended to the command line (e.g. `["--enable_batching",
+    "--batching_parameters_file", path]`).
 
     Stops it with SIGTERM on exit (SIGKILL if it has not exited 30 s later).
 
@@ -60,6 +64,7 @@ def serve_in_subprocess(
     ]  # fmt: skip
     if rest_port:
         command += ["--rest_api_port", str(rest_port)]
+    command += list(extra_args)
     env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
