@@ -61,14 +61,20 @@ def test_run_load_sends_every_text_once_per_slot_and_times_the_round(bench):
         bench.run_load(failing, texts, concurrency=2, requests=1)
 
 
-def _load(bench, latencies_ms, wall, texts_per_request=1):
-    return bench.Load([t / 1e3 for t in latencies_ms], wall, 0.1, 0.2, texts_per_request)
+def _load(bench, latencies_ms, wall, client_cpu=0.1, server_cpu=0.2):
+    return bench.Load([t / 1e3 for t in latencies_ms], wall, client_cpu, server_cpu)
 
 
 def test_summary_ratios_and_table_on_known_rounds(bench):
     loads = {
-        (bench.IN_PROCESS, 1): [_load(bench, [4, 4, 6, 4], 0.02), _load(bench, [5, 5, 5], 0.02)],
-        (bench.GRPC, 1): [_load(bench, [5, 5, 7, 5], 0.025), _load(bench, [6, 6, 6], 0.02)],
+        (bench.IN_PROCESS, 1): [
+            _load(bench, [4, 4, 6, 4], 0.02, 0.12, 0.0),
+            _load(bench, [5, 5, 5], 0.02, 0.12, 0.0),
+        ],
+        (bench.GRPC, 1): [
+            _load(bench, [5, 5, 7, 5], 0.025, 0.01, 0.14),
+            _load(bench, [6, 6, 6], 0.02, 0.01, 0.17),
+        ],
         (bench.GRPC, 8): [_load(bench, [40] * 8, 0.05), _load(bench, [40] * 8, 0.1)],
         (bench.BATCHING, 8): [_load(bench, [20] * 8, 0.02), _load(bench, [20] * 8, 0.04)],
     }
@@ -77,12 +83,16 @@ def test_summary_ratios_and_table_on_known_rounds(bench):
     assert row["sent/s"] == pytest.approx(np.median([4 / 0.02, 3 / 0.02]))
     assert row["p50 ms"] == pytest.approx(np.percentile([4, 4, 6, 4, 5, 5, 5], 50))
     assert row["p99 ms"] == pytest.approx(np.percentile([4, 4, 6, 4, 5, 5, 5], 99))
-    assert row["client cpu ms"] == pytest.approx(1e3 * 0.2 / 7)
-    assert row["server cpu ms"] == pytest.approx(1e3 * 0.4 / 7)
+    assert row["client cpu ms"] == pytest.approx(1e3 * 0.24 / 7)
+    assert row["server cpu ms"] == 0.0
+    assert summary[(bench.GRPC, 1)]["server cpu ms"] == pytest.approx(1e3 * 0.31 / 7)
 
     ratio_values = bench.ratios(loads)
     # Per-round p50 ratios 5/4 and 6/5; their median is the mean of the two.
     assert ratio_values["gRPC / in-process p50 latency, c=1"] == pytest.approx((1.25 + 1.2) / 2)
+    # CPU per sentence, client + server against in-process: (0.15/4)/(0.12/4) = 1.25 and
+    # (0.18/3)/(0.12/3) = 1.5.
+    assert ratio_values["gRPC / in-process CPU per sentence, c=1"] == pytest.approx(1.375)
     # Per-round throughput ratios (8/0.02)/(8/0.05) = 2.5 and (8/0.04)/(8/0.1) = 2.5.
     assert ratio_values["batching / no batching throughput, c=8"] == pytest.approx(2.5)
 
