@@ -403,7 +403,11 @@ def benchmark_serving(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds (about a minute)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="5 rounds x 20 requests (about a minute of timing, plus training)",
+    )
     parser.add_argument(
         "--model_base_path", type=Path, help="an exported translator (default: train one)"
     )
