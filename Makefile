@@ -43,5 +43,13 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff format keras_attn tests examples benchmarks
 
+# Installs the benchmarks' extra (keras-hub) into .venv, then runs every benchmark; BENCH_FLAGS=--quick
+# for short runs.
+bench: $(STAMP)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[bench]'
+	$(BIN)/python benchmarks/attention.py $(BENCH_FLAGS)
+	$(BIN)/python benchmarks/recurrent.py $(BENCH_FLAGS)
+	$(BIN)/python benchmarks/transformer.py $(BENCH_FLAGS)
+
 clean:
 	rm -rf $(VENV) demo .pytest_cache
