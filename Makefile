@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/attention.py $(BENCH_FLAGS)
 	$(BIN)/python benchmarks/recurrent.py $(BENCH_FLAGS)
 	$(BIN)/python benchmarks/transformer.py $(BENCH_FLAGS)
+	$(BIN)/python benchmarks/serving.py $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(VENV) demo .pytest_cache
