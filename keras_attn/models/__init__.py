@@ -7,7 +7,9 @@ from keras_attn.models.gpt import gpt
 from keras_attn.models.gpt_steps import GPTSteps
 from keras_attn.models.han_classifier import han_attention_weights, han_classifier
 from keras_attn.models.luong_translator_steps import LuongTranslatorSteps
+from keras_attn.models.plain_translator_steps import PlainTranslatorSteps
 from keras_attn.models.rnn_luong_translator import rnn_luong_translator
+from keras_attn.models.rnn_plain_translator import rnn_plain_translator
 from keras_attn.models.rnn_translator import rnn_attention_translator
 from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
 from keras_attn.models.text_cnn import text_cnn
@@ -17,6 +19,7 @@ from keras_attn.models.transformer_translator_steps import TransformerTranslator
 __all__ = [
     "GPTSteps",
     "LuongTranslatorSteps",
+    "PlainTranslatorSteps",
     "RNNTranslatorSteps",
     "TransformerTranslatorSteps",
     "bart",
@@ -29,6 +32,7 @@ __all__ = [
     "han_classifier",
     "rnn_attention_translator",
     "rnn_luong_translator",
+    "rnn_plain_translator",
     "text_cnn",
     "transformer_translator",
 ]

@@ -11,7 +11,9 @@ import keras
 from keras_attn.models.gpt import gpt
 from keras_attn.models.gpt_steps import GPTSteps
 from keras_attn.models.luong_translator_steps import LuongTranslatorSteps
+from keras_attn.models.plain_translator_steps import PlainTranslatorSteps
 from keras_attn.models.rnn_luong_translator import rnn_luong_translator
+from keras_attn.models.rnn_plain_translator import rnn_plain_translator
 from keras_attn.models.rnn_translator import rnn_attention_translator
 from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
 from keras_attn.models.transformer_translator import transformer_translator
@@ -70,6 +72,11 @@ class ModelFamily:
 
 
 MODEL_FAMILIES: dict[str, ModelFamily] = {
+    "rnn-plain": ModelFamily(
+        build=rnn_plain_translator,
+        steps=PlainTranslatorSteps,
+        hyperparameters=("embedding_dim", "units", "cell", "dropout", "context_feeding"),
+    ),
     "rnn-attention": ModelFamily(
         build=rnn_attention_translator,
         steps=RNNTranslatorSteps,
@@ -118,3 +125,14 @@ def get_family(name: str) -> ModelFamily:
     if name not in MODEL_FAMILIES:
         raise ValueError(f"Unknown model {name!r}. Expected one of: {', '.join(MODEL_FAMILIES)}")
     return MODEL_FAMILIES[name]
+
+
+def register_family(name: str, family: ModelFamily) -> None:
+    """Add a model family under `name` so `keras-attn train`'s trainer can build it.
+
+    For models defined outside the package (e.g. `benchmarks/quality.py`'s keras-hub
+    Transformer); a name already taken raises a ValueError, so built-in families stay as they are.
+    """
+    if name in MODEL_FAMILIES:
+        raise ValueError(f"Model family {name!r} already exists")
+    MODEL_FAMILIES[name] = family

@@ -81,16 +81,39 @@ def encoder_decoder_translator(
 ) -> keras.Model:
     """The encoder-decoder translator around an attention decoder layer.
 
-    Everything but the decoder is shared by the RNN translator families: embeddings, the
-    bidirectional encoder, the `tanh` bridges to the decoder's initial state, output dropout and
-    the projection to logits, under the layer names the decoding adapters look up. `decoder` must
-    be named `DECODER` and take `decoder(target, memory, initial_state=[...])`.
+    Everything but the decoder is shared by the RNN translator families (`encode_source` and
+    `project_outputs`): embeddings, the bidirectional encoder, the `tanh` bridges to the decoder's
+    initial state, output dropout and the projection to logits, under the layer names the
+    decoding adapters look up. `decoder` must be named `DECODER` and take
+    `decoder(target, memory, initial_state=[...])`.
+    """
+    source_ids, target_ids = translator_inputs()
+    memory, _, initial_state = encode_source(
+        source_ids, source_vocab_size, embedding_dim, units, cell, dropout
+    )
+    target = embed_target(target_ids, target_vocab_size, embedding_dim, dropout)
+    outputs = decoder(target, memory, initial_state=initial_state)
+    logits = project_outputs(outputs, target_vocab_size, dropout)
+    return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits, name=name)
+
+
+def translator_inputs() -> tuple:
+    """The int32 `source_ids` and `target_ids` inputs `(batch, None)` of every translator."""
+    return (
+        keras.Input((None,), dtype="int32", name="source_ids"),
+        keras.Input((None,), dtype="int32", name="target_ids"),
+    )
+
+
+def encode_source(source_ids, source_vocab_size, embedding_dim, units, cell, dropout) -> tuple:
+    """Embedding, dropout, bidirectional encoder and bridges of the RNN translators.
+
+    Returns `(memory (batch, T_x, units), final_states, initial_state)`: `final_states` are the
+    encoder's `[h_fwd^(T); h_bwd^(1)]` (and the LSTM cell state likewise), each `(batch, units)`;
+    `initial_state` is `tanh(W_i final_states[i] + b_i)` per state, for the decoder.
     """
     if units % 2:
         raise ValueError(f"Expected an even number of units (two directions). Received: {units}")
-    source_ids = keras.Input((None,), dtype="int32", name="source_ids")
-    target_ids = keras.Input((None,), dtype="int32", name="target_ids")
-
     source = keras.layers.Embedding(
         source_vocab_size, embedding_dim, mask_zero=True, name=SOURCE_EMBEDDING
     )(source_ids)
@@ -100,12 +123,18 @@ def encoder_decoder_translator(
         keras.layers.Dense(units, activation="tanh", name=BRIDGE.format(index))(state)
         for index, state in enumerate(final_states)
     ]
+    return memory, final_states, initial_state
 
+
+def embed_target(target_ids, target_vocab_size, embedding_dim, dropout):
+    """The target embedding (Keras mask from id 0) and its dropout."""
     target = keras.layers.Embedding(
         target_vocab_size, embedding_dim, mask_zero=True, name=TARGET_EMBEDDING
     )(target_ids)
-    target = keras.layers.Dropout(dropout, name="target_dropout")(target)
-    outputs = decoder(target, memory, initial_state=initial_state)
+    return keras.layers.Dropout(dropout, name="target_dropout")(target)
+
+
+def project_outputs(outputs, target_vocab_size, dropout):
+    """Output dropout and the float32 projection of the decoder outputs to logits."""
     outputs = keras.layers.Dropout(dropout, name="output_dropout")(outputs)
-    logits = keras.layers.Dense(target_vocab_size, name=OUTPUT_PROJECTION, dtype="float32")(outputs)
-    return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits, name=name)
+    return keras.layers.Dense(target_vocab_size, name=OUTPUT_PROJECTION, dtype="float32")(outputs)

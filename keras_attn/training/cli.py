@@ -22,8 +22,8 @@ def add_parsers(subparsers) -> None:
     parser.add_argument(
         "--model",
         default="rnn-attention",
-        help="model family (rnn-attention, rnn-luong, transformer; gpt: a language model of "
-        "the corpus' target side)",
+        help="model family (rnn-plain: no attention, rnn-attention, rnn-luong, transformer; gpt: "
+        "a language model of the corpus' target side)",
     )
     parser.add_argument(
         "--corpus",
@@ -89,6 +89,13 @@ def add_parsers(subparsers) -> None:
         help="feed h~_{t-1} to the decoder cell, rnn-luong (default: on)",
     )
     parser.add_argument(
+        "--context-feeding",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="feed the encoder summary c to every decoder step, rnn-plain (default: on, Cho et "
+        "al.; off: Sutskever et al.)",
+    )
+    parser.add_argument(
         "--num-layers", type=int, default=None, help="blocks per stack, transformer/gpt (2)"
     )
     parser.add_argument(
@@ -118,6 +125,13 @@ def add_parsers(subparsers) -> None:
         default="none",
         help="tf.distribute strategy: mirrored = this host's GPUs (or logical CPUs), "
         "multiworker = the hosts in TF_CONFIG; --batch-size is the global batch",
+    )
+    parser.add_argument(
+        "--max-minutes",
+        type=float,
+        default=None,
+        help="stop the training loop after this many minutes of wall-clock time (checkpointed, "
+        "evaluated and resumable like a finished run)",
     )
     parser.add_argument("--out", required=True, help="run directory")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out")
@@ -152,6 +166,7 @@ def run_train(args: argparse.Namespace) -> int:
         attention=args.attention,
         window=args.window,
         input_feeding=args.input_feeding,
+        context_feeding=args.context_feeding,
         num_layers=args.num_layers,
         d_model=args.d_model,
         num_heads=args.num_heads,
@@ -159,6 +174,7 @@ def run_train(args: argparse.Namespace) -> int:
         normalize_first=args.normalize_first,
         checkpoint_every=args.checkpoint_every,
         eval_sentences=args.eval_sentences,
+        max_minutes=args.max_minutes,
     )
     try:
         train(

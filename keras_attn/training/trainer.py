@@ -65,6 +65,7 @@ class TrainConfig:
     attention: str | None = None
     window: int | None = None
     input_feeding: bool | None = None
+    context_feeding: bool | None = None
     # Transformer hyperparameters; None leaves the family builder's default.
     num_layers: int | None = None
     d_model: int | None = None
@@ -73,6 +74,9 @@ class TrainConfig:
     normalize_first: bool | None = None
     checkpoint_every: int = 200
     eval_sentences: int = 1000
+    # Wall-clock limit of the training loop in minutes (None: none); the run stops at the first
+    # step that ends past it, before `steps` if need be.
+    max_minutes: float | None = None
 
     def validate(self) -> None:
         family = get_family(self.model)
@@ -95,6 +99,8 @@ class TrainConfig:
                 )
         if self.eval_sentences < 0:
             raise ValueError(f"--eval-sentences must be >= 0, got {self.eval_sentences}")
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ValueError(f"--max-minutes must be positive, got {self.max_minutes}")
         if self.clipnorm < 0:
             raise ValueError(f"--clipnorm must be >= 0 (0 disables clipping), got {self.clipnorm}")
         if self.learning_rate <= 0:
@@ -125,6 +131,7 @@ _FAMILY_OPTIONS = (
     "attention",
     "window",
     "input_feeding",
+    "context_feeding",
     "num_layers",
     "d_model",
     "num_heads",
@@ -185,7 +192,9 @@ class RunDirectory:
 
 
 def _resolve_config(run: RunDirectory, config: TrainConfig, resume: bool, log) -> TrainConfig:
-    """The run's config: the saved one (with the new step target) when resuming. Writes nothing.
+    """The run's config: the saved one (with the new step target and time limit) when resuming.
+
+    Writes nothing.
 
     Resuming a run killed before it saved its config (the directory is missing or holds only
     temporary files) starts it with `config`.
@@ -194,6 +203,7 @@ def _resolve_config(run: RunDirectory, config: TrainConfig, resume: bool, log) -
         if run.exists():
             saved = run.read_config()
             saved.steps = config.steps
+            saved.max_minutes = config.max_minutes
             return saved
         if run.holds_only_temporaries():
             log(f"{run.path} holds no {CONFIG_FILE} yet: starting the run from step 0")
@@ -386,6 +396,12 @@ def train(
     dropout seed states, step counter and data position (the batch plan is a function of the
     step) are all restored, and `config.steps` may extend the run.
 
+    With `config.max_minutes` the loop also stops at the first step that ends after that many
+    minutes of this session's training loop (tracing included; vocabulary and model building and
+    the final evaluation not), checkpointing that step; a resumed run takes the new limit and
+    step target. Workers could disagree on when the time is up, so it needs one worker (`none` or
+    `mirrored`).
+
     Every file is written under a temporary name and moved into place (checkpoints by
     `tf.train.CheckpointManager`, which records a checkpoint only once it is complete), so a
     process killed at any moment (SIGKILL included) leaves a directory that `resume=True`
@@ -397,6 +413,8 @@ def train(
     their checkpoints and model to temporary directories they delete.
     """
     config.validate()
+    if config.max_minutes is not None and distribute == "multiworker":
+        raise ValueError("--max-minutes needs one worker (workers would stop at different steps)")
     strategy = distribution.make_strategy(distribute)  # first: it may configure collective ops
     chief = distribution.is_chief(strategy)
     run = RunDirectory(out)
@@ -478,6 +496,8 @@ def train(
             config.steps, stateful_metrics=["loss", "accuracy"], interval=interval
         )
     started = time.perf_counter()
+    deadline = None if config.max_minutes is None else started + 60.0 * config.max_minutes
+    out_of_time = False
     loss = accuracy = math.nan
     try:
         for batch in batches:
@@ -485,16 +505,24 @@ def train(
             step.assign_add(1)
             current = int(step.numpy())
             loss, accuracy = float(loss_t), float(accuracy_t)
+            out_of_time = deadline is not None and time.perf_counter() >= deadline
             if bar is not None:
                 bar.update(current, [("loss", loss), ("accuracy", accuracy)])
             if train_log is not None:
                 train_log.append(current, loss, accuracy)
-            if writer is not None and (current % 50 == 0 or current == config.steps):
+            last = current == config.steps or out_of_time
+            if writer is not None and (current % 50 == 0 or last):
                 with writer.as_default(step=current):
                     tf.summary.scalar("loss", loss)
                     tf.summary.scalar("token_accuracy", accuracy)
-            if current % config.checkpoint_every == 0 or current == config.steps:
+            if current % config.checkpoint_every == 0 or last:
                 manager.save(checkpoint_number=current)
+            if out_of_time:
+                log(
+                    f"stopped at step {current} of {config.steps}: "
+                    f"--max-minutes {config.max_minutes} spent"
+                )
+                break
         elapsed = time.perf_counter() - started
         if train_log is not None and train_log.rows:
             _, loss, accuracy = train_log.rows[-1]  # also right for a session with no steps left
@@ -506,6 +534,7 @@ def train(
             "final_token_accuracy": None if math.isnan(accuracy) else accuracy,
             "precision": policy,
             "replicas": strategy.num_replicas_in_sync,
+            "stopped_by_max_minutes": out_of_time,
         }
         if chief:
             writer.flush()

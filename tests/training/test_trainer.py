@@ -1,4 +1,5 @@
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -163,3 +164,39 @@ def test_schedule_and_label_smoothing_flags_reach_the_train_step(tmp_path, monke
     assert float(optimizers[0].learning_rate) == pytest.approx(float(schedule(2)))  # 2 updates
     saved = RunDirectory(run).read_config()
     assert (saved.schedule, saved.label_smoothing) == ("inverse-sqrt", 0.1)
+
+
+def test_max_minutes_stops_the_loop_and_a_resume_finishes_the_run(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert cli([
+        "train", "--model", "rnn-plain", "--steps", "40", "--max-minutes", "0.0001",
+        "--batch-size", "16", "--units", "16", "--embedding-dim", "8", "--vocab-size", "400",
+        "--eval-sentences", "0", "--out", str(run), "--quiet",
+    ]) == 0  # fmt: skip
+    assert "stopped at step 1 of 40: --max-minutes 0.0001 spent" in capsys.readouterr().out
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["steps"] == 1 and metrics["stopped_by_max_minutes"] is True
+    assert metrics["dev_sentences"] == 0 and "dev_bleu" not in metrics
+    assert (run / "checkpoints" / "ckpt-1.index").exists() and (run / "model.keras").exists()
+    assert RunDirectory(run).read_config().max_minutes == 0.0001
+
+    # The saved config is kept (rnn-plain, no dev evaluation) but for steps and the time limit.
+    metrics = train(run, TrainConfig(steps=3, **TINY), resume=True, progress=False)
+    assert (metrics["steps"], metrics["steps_this_session"]) == (3, 2)
+    assert metrics["stopped_by_max_minutes"] is False and "dev_bleu" not in metrics
+    config = RunDirectory(run).read_config()
+    assert (config.model, config.max_minutes, config.steps) == ("rnn-plain", None, 3)
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--max-minutes", "0"], "--max-minutes must be positive, got 0.0"),
+        (["--eval-sentences", "-1"], "--eval-sentences must be >= 0"),
+        (["--context-feeding"], "--context-feeding does not apply to --model rnn-attention"),
+    ],
+)
+def test_bad_budget_flags_are_one_line_errors(tmp_path, capsys, flags, message):
+    assert cli(["train", *flags, "--out", str(tmp_path / "r"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1

@@ -9,6 +9,7 @@ from keras_attn.layers.recurrent.jordan_rnn_cell import JordanRNNCell
 from keras_attn.layers.recurrent.luong_decoder import LuongDecoder
 from keras_attn.layers.recurrent.neural_turing_machine import NeuralTuringMachine
 from keras_attn.layers.recurrent.ntm_cell import NTMCell
+from keras_attn.layers.recurrent.plain_decoder import PlainDecoder
 from keras_attn.layers.recurrent.scalar_mix import ScalarMix
 from keras_attn.layers.recurrent.teacher_forced_rnn import TeacherForcedRNN
 from keras_attn.layers.recurrent.vector_to_sequence import VectorToSequence
@@ -25,6 +26,7 @@ __all__ = [
     "LuongDecoder",
     "NeuralTuringMachine",
     "NTMCell",
+    "PlainDecoder",
     "ScalarMix",
     "TeacherForcedRNN",
     "VectorToSequence",

@@ -1,0 +1,160 @@
+"""Recurrent decoder without attention: the source reaches it only as one fixed vector."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
+from keras_attn.ops.masking import apply_query_mask
+
+_RNNS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
+
+
+@keras_attn_export("keras_attn.layers.PlainDecoder")
+class PlainDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
+    """The encoder-decoder's decoder of Sutskever et al. and Cho et al.: no attention.
+
+    The source sentence reaches the decoder only through the initial state `s^(0)` and a fixed
+    context vector `c` `(batch, d_c)` (the encoder's summary), never position by position:
+
+        context_feeding=True (Cho et al., 2014, eq. 7 and appendix A.1):
+            s^(t) = f(s^(t-1), [y^(t-1); c])     (batch, units)
+            o^(t) = [s^(t); c; y^(t-1)]          (batch, units + d_c + d_y)
+        context_feeding=False (Sutskever et al., 2014):
+            s^(t) = f(s^(t-1), y^(t-1))          (batch, units)
+            o^(t) = s^(t)
+
+    `f` is an LSTM or GRU cell; `o^(t)` holds every argument of the readout `g(s^(t), y^(t-1), c)`,
+    and a Dense layer on it gives the logits. Since `c` does not depend on the decoder, training
+    runs one teacher-forced `keras.layers.LSTM`/`GRU` pass over `[y^(t-1); c]` (cuDNN-eligible on
+    a GPU); inference calls `step` once per generated token with the same cell, so both compute
+    the same function. In the thesis' notation (eqs. 2.16/2.18) this is `s^(t) = f(s^(t-1),
+    y^(t-1), c)` with one `c` for every `t` instead of `c^(t)` (and `s^(t-1)`, not the typo
+    `s^(t)`).
+
+    Args:
+        units: decoder state size.
+        cell: `"lstm"` or `"gru"`.
+        context_feeding: feed `c` to the cell and to the readout at every step (Cho et al.);
+            without it (Sutskever et al.) the source enters only through the initial state.
+
+    Call arguments:
+        inputs: embedded previous target tokens `(batch, T_y, d_y)`.
+        context: the source summary `c` `(batch, d_c)`; not read when `context_feeding=False`.
+        initial_state: list of `(batch, units)` tensors (`[h, c]` for an LSTM, `[h]` for a GRU);
+            zeros when omitted.
+        inputs_mask: bool `(batch, T_y)`; outputs at padded target steps are zeroed.
+        training: passed to the cell.
+
+    Returns:
+        `outputs` `(batch, T_y, units + d_c + d_y)` with context feeding, `(batch, T_y, units)`
+        without.
+
+    Example:
+
+    >>> import numpy as np
+    >>> decoder = PlainDecoder(8)
+    >>> y = np.zeros((2, 4, 3), "float32"); c = np.ones((2, 10), "float32")
+    >>> tuple(decoder(y, c).shape), tuple(PlainDecoder(8, context_feeding=False)(y, c).shape)
+    ((2, 4, 21), (2, 4, 8))
+
+    References:
+        Sutskever, Vinyals and Le, 2014, "Sequence to Sequence Learning with Neural Networks",
+        arXiv:1409.3215. Cho et al., 2014, "Learning Phrase Representations using RNN
+        Encoder-Decoder for Statistical Machine Translation", arXiv:1406.1078.
+    """
+
+    def __init__(self, units: int, cell: str = "lstm", context_feeding: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
+            raise ValueError(f"Expected units to be a positive integer. Received: units={units!r}")
+        if cell not in _RNNS:
+            raise ValueError(f"Expected cell in {sorted(_RNNS)}. Received: cell={cell!r}")
+        if not isinstance(context_feeding, bool):
+            raise ValueError(
+                "Expected context_feeding to be a bool. "
+                f"Received: context_feeding={context_feeding!r}"
+            )
+        self.units = units
+        self.cell = cell
+        self.context_feeding = context_feeding
+        self.num_states = 2 if cell == "lstm" else 1
+        self.supports_masking = True
+
+    def build(self, inputs_shape, context_shape):
+        feed_size = context_shape[-1] if self.context_feeding else 0
+        self.rnn = _RNNS[self.cell](
+            self.units,
+            return_sequences=True,
+            return_state=True,
+            dtype=self.dtype_policy,
+            name="rnn",
+        )
+        self.rnn.build((inputs_shape[0], None, inputs_shape[-1] + feed_size))
+        self.built = True
+
+    def get_initial_state(self, batch_size):
+        """Zero states `[(batch, units)] * num_states` in the compute dtype."""
+        return [
+            ops.zeros((batch_size, self.units), dtype=self.compute_dtype)
+            for _ in range(self.num_states)
+        ]
+
+    def step(self, inputs_t, states, context, training=None):
+        """One decoder step.
+
+        Args:
+            inputs_t: embedded previous token `y^(t-1)` `(batch, d_y)`.
+            states: list of `(batch, units)` tensors, `s^(t-1)` first.
+            context: `c` `(batch, d_c)`.
+            training: passed to the cell.
+
+        Returns:
+            `(output_t, new_states)`: `o^(t)` as in the class docstring and the cell's states.
+        """
+        if self.context_feeding:
+            context = ops.cast(context, inputs_t.dtype)
+            cell_inputs = ops.concatenate([inputs_t, context], axis=-1)
+        else:  # A new tensor: an embedding's Keras mask on `inputs_t` is not the cell's business.
+            cell_inputs = ops.copy(inputs_t)
+        state_t, new_states = self.rnn.cell(cell_inputs, list(states), training=training)
+        if not isinstance(new_states, (list, tuple)):
+            new_states = [new_states]
+        if self.context_feeding:
+            state_t = ops.concatenate([state_t, ops.cast(context, state_t.dtype), inputs_t], -1)
+        return state_t, list(new_states)
+
+    def call(self, inputs, context, initial_state=None, inputs_mask=None, training=None):
+        if initial_state is None:
+            initial_state = self.get_initial_state(ops.shape(inputs)[0])
+        if len(initial_state) != self.num_states:
+            raise ValueError(
+                f"A {self.cell} decoder takes {self.num_states} initial state tensor(s). "
+                f"Received: {len(initial_state)}"
+            )
+        initial_state = [ops.cast(state, self.compute_dtype) for state in initial_state]
+        if self.context_feeding:
+            context = ops.cast(context, inputs.dtype)
+            # c at every step: (batch, d_c) -> (batch, T_y, d_c)
+            repeated = ops.repeat(ops.expand_dims(context, 1), ops.shape(inputs)[1], axis=1)
+            cell_inputs = ops.concatenate([inputs, repeated], axis=-1)
+        else:
+            cell_inputs = ops.copy(inputs)
+        # s^(1..T_y): (batch, T_y, units); the final states are not needed.
+        outputs, *_ = self.rnn(cell_inputs, initial_state=initial_state, training=training)
+        if self.context_feeding:
+            outputs = ops.concatenate([outputs, ops.cast(repeated, outputs.dtype), inputs], -1)
+        return apply_query_mask(outputs, inputs_mask)
+
+    def compute_output_shape(self, inputs_shape, context_shape):
+        size = self.units
+        if self.context_feeding:
+            size += context_shape[-1] + inputs_shape[-1]
+        return (inputs_shape[0], inputs_shape[1], size)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(units=self.units, cell=self.cell, context_feeding=self.context_feeding)
+        return config

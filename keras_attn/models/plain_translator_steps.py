@@ -1,0 +1,50 @@
+"""The step-contract view of a model built by `rnn_plain_translator`."""
+
+from __future__ import annotations
+
+from keras import ops
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
+
+
+@keras_attn_export("keras_attn.models.PlainTranslatorSteps")
+class PlainTranslatorSteps(RNNTranslatorSteps):
+    """`encode` and `step` over the layers of a trained attention-free translator.
+
+    Same layer names as `RNNTranslatorSteps`, dropout off. The state is a dict: `context` `c`
+    `(batch, units)` (the encoder's final hidden states), `states` (the decoder RNN states, a
+    tuple) and `attention` `(batch, T_x)` float32, which stays all zeros: the decoder attends to
+    no source position, so the exported `translate_with_alignment` returns an all-zero
+    `alignment` `[batch, L, T_x]` — the contract's shapes hold and no target token claims a
+    source word. (A saliency or forced-alignment estimate would be a different quantity from
+    the attention weights the other families return, so none is substituted.)
+
+    Args:
+        model: a model returned by `keras_attn.models.rnn_plain_translator` (or loaded from its
+            `.keras` file).
+        pad_id: the source padding id (0).
+    """
+
+    def encode(self, source_ids) -> dict:
+        source_ids = ops.convert_to_tensor(source_ids, "int32")
+        memory_mask = ops.not_equal(source_ids, self.pad_id)
+        embedded = self.source_embedding(source_ids)
+        _, *final_states = self.encoder(embedded, mask=memory_mask, training=False)
+        states = tuple(
+            bridge(state) for bridge, state in zip(self.bridges, final_states, strict=True)
+        )
+        return {
+            "context": final_states[0],
+            "states": states,
+            "attention": ops.zeros(ops.shape(memory_mask), dtype="float32"),
+        }
+
+    def step(self, token_ids, state: dict):
+        embedded = self.target_embedding(token_ids)  # (batch, d_y)
+        output, states = self.decoder.step(
+            embedded, list(state["states"]), state["context"], training=False
+        )
+        new_state = dict(state)
+        new_state["states"] = tuple(states)
+        return ops.cast(self.output_projection(output), "float32"), new_state

@@ -1,0 +1,73 @@
+"""Functional builder of the RNN encoder–decoder translator without attention."""
+
+from __future__ import annotations
+
+import keras
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.recurrent.plain_decoder import PlainDecoder
+from keras_attn.models.rnn_translator import (
+    DECODER,
+    embed_target,
+    encode_source,
+    project_outputs,
+    translator_inputs,
+)
+
+
+@keras_attn_export("keras_attn.models.rnn_plain_translator")
+def rnn_plain_translator(
+    source_vocab_size: int,
+    target_vocab_size: int,
+    embedding_dim: int = 128,
+    units: int = 256,
+    cell: str = "lstm",
+    context_feeding: bool = True,
+    dropout: float = 0.1,
+    name: str = "rnn_plain_translator",
+) -> keras.Model:
+    """The attention-free encoder–decoder (Sutskever et al.; Cho et al.) as a functional model.
+
+    source ids `(batch, T_x)` → embedding → bidirectional encoder (`units // 2` per direction) →
+    its final states `[h_fwd^(T); h_bwd^(1)]`; the first of them is the context `c`
+    `(batch, units)`, and all of them through `tanh` bridges give the decoder's initial state.
+    target ids `(batch, T_y)` (teacher-forced, starting with START) → embedding → `PlainDecoder`
+    (`c` fed at every step with `context_feeding`, Cho et al.; only the initial state without,
+    Sutskever et al.) → dropout → logits `(batch, T_y, target_vocab_size)`.
+
+    The encoder, bridges, embeddings and projection are those of the `rnn-attention` family,
+    under the same layer names; only the decoder differs: it never looks at the encoder's
+    per-position outputs, so a whole sentence has to pass through `c` and `s^(0)`. Sutskever et
+    al. read the source reversed with a deep unidirectional LSTM; the bidirectional encoder's
+    final states serve the same purpose (both ends of the sentence are one step from `c`).
+
+    Args:
+        source_vocab_size, target_vocab_size: vocabulary sizes, padding id 0 included.
+        embedding_dim: size of both embeddings.
+        units: decoder state size; also the size of the encoder summary `c`.
+        cell: `"lstm"` or `"gru"` for encoder and decoder.
+        context_feeding: feed `c` to the decoder at every step (`keras_attn.layers.PlainDecoder`).
+        dropout: dropout on embeddings and on the decoder outputs.
+        name: model name.
+
+    Returns:
+        A `keras.Model` with inputs `{"source_ids", "target_ids"}` and the logits as output.
+
+    Example:
+
+    >>> model = rnn_plain_translator(50, 60, embedding_dim=8, units=16)
+    >>> [tuple(t.shape) for t in model.inputs], tuple(model.output.shape)
+    ([(None, None), (None, None)], (None, None, 60))
+
+    References:
+        Sutskever, Vinyals and Le, 2014, arXiv:1409.3215. Cho et al., 2014, arXiv:1406.1078.
+    """
+    source_ids, target_ids = translator_inputs()
+    _, final_states, initial_state = encode_source(
+        source_ids, source_vocab_size, embedding_dim, units, cell, dropout
+    )
+    target = embed_target(target_ids, target_vocab_size, embedding_dim, dropout)
+    decoder = PlainDecoder(units, cell=cell, context_feeding=context_feeding, name=DECODER)
+    outputs = decoder(target, final_states[0], initial_state=initial_state)
+    logits = project_outputs(outputs, target_vocab_size, dropout)
+    return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits, name=name)

@@ -1,0 +1,53 @@
+"""`keras-attn train --model rnn-plain` then `keras-attn export`: the translator contract holds."""
+
+import json
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+
+from keras_attn.cli import main as cli
+from keras_attn.text.corpora import load_corpus
+from keras_attn.training.trainer import RunDirectory
+
+SENTENCES = [source for source, _ in load_corpus("synthetic")["test"][:3]] + [""]
+
+
+def test_trained_plain_run_exports_a_contract_checked_translator_with_zero_alignment(tmp_path):
+    run = tmp_path / "run"
+    assert cli([
+        "train", "--model", "rnn-plain", "--no-context-feeding", "--steps", "3",
+        "--batch-size", "16", "--units", "16", "--embedding-dim", "8", "--vocab-size", "400",
+        "--eval-sentences", "5", "--checkpoint-every", "3", "--out", str(run), "--quiet",
+    ]) == 0  # fmt: skip
+    saved = json.loads((run / "config.json").read_text())
+    assert (saved["model"], saved["context_feeding"]) == ("rnn-plain", False)
+    decoder = RunDirectory(run).load_model().get_layer("decoder")
+    assert type(decoder).__name__ == "PlainDecoder" and not decoder.context_feeding
+
+    base = tmp_path / "models"
+    assert cli(["export", str(run), "--model_base_path", str(base)]) == 0  # runs the check
+
+    loaded = tf.saved_model.load(str(base / "1"))
+    out = loaded.signatures["translate_with_alignment"](text=tf.constant(SENTENCES))
+    tokens, scores = out["tokens"].numpy(), out["scores"].numpy()
+    alignment, source_tokens = out["alignment"].numpy(), out["source_tokens"].numpy()
+    assert alignment.shape == (len(SENTENCES), tokens.shape[1], source_tokens.shape[1])
+    assert np.all(alignment == 0.0)  # no attention: nothing is aligned (documented)
+    assert (tokens != b"").sum() > 0
+
+    # The served scores are the teacher-forced model's log-probabilities of the served tokens.
+    model = RunDirectory(run).load_model()
+    source_tokenizer, target_tokenizer = RunDirectory(run).tokenizers()
+    limit = min(128, 2 * source_tokens.shape[1] + 10)  # export's default length limit
+    for row in range(len(SENTENCES)):
+        source = [source_tokenizer.vocab.index(t.decode()) for t in source_tokens[row] if t]
+        ids = [target_tokenizer.vocab.index(t.decode()) for t in tokens[row] if t]
+        generated = ids if len(ids) == limit else [*ids, target_tokenizer.end_id]
+        inputs = {
+            "source_ids": np.array([source or [0]]),
+            "target_ids": np.array([[target_tokenizer.start_id, *generated[:-1]]]),
+        }
+        log_probs = tf.nn.log_softmax(model(inputs)).numpy()[0]
+        expected = log_probs[np.arange(len(generated)), generated].sum()
+        np.testing.assert_allclose(scores[row], expected, rtol=1e-4, atol=1e-4)
