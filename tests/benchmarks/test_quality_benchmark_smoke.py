@@ -1,0 +1,137 @@
+"""benchmarks/quality.py: bucketing, BLEU by bucket, alignment shape, tables; training is slow."""
+
+import importlib.util
+import json
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+import sacrebleu
+
+_PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "quality.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("quality_benchmark", _PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_buckets_by_source_words(bench):
+    assert bench.bucket_labels((4, 8, 12)) == ["1-4", "5-8", "9-12", "13+"]
+    lengths = [1, 4, 5, 8, 9, 12, 13, 40]
+    assert [bench.bucket_index(n, (4, 8, 12)) for n in lengths] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert bench.source_length("  Wir  werden mit E-Mails\tzugeschüttet. ") == 5
+    for bad in [(), (4, 4), (8, 4), (0, 5)]:
+        with pytest.raises(ValueError, match="increasing positive bucket edges"):
+            bench.bucket_labels(bad)
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--out", "x", "--bucket-edges", "8", "4"])
+
+
+def test_bleu_by_bucket_is_corpus_bleu_of_each_buckets_sentences(bench):
+    # Sources of 3, 6, 7 and 15 words; edges (4, 8, 12) put them in buckets 0, 1, 1 and 3.
+    sources = ["a b c", "a b c d e f", "a b c d e f g", " ".join("w" * 15)]
+    references = [
+        "the cat sat on the mat today",
+        "we get bombarded with e-mails from everyone",
+        "there is still some work to complete before the report",
+        "the broadcaster is expected to overspend by two million this year",
+    ]
+    hypotheses = [
+        references[0],  # exact: BLEU 100
+        "we get bombarded with letters from everyone",
+        "there is some work left before the report",
+        "completely unrelated words here",  # no 4-gram (nor 2-gram) match: BLEU 0
+    ]
+    buckets = bench.bleu_by_bucket(sources, hypotheses, references, (4, 8, 12))
+    assert [(b["bucket"], b["sentences"]) for b in buckets] == [
+        ("1-4", 1), ("5-8", 2), ("9-12", 0), ("13+", 1),
+    ]  # fmt: skip
+    assert buckets[0]["bleu"] == pytest.approx(100.0)
+    expected = sacrebleu.corpus_bleu(hypotheses[1:3], [references[1:3]]).score
+    assert buckets[1]["bleu"] == pytest.approx(expected) and 10.0 < expected < 90.0
+    assert buckets[2]["bleu"] is None and buckets[3]["bleu"] == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="4 sources, 3 hypotheses"):
+        bench.bleu_by_bucket(sources, hypotheses[:3], references, (4, 8, 12))
+
+
+def test_alignment_monotonicity_counts_reorderings(bench):
+    diagonal = np.eye(4) * 0.9 + 0.025
+    assert bench.alignment_monotonicity(diagonal, 4, 4) == {"monotone": 1.0, "crossings": 0}
+    # peaks 0, 2, 1, 3: one step back out of three (adjective-noun swap)
+    swapped = diagonal[[0, 2, 1, 3]]
+    assert bench.alignment_monotonicity(swapped, 4, 4) == {
+        "monotone": pytest.approx(2 / 3),
+        "crossings": 1,
+    }
+    # only the real block counts: a padded column with a large weight is ignored
+    padded = np.pad(diagonal, ((0, 1), (0, 2)))
+    padded[:, 5] = 5.0
+    assert bench.alignment_monotonicity(padded, 4, 4)["crossings"] == 0
+    assert bench.alignment_monotonicity(np.zeros((3, 5)), 3, 5) == {
+        "monotone": None,
+        "crossings": 0,
+    }
+
+
+def test_format_table_rows(bench):
+    result = {
+        "arm": "Bahdanau", "steps": 812, "parameters": 1_860_000, "bleu": 12.345,
+        "buckets": [
+            {"bucket": "1-4", "sentences": 10, "bleu": 20.0},
+            {"bucket": "5+", "sentences": 0, "bleu": None},
+        ],
+        "monotone": 0.876, "crossing_share": 0.25,
+    }  # fmt: skip
+    plain = dict(result, arm="no attention", monotone=None, crossing_share=None)
+    table = bench.format_table([result, plain], (4,)).splitlines()
+    assert table[0] == (
+        "| model | steps | params | BLEU | 1-4 (n=10) | 5+ (n=0) | monotone | crossing sents |"
+    )
+    assert table[2] == "| Bahdanau | 812 | 1.86 M | 12.35 | 20.00 | – | 0.88 | 25% |"
+    assert table[3] == "| no attention | 812 | 1.86 M | 12.35 | 20.00 | – | – | – |"
+
+
+def test_keras_hub_full_pass_steps_reproduce_the_teacher_forced_logits(bench):
+    pytest.importorskip("keras_hub")
+    model = bench.keras_hub_translator(
+        30, 40, num_layers=1, d_model=16, num_heads=2, ff_dim=32, dropout=0.0, positions=12
+    )
+    source = np.array([[5, 6, 7, 0, 0], [8, 9, 0, 0, 0]], "int32")
+    target = np.array([[2, 11, 12, 13], [2, 14, 0, 0]], "int32")
+    logits = model({"source_ids": source, "target_ids": target}).numpy()
+    wider = model({"source_ids": np.pad(source, ((0, 0), (0, 3))), "target_ids": target})
+    np.testing.assert_allclose(wider.numpy(), logits, atol=1e-6)  # padding is masked
+    steps = bench.FullPassSteps(model, max_length=6)
+    state = steps.encode(source)
+    for t in range(target.shape[1]):
+        logits_t, state = steps.step(target[:, t], state)
+        real = target[:, t] != 0
+        np.testing.assert_allclose(logits_t.numpy()[real], logits[real, t], atol=1e-5)
+    assert np.all(state["attention"].numpy() == 0.0)
+
+
+@pytest.mark.slow
+def test_main_trains_two_arms_and_writes_tables_and_figures(bench, tmp_path):
+    out = tmp_path / "out"
+    argv = [
+        "--corpora", "synthetic", "--arms", "no-attention", "bahdanau",
+        "--budget-minutes", "0.02", "--test-sentences", "30", "--batch-size", "16",
+        "--out", str(out),
+    ]  # fmt: skip
+    assert bench.main(argv) == 0
+    results = json.loads((out / "results.json").read_text())["results"]["synthetic"]
+    assert [r["arm"] for r in results] == ["no attention", "Bahdanau"]
+    for result in results:
+        assert result["steps"] >= 1 and result["test_sentences"] == 30
+        assert sum(b["sentences"] for b in result["buckets"]) == 30
+    assert results[0]["monotone"] is None and results[1]["monotone"] is not None
+    for name in ("bleu_by_length_synthetic.png", "alignments_synthetic.png", "results.md"):
+        assert (out / name).stat().st_size > 0
+    assert len((out / "synthetic" / "bahdanau" / "test.tsv").read_text().splitlines()) == 30
+    assert bench.main(argv) == 0  # a second run reuses both arms' results
