@@ -131,6 +131,7 @@ def _publish(archive, model, model_base_path, version, check, warmup_feeds) -> P
     final = base / str(version)
     if final.exists():
         raise FileExistsError(f"{final} exists already; choose another --version")
+    created = [path for path in (base, *base.parents) if not path.exists()]
     base.mkdir(parents=True, exist_ok=True)
     temporary = base / f".export-{version}-{os.getpid()}"
     shutil.rmtree(temporary, ignore_errors=True)
@@ -144,4 +145,7 @@ def _publish(archive, model, model_base_path, version, check, warmup_feeds) -> P
         os.replace(temporary, final)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
+        for path in created:  # a failed first export leaves no empty directories behind
+            if path.exists() and not any(path.iterdir()):
+                path.rmdir()
     return final

@@ -30,6 +30,9 @@ def test_failed_check_publishes_nothing(translator, tmp_path, monkeypatch):
     with pytest.raises(ContractError, match="simulated"):
         export_translator(translator, tmp_path)
     assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ContractError, match="simulated"):
+        export_translator(translator, tmp_path / "models" / "translator")
+    assert list(tmp_path.iterdir()) == []  # the directories it made for the base path are gone
 
 
 class PyFuncModule(tf.Module):
