@@ -86,11 +86,16 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return bool(strategy.extended.should_checkpoint)
 
 
-def barrier(strategy: tf.distribute.Strategy) -> None:
-    """Wait until every worker gets here (a one-number all-reduce); free on one worker."""
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        ones = strategy.run(lambda: tf.ones(()))
-        strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None).numpy()
+def barrier(strategy: tf.distribute.Strategy, ok: bool = True) -> bool:
+    """Wait until every worker gets here; returns whether all of them passed `ok=True`.
+
+    One all-reduce of a number across the workers (free on one worker). A worker that failed
+    still calls it, with `ok=False`, so the others learn of it instead of waiting for ever.
+    """
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return ok
+    failures = strategy.run(lambda: tf.constant(0.0 if ok else 1.0))
+    return float(strategy.reduce(tf.distribute.ReduceOp.SUM, failures, axis=None)) == 0.0
 
 
 def distributed_batches(

@@ -419,14 +419,20 @@ def train(
     chief = distribution.is_chief(strategy)
     run = RunDirectory(out)
     if chief:
-        config = _resolve_config(run, config, resume, log)
-        distribution.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
-        # Load the corpus before any write: a bad name leaves no half-made run directory behind.
-        splits = corpora.load_corpus(config.corpus, seed=config.seed)
-        run.path.mkdir(parents=True, exist_ok=True)
-        run.write_json(CONFIG_FILE, dataclasses.asdict(config))
-        _vocabularies(run, config, splits["train"], log)
-    distribution.barrier(strategy)  # the other workers wait for the config and vocabularies
+        try:
+            config = _resolve_config(run, config, resume, log)
+            distribution.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
+            # Load the corpus before any write: a bad name leaves no half-made run directory.
+            splits = corpora.load_corpus(config.corpus, seed=config.seed)
+            run.path.mkdir(parents=True, exist_ok=True)
+            run.write_json(CONFIG_FILE, dataclasses.asdict(config))
+            _vocabularies(run, config, splits["train"], log)
+        except BaseException:
+            distribution.barrier(strategy, ok=False)  # the other workers stop too
+            raise
+    # The other workers wait for the config and vocabularies.
+    if not distribution.barrier(strategy) and not chief:
+        raise ValueError("the chief worker could not start the run; its output says why")
     if not chief:
         config = run.read_config()
         distribution.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
