@@ -1,8 +1,10 @@
 """Translation quality at one fixed wall-clock training budget per model, by source length.
 
 Trains seven translators on each real corpus, each for the same `--budget-minutes` of training loop
-(`keras_attn.training.trainer.train` with `max_minutes`; vocabulary building and evaluation are not
-counted), then translates the corpus' test split greedily through the exported path
+(`keras_attn.training.trainer.train` with `max_cpu_minutes`, this process' CPU time, the default
+`--clock cpu`, fair on a machine shared with other jobs; or `max_minutes`, wall-clock time, with
+`--clock wall`; vocabulary building and evaluation are not counted), then translates the corpus'
+test split greedily through the exported path
 (`keras_attn.export.translator.Translator.translate_with_alignment`) and reports sacrebleu BLEU,
 overall and per source-length bucket (source words), as in Luong et al. (2015), figure 6.
 
@@ -150,7 +152,7 @@ def format_table(results: Sequence[dict], edges: Sequence[int]) -> str:
     """A markdown table: one row per arm, BLEU overall and per bucket, steps, parameters."""
     labels = bucket_labels(edges)
     counts = results[0]["buckets"] if results else []
-    header = ["model", "steps", "params", "BLEU"] + [
+    header = ["model", "steps", "CPU min", "params", "BLEU"] + [
         f"{b['bucket']} (n={b['sentences']})" for b in counts
     ]
     if not counts:
@@ -161,6 +163,7 @@ def format_table(results: Sequence[dict], edges: Sequence[int]) -> str:
         cells = [
             result["arm"],
             str(result["steps"]),
+            f"{result['train_cpu_seconds'] / 60:.1f}" if "train_cpu_seconds" in result else "–",
             f"{result['parameters'] / 1e6:.2f} M",
             f"{result['bleu']:.2f}",
         ]
@@ -360,7 +363,7 @@ def run_arm(arm: Arm, corpus: str, splits, args, out: Path, log) -> dict:
         seed=args.seed,
         eval_sentences=0,
         checkpoint_every=args.max_steps,
-        max_minutes=args.budget_minutes,
+        **{"max_cpu_minutes" if args.clock == "cpu" else "max_minutes": args.budget_minutes},
         **arm.options,
     )
     # Every arm of a corpus uses the same vocabularies (building one costs minutes): the run
@@ -398,6 +401,7 @@ def run_arm(arm: Arm, corpus: str, splits, args, out: Path, log) -> dict:
         "corpus": corpus,
         "steps": metrics["steps"],
         "train_seconds": metrics["train_seconds_this_session"],
+        "train_cpu_seconds": metrics["train_cpu_seconds_this_session"],
         "final_loss": metrics["final_loss"],
         "parameters": translated["parameters"],
         "test_sentences": len(test),
@@ -531,7 +535,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--budget-minutes",
         type=float,
         default=10.0,
-        help="wall-clock minutes of training loop per model (the same for every model)",
+        help="minutes of training loop per model (the same for every model; see --clock)",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="cpu: the budget is this process' CPU time (fair on a machine shared with other "
+        "jobs); wall: wall-clock time",
     )
     parser.add_argument(
         "--arms",
@@ -587,7 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             arms = [arm for arm in arms if arm.model != KERAS_HUB_FAMILY]
     log(
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, keras "
-        f"{keras.__version__}; {args.budget_minutes} min per model; "
+        f"{keras.__version__}; {args.budget_minutes} {args.clock} min per model; "
         f"arms: {', '.join(arm.name for arm in arms)}"
     )
     everything = {}
@@ -603,7 +614,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         plot_bleu_by_length(results, corpus, out / f"bleu_by_length_{corpus}.png")
         plot_alignments(results, corpus, out / f"alignments_{corpus}.png")
         table = format_table(results, edges)
-        print(f"\n{corpus}, {args.budget_minutes} min per model, test BLEU (greedy):\n{table}\n")
+        budget = f"{args.budget_minutes} {args.clock} min per model"
+        print(f"\n{corpus}, {budget}, test BLEU (greedy):\n{table}\n")
     (out / "results.json").write_text(
         json.dumps(
             {"budget_minutes": args.budget_minutes, "argv": sys.argv[1:], "results": everything},

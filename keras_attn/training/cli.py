@@ -133,6 +133,13 @@ def add_parsers(subparsers) -> None:
         help="stop the training loop after this many minutes of wall-clock time (checkpointed, "
         "evaluated and resumable like a finished run)",
     )
+    parser.add_argument(
+        "--max-cpu-minutes",
+        type=float,
+        default=None,
+        help="the same limit in CPU time of this process (all threads): a budget that other jobs "
+        "on a shared machine do not eat into",
+    )
     parser.add_argument("--out", required=True, help="run directory")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -175,6 +182,7 @@ def run_train(args: argparse.Namespace) -> int:
         checkpoint_every=args.checkpoint_every,
         eval_sentences=args.eval_sentences,
         max_minutes=args.max_minutes,
+        max_cpu_minutes=args.max_cpu_minutes,
     )
     try:
         train(

@@ -77,6 +77,9 @@ class TrainConfig:
     # Wall-clock limit of the training loop in minutes (None: none); the run stops at the first
     # step that ends past it, before `steps` if need be.
     max_minutes: float | None = None
+    # The same in CPU time of this process (all its threads: on a machine shared with other jobs,
+    # the compute the run actually got).
+    max_cpu_minutes: float | None = None
 
     def validate(self) -> None:
         family = get_family(self.model)
@@ -101,6 +104,8 @@ class TrainConfig:
             raise ValueError(f"--eval-sentences must be >= 0, got {self.eval_sentences}")
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise ValueError(f"--max-minutes must be positive, got {self.max_minutes}")
+        if self.max_cpu_minutes is not None and self.max_cpu_minutes <= 0:
+            raise ValueError(f"--max-cpu-minutes must be positive, got {self.max_cpu_minutes}")
         if self.clipnorm < 0:
             raise ValueError(f"--clipnorm must be >= 0 (0 disables clipping), got {self.clipnorm}")
         if self.learning_rate <= 0:
@@ -204,6 +209,7 @@ def _resolve_config(run: RunDirectory, config: TrainConfig, resume: bool, log) -
             saved = run.read_config()
             saved.steps = config.steps
             saved.max_minutes = config.max_minutes
+            saved.max_cpu_minutes = config.max_cpu_minutes
             return saved
         if run.holds_only_temporaries():
             log(f"{run.path} holds no {CONFIG_FILE} yet: starting the run from step 0")
@@ -399,7 +405,9 @@ def train(
     With `config.max_minutes` the loop also stops at the first step that ends after that many
     minutes of this session's training loop (tracing included; vocabulary and model building and
     the final evaluation not), checkpointing that step; a resumed run takes the new limit and
-    step target. Workers could disagree on when the time is up, so it needs one worker (`none` or
+    step target. `config.max_cpu_minutes` does the same with this process' CPU time (every
+    thread's, `time.process_time`), a budget that other jobs on a shared machine do not eat into.
+    Workers could disagree on when the time is up, so either limit needs one worker (`none` or
     `mirrored`).
 
     Every file is written under a temporary name and moved into place (checkpoints by
@@ -413,8 +421,10 @@ def train(
     their checkpoints and model to temporary directories they delete.
     """
     config.validate()
-    if config.max_minutes is not None and distribute == "multiworker":
-        raise ValueError("--max-minutes needs one worker (workers would stop at different steps)")
+    for name in ("max_minutes", "max_cpu_minutes"):
+        if getattr(config, name) is not None and distribute == "multiworker":
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"{flag} needs one worker (workers would stop at different steps)")
     strategy = distribution.make_strategy(distribute)  # first: it may configure collective ops
     chief = distribution.is_chief(strategy)
     run = RunDirectory(out)
@@ -502,7 +512,11 @@ def train(
             config.steps, stateful_metrics=["loss", "accuracy"], interval=interval
         )
     started = time.perf_counter()
+    cpu_started = time.process_time()
     deadline = None if config.max_minutes is None else started + 60.0 * config.max_minutes
+    cpu_deadline = None
+    if config.max_cpu_minutes is not None:
+        cpu_deadline = cpu_started + 60.0 * config.max_cpu_minutes
     out_of_time = False
     loss = accuracy = math.nan
     try:
@@ -511,7 +525,12 @@ def train(
             step.assign_add(1)
             current = int(step.numpy())
             loss, accuracy = float(loss_t), float(accuracy_t)
-            out_of_time = deadline is not None and time.perf_counter() >= deadline
+            spent = []
+            if deadline is not None and time.perf_counter() >= deadline:
+                spent.append(f"--max-minutes {config.max_minutes}")
+            if cpu_deadline is not None and time.process_time() >= cpu_deadline:
+                spent.append(f"--max-cpu-minutes {config.max_cpu_minutes}")
+            out_of_time = bool(spent)
             if bar is not None:
                 bar.update(current, [("loss", loss), ("accuracy", accuracy)])
             if train_log is not None:
@@ -524,18 +543,17 @@ def train(
             if current % config.checkpoint_every == 0 or last:
                 manager.save(checkpoint_number=current)
             if out_of_time:
-                log(
-                    f"stopped at step {current} of {config.steps}: "
-                    f"--max-minutes {config.max_minutes} spent"
-                )
+                log(f"stopped at step {current} of {config.steps}: {' and '.join(spent)} spent")
                 break
         elapsed = time.perf_counter() - started
+        cpu_elapsed = time.process_time() - cpu_started
         if train_log is not None and train_log.rows:
             _, loss, accuracy = train_log.rows[-1]  # also right for a session with no steps left
         metrics = {
             "steps": int(step.numpy()),
             "steps_this_session": int(step.numpy()) - start,
             "train_seconds_this_session": round(elapsed, 1),
+            "train_cpu_seconds_this_session": round(cpu_elapsed, 1),
             "final_loss": None if math.isnan(loss) else loss,
             "final_token_accuracy": None if math.isnan(accuracy) else accuracy,
             "precision": policy,

@@ -81,7 +81,8 @@ def test_alignment_monotonicity_counts_reorderings(bench):
 
 def test_format_table_rows(bench):
     result = {
-        "arm": "Bahdanau", "steps": 812, "parameters": 1_860_000, "bleu": 12.345,
+        "arm": "Bahdanau", "steps": 812, "train_cpu_seconds": 183.0, "parameters": 1_860_000,
+        "bleu": 12.345,
         "buckets": [
             {"bucket": "1-4", "sentences": 10, "bleu": 20.0},
             {"bucket": "5+", "sentences": 0, "bleu": None},
@@ -91,10 +92,11 @@ def test_format_table_rows(bench):
     plain = dict(result, arm="no attention", monotone=None, crossing_share=None)
     table = bench.format_table([result, plain], (4,)).splitlines()
     assert table[0] == (
-        "| model | steps | params | BLEU | 1-4 (n=10) | 5+ (n=0) | monotone | crossing sents |"
+        "| model | steps | CPU min | params | BLEU | 1-4 (n=10) | 5+ (n=0) | monotone "
+        "| crossing sents |"
     )
-    assert table[2] == "| Bahdanau | 812 | 1.86 M | 12.35 | 20.00 | – | 0.88 | 25% |"
-    assert table[3] == "| no attention | 812 | 1.86 M | 12.35 | 20.00 | – | – | – |"
+    assert table[2] == "| Bahdanau | 812 | 3.0 | 1.86 M | 12.35 | 20.00 | – | 0.88 | 25% |"
+    assert table[3] == "| no attention | 812 | 3.0 | 1.86 M | 12.35 | 20.00 | – | – | – |"
 
 
 def test_keras_hub_full_pass_steps_reproduce_the_teacher_forced_logits(bench):
@@ -129,6 +131,7 @@ def test_main_trains_two_arms_and_writes_tables_and_figures(bench, tmp_path):
     assert [r["arm"] for r in results] == ["no attention", "Bahdanau"]
     for result in results:
         assert result["steps"] >= 1 and result["test_sentences"] == 30
+        assert result["train_cpu_seconds"] >= 0.02 * 60  # --clock cpu (the default)
         assert sum(b["sentences"] for b in result["buckets"]) == 30
     assert results[0]["monotone"] is None and results[1]["monotone"] is not None
     for name in ("bleu_by_length_synthetic.png", "alignments_synthetic.png", "results.md"):

@@ -193,6 +193,7 @@ def test_max_minutes_stops_the_loop_and_a_resume_finishes_the_run(tmp_path, caps
     [
         (["--max-minutes", "0"], "--max-minutes must be positive, got 0.0"),
         (["--eval-sentences", "-1"], "--eval-sentences must be >= 0"),
+        (["--max-cpu-minutes", "-1"], "--max-cpu-minutes must be positive, got -1.0"),
         (["--context-feeding"], "--context-feeding does not apply to --model rnn-attention"),
     ],
 )
@@ -200,3 +201,16 @@ def test_bad_budget_flags_are_one_line_errors(tmp_path, capsys, flags, message):
     assert cli(["train", *flags, "--out", str(tmp_path / "r"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_max_cpu_minutes_counts_this_process_cpu_time(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert cli([
+        "train", "--steps", "40", "--max-cpu-minutes", "0.0001", "--batch-size", "16",
+        "--units", "16", "--embedding-dim", "8", "--vocab-size", "400", "--eval-sentences", "0",
+        "--out", str(run), "--quiet",
+    ]) == 0  # fmt: skip
+    assert "stopped at step 1 of 40: --max-cpu-minutes 0.0001 spent" in capsys.readouterr().out
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["steps"] == 1 and metrics["stopped_by_max_minutes"] is True
+    assert 0.006 <= metrics["train_cpu_seconds_this_session"]
