@@ -9,6 +9,7 @@ import tensorflow_text  # noqa: F401
 from keras_attn.cli import main as cli
 from keras_attn.text.corpora import load_corpus
 from keras_attn.training.trainer import RunDirectory
+from tests.export.served_scores import teacher_forced_log_probs
 
 SENTENCES = [source for source, _ in load_corpus("synthetic")["test"][:3]] + [""]
 
@@ -44,18 +45,11 @@ def test_trained_luong_run_exports_a_contract_checked_translator(tmp_path):
 
     # The served scores are the teacher-forced model's log-probabilities of the served tokens.
     model = RunDirectory(run).load_model()
-    source_tokenizer, target_tokenizer = RunDirectory(run).tokenizers()
     limit = min(128, 2 * source_tokens.shape[1] + 10)  # export's default length limit
-    for row in range(len(SENTENCES)):
-        source = [source_tokenizer.vocab.index(t.decode()) for t in source_tokens[row] if t]
-        ids = [target_tokenizer.vocab.index(t.decode()) for t in tokens[row] if t]
-        generated = ids if len(ids) == limit else [*ids, target_tokenizer.end_id]
-        inputs = {
-            "source_ids": np.array([source or [0]]),
-            "target_ids": np.array([[target_tokenizer.start_id, *generated[:-1]]]),
-        }
-        log_probs = tf.nn.log_softmax(model(inputs)).numpy()[0]
-        expected = log_probs[np.arange(len(generated)), generated].sum()
+    served = teacher_forced_log_probs(
+        model, RunDirectory(run).tokenizers(), source_tokens, tokens, limit
+    )
+    for row, (ids, expected) in enumerate(served):
         np.testing.assert_allclose(scores[row], expected, rtol=1e-4, atol=1e-4)
         real = source_tokens[row] != b""
         assert np.all(alignment[row, : len(ids)][:, ~real] == 0.0)
