@@ -27,13 +27,7 @@ class PlainTranslatorSteps(RNNTranslatorSteps):
     """
 
     def encode(self, source_ids) -> dict:
-        source_ids = ops.convert_to_tensor(source_ids, "int32")
-        memory_mask = ops.not_equal(source_ids, self.pad_id)
-        embedded = self.source_embedding(source_ids)
-        _, *final_states = self.encoder(embedded, mask=memory_mask, training=False)
-        states = tuple(
-            bridge(state) for bridge, state in zip(self.bridges, final_states, strict=True)
-        )
+        _, memory_mask, final_states, states = self._run_encoder(source_ids)
         return {
             "context": final_states[0],
             "states": states,

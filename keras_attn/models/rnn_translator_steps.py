@@ -41,7 +41,8 @@ class RNNTranslatorSteps:
         self.decoder = model.get_layer(names.DECODER)
         self.output_projection = model.get_layer(names.OUTPUT_PROJECTION)
 
-    def encode(self, source_ids) -> dict:
+    def _run_encoder(self, source_ids):
+        """`(memory, memory_mask, encoder final states, decoder initial states)` of a batch."""
         source_ids = ops.convert_to_tensor(source_ids, "int32")
         memory_mask = ops.not_equal(source_ids, self.pad_id)
         embedded = self.source_embedding(source_ids)
@@ -49,6 +50,10 @@ class RNNTranslatorSteps:
         states = tuple(
             bridge(state) for bridge, state in zip(self.bridges, final_states, strict=True)
         )
+        return memory, memory_mask, final_states, states
+
+    def encode(self, source_ids) -> dict:
+        memory, memory_mask, _, states = self._run_encoder(source_ids)
         return {
             "memory": memory,
             "prepared_memory": self.decoder.prepare_memory(memory),
