@@ -4,15 +4,6 @@ from __future__ import annotations
 
 import keras
 
-from keras_attn._initializers import clone_initializer
-
-__all__ = [
-    "check_positive_float",
-    "check_positive_int",
-    "check_rate",
-    "clone_initializer",
-]
-
 
 def check_positive_int(name: str, value) -> int:
     """`value` as an int; a ValueError quoting it unless it is a positive int (not a bool)."""

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import keras
 
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.transformer._arguments import (
     check_positive_int,
     check_rate,
-    clone_initializer,
     get_activation,
 )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import keras
 
+from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.attention.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
@@ -11,7 +12,6 @@ from keras_attn.layers.transformer._arguments import (
     check_positive_float,
     check_positive_int,
     check_rate,
-    clone_initializer,
     get_activation,
 )
 from keras_attn.layers.transformer._residual import residual
