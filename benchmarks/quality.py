@@ -19,8 +19,11 @@ Writes into `--out`: `results.json`, `results.md` (the tables), per corpus
 `alignments_<corpus>.png` (alignment heatmaps of a few test sentences, attention models only), and
 per arm its run directory and `test.tsv` (source, reference, hypothesis). An arm whose
 `result.json` exists is not run again, so an interrupted benchmark continues where it stopped.
+`--workers N` trains N arms at once, each in its own process with cores/N TensorFlow threads (a
+CPU-time budget stays per model); the vocabularies are built first, once per corpus.
 
     python benchmarks/quality.py --corpora ding-de-en bible-es-en --budget-minutes 10 --out OUT
+    python benchmarks/quality.py --corpora ding-de-en --budget-minutes 20 --workers 2 --out OUT
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ ARMS = (
 # Source-length bucket edges (words) per corpus: bucket i holds lengths in (edges[i-1], edges[i]].
 BUCKET_EDGES = {"ding-de-en": (4, 8, 12), "bible-es-en": (10, 20, 30, 40)}
 DEFAULT_EDGES = (10, 20, 30, 40)
+RESULT_FILE = "result.json"  # per arm, in OUT/CORPUS/ARM-SLUG: a finished arm is not run again
 
 
 # ---------------------------------------------------------------------------- pure functions
@@ -339,21 +343,11 @@ def translate_test(run_dir: Path, pairs, batch_size: int = 200) -> dict:
     }
 
 
-def run_arm(arm: Arm, corpus: str, splits, args, out: Path, log) -> dict:
-    """Train `arm` for the budget (or reuse a finished run), translate the test split, score."""
-    from keras_attn.text.normalization import normalize_text
-    from keras_attn.training.trainer import CONFIG_FILE, RunDirectory, TrainConfig, train
+def arm_config(arm: Arm, corpus: str, args):
+    """The arm's `TrainConfig`: the shared budget, batch, schedule and seed, then its options."""
+    from keras_attn.training.trainer import TrainConfig
 
-    arm_dir = out / corpus / arm.slug
-    result_file = arm_dir / "result.json"
-    if result_file.exists():
-        log(f"{corpus} / {arm.name}: reusing {result_file}")
-        return json.loads(result_file.read_text())
-    run_dir = arm_dir / "run"
-    if run_dir.exists():  # a run killed mid-way: start it again from scratch
-        shutil.rmtree(run_dir)
-    arm_dir.mkdir(parents=True, exist_ok=True)
-    config = TrainConfig(
+    return TrainConfig(
         model=arm.model,
         corpus=corpus,
         steps=args.max_steps,
@@ -366,6 +360,23 @@ def run_arm(arm: Arm, corpus: str, splits, args, out: Path, log) -> dict:
         **{"max_cpu_minutes" if args.clock == "cpu" else "max_minutes": args.budget_minutes},
         **arm.options,
     )
+
+
+def run_arm(arm: Arm, corpus: str, splits, args, out: Path, log) -> dict:
+    """Train `arm` for the budget (or reuse a finished run), translate the test split, score."""
+    from keras_attn.text.normalization import normalize_text
+    from keras_attn.training.trainer import CONFIG_FILE, RunDirectory, train
+
+    arm_dir = out / corpus / arm.slug
+    result_file = arm_dir / RESULT_FILE
+    if result_file.exists():
+        log(f"{corpus} / {arm.name}: reusing {result_file}")
+        return json.loads(result_file.read_text())
+    run_dir = arm_dir / "run"
+    if run_dir.exists():  # a run killed mid-way: start it again from scratch
+        shutil.rmtree(run_dir)
+    arm_dir.mkdir(parents=True, exist_ok=True)
+    config = arm_config(arm, corpus, args)
     # Every arm of a corpus uses the same vocabularies (building one costs minutes): the run
     # directory starts with them and its config, and `train(resume=True)` finds no checkpoint,
     # so it trains from step 0 without building them again.
@@ -525,11 +536,72 @@ def plot_alignments(results: Sequence[dict], corpus: str, path: Path) -> None:
     plt.close(figure)
 
 
+# ---------------------------------------------------------------------------- workers
+
+# Options that name what one worker process runs; `child_argv` replaces them.
+_WORKER_OPTIONS = ("--corpora", "--arms", "--workers")
+
+
+def child_argv(argv: Sequence[str], corpus: str, slug: str) -> list[str]:
+    """`argv` for a worker that runs one arm of one corpus: the same budget, batch, seed, out.
+
+    Drops `--corpora`, `--arms` and `--workers` with their values (`--arms a b` and `--arms=a`
+    alike) and appends `--corpora corpus --arms slug --workers 1`.
+    """
+    kept, skipping = [], False
+    for token in argv:
+        name = token.split("=", 1)[0]
+        if name in _WORKER_OPTIONS:
+            skipping = "=" not in token
+            continue
+        if skipping and not token.startswith("--"):
+            continue
+        skipping = False
+        kept.append(token)
+    return [*kept, "--corpora", corpus, "--arms", slug, "--workers", "1"]
+
+
+def threads_per_worker(workers: int, cpus: int | None = None) -> int:
+    """TensorFlow intra-op threads for each of `workers` processes sharing `cpus` cores."""
+    return max(1, (cpus or os.cpu_count() or 1) // workers)
+
+
+def run_workers(jobs: Sequence[tuple[str, Arm]], argv: Sequence[str], workers: int, log) -> int:
+    """Runs every `(corpus, arm)` job in its own process, at most `workers` at a time.
+
+    Each child trains, translates and writes its arm's `result.json` exactly as a serial run
+    would (the budget is its own CPU time, so the arms sharing the machine stay comparable); the
+    caller then reads them back. Returns 0, or the exit status of the first child that failed
+    (the others are let finish, their results are kept).
+    """
+    import subprocess
+
+    env = dict(os.environ)
+    threads = str(threads_per_worker(workers))
+    env.update(TF_NUM_INTRAOP_THREADS=threads, TF_NUM_INTEROP_THREADS="1")
+    pending, running, status = list(jobs), [], 0
+    while pending or running:
+        while pending and len(running) < workers:
+            corpus, arm = pending.pop(0)
+            command = [sys.executable, str(Path(__file__).resolve())]
+            command += child_argv(argv, corpus, arm.slug)
+            log(f"{corpus} / {arm.name}: worker started ({threads} thread(s))")
+            running.append((corpus, arm, subprocess.Popen(command, env=env)))
+        time.sleep(1.0)
+        for job in [job for job in running if job[2].poll() is not None]:
+            running.remove(job)
+            corpus, arm, process = job
+            if process.returncode != 0:
+                log(f"{corpus} / {arm.name}: worker failed with exit status {process.returncode}")
+                status = status or process.returncode
+    return status
+
+
 # ---------------------------------------------------------------------------- main
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--corpora", nargs="+", default=["ding-de-en", "bible-es-en"])
     parser.add_argument(
         "--budget-minutes",
@@ -567,10 +639,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--heatmaps", type=int, default=2, help="test sentences drawn per model")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="arms trained at once, each in its own process with cores/workers threads "
+        "(the CPU clock keeps the budgets equal)",
+    )
     parser.add_argument("--out", required=True, help="output directory")
     args = parser.parse_args(argv)
     if args.budget_minutes <= 0:
         parser.error(f"--budget-minutes must be positive, got {args.budget_minutes}")
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, got {args.workers}")
     if args.bucket_edges is not None:
         try:
             bucket_labels(args.bucket_edges)
@@ -601,13 +682,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{keras.__version__}; {args.budget_minutes} {args.clock} min per model; "
         f"arms: {', '.join(arm.name for arm in arms)}"
     )
-    everything = {}
+    corpora = {}
     for corpus in args.corpora:
         try:
-            splits = load_corpus(corpus, seed=args.seed)
+            corpora[corpus] = load_corpus(corpus, seed=args.seed)
         except CorpusNotInstalledError as error:
             print(f"quality.py: {error}", file=sys.stderr)
             return 2
+    jobs = [
+        (corpus, arm)
+        for corpus in corpora
+        for arm in arms
+        if not (out / corpus / arm.slug / RESULT_FILE).exists()
+    ]
+    if args.workers > 1 and len(jobs) > 1:
+        for corpus in {corpus for corpus, _ in jobs}:  # built once, before the workers share them
+            config = arm_config(arms[0], corpus, args)
+            shared_vocabularies(out / corpus / "vocab", corpora[corpus]["train"], config, log)
+        argv = sys.argv[1:] if argv is None else list(argv)
+        status = run_workers(jobs, argv, args.workers, log)
+        if status:
+            return status
+    everything = {}
+    for corpus, splits in corpora.items():
         results = [run_arm(arm, corpus, splits, args, out, log) for arm in arms]
         edges = results[0]["bucket_edges"]
         everything[corpus] = results

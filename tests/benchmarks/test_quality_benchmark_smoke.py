@@ -118,6 +118,51 @@ def test_keras_hub_full_pass_steps_reproduce_the_teacher_forced_logits(bench):
     assert np.all(state["attention"].numpy() == 0.0)
 
 
+def test_child_argv_keeps_the_run_options_and_names_one_arm(bench):
+    argv = [
+        "--corpora", "ding-de-en", "bible-es-en", "--budget-minutes", "20", "--workers", "2",
+        "--arms=bahdanau", "--out", "OUT", "--bucket-edges", "4", "8",
+    ]  # fmt: skip
+    assert bench.child_argv(argv, "ding-de-en", "luong-dot") == [
+        "--budget-minutes", "20", "--out", "OUT", "--bucket-edges", "4", "8",
+        "--corpora", "ding-de-en", "--arms", "luong-dot", "--workers", "1",
+    ]  # fmt: skip
+    child = bench.parse_args(bench.child_argv(argv, "bible-es-en", "transformer"))
+    assert (child.corpora, child.arms, child.workers) == (["bible-es-en"], ["transformer"], 1)
+    assert child.budget_minutes == 20.0 and child.bucket_edges == [4, 8]
+
+
+def test_threads_per_worker_share_the_cores(bench):
+    assert bench.threads_per_worker(2, cpus=2) == 1
+    assert bench.threads_per_worker(2, cpus=16) == 8
+    assert bench.threads_per_worker(4, cpus=2) == 1
+
+
+def test_parse_args_rejects_bad_workers_and_abbreviations(bench, capsys):
+    for argv, message in (
+        (["--workers", "0", "--out", "x"], "--workers must be at least 1, got 0"),
+        (["--work", "2", "--out", "x"], "unrecognized arguments: --work 2"),
+    ):
+        with pytest.raises(SystemExit):
+            bench.parse_args(argv)
+        assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_workers_train_arms_in_parallel_processes(bench, tmp_path):
+    out = tmp_path / "out"
+    argv = [
+        "--corpora", "synthetic", "--arms", "no-attention", "luong-dot", "--workers", "2",
+        "--budget-minutes", "0.02", "--test-sentences", "20", "--batch-size", "16",
+        "--out", str(out),
+    ]  # fmt: skip
+    assert bench.main(argv) == 0
+    results = json.loads((out / "results.json").read_text())["results"]["synthetic"]
+    assert [r["arm"] for r in results] == ["no attention", "Luong dot"]
+    assert all(r["steps"] >= 1 and r["test_sentences"] == 20 for r in results)
+    assert len(list((out / "synthetic" / "vocab").iterdir())) == 2  # built once, by the parent
+
+
 @pytest.mark.slow
 def test_main_trains_two_arms_and_writes_tables_and_figures(bench, tmp_path):
     out = tmp_path / "out"
