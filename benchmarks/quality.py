@@ -399,6 +399,7 @@ def run_arm(arm: Arm, corpus: str, splits, args, out: Path, log) -> dict:
     sources = [source for source, _ in test]
     references = [normalize_text(reference) for _, reference in test]
     hypotheses = translated["hypotheses"]
+    rows = heatmap_rows(sources, args)
     edges = args.bucket_edges or BUCKET_EDGES.get(corpus, DEFAULT_EDGES)
     shapes = [
         alignment_monotonicity(a["alignment"], len(a["target_tokens"]), len(a["source_tokens"]))
@@ -422,14 +423,8 @@ def run_arm(arm: Arm, corpus: str, splits, args, out: Path, log) -> dict:
         "monotone": float(np.mean([s["monotone"] for s in scored])) if scored else None,
         "crossing_share": float(np.mean([s["crossings"] > 0 for s in scored])) if scored else None,
         "decode_seconds": round(time.perf_counter() - started, 1),
-        "heatmaps": [
-            {
-                "source_tokens": a["source_tokens"],
-                "target_tokens": a["target_tokens"],
-                "alignment": np.round(a["alignment"], 4).tolist(),
-            }
-            for a in (translated["alignments"][i] for i in heatmap_rows(sources, args))
-        ],
+        "heatmap_rows": rows,
+        "heatmaps": heatmap_entries([translated["alignments"][i] for i in rows]),
     }
     with open(arm_dir / "test.tsv", "w", encoding="utf-8") as handle:
         for source, reference, hypothesis in zip(sources, references, hypotheses, strict=True):
@@ -466,9 +461,45 @@ def shared_vocabularies(directory: Path, train_pairs, config, log) -> dict[str, 
 
 
 def heatmap_rows(sources: Sequence[str], args) -> list[int]:
-    """The test sentences drawn as heatmaps: the first ones with 6 to 14 source words."""
+    """The test sentences drawn as heatmaps: `--heatmap-rows`, else the first `--heatmaps` ones
+    with 6 to 14 source words."""
+    if args.heatmap_rows:
+        wrong = [row for row in args.heatmap_rows if not 0 <= row < len(sources)]
+        if wrong:
+            raise ValueError(
+                f"--heatmap-rows {wrong} are outside the {len(sources)} test sentences"
+            )
+        return list(args.heatmap_rows)
     rows = [i for i, s in enumerate(sources) if 6 <= source_length(s) <= 14]
     return rows[: args.heatmaps]
+
+
+def heatmap_entries(alignments: Sequence[dict]) -> list[dict]:
+    """What `result.json` keeps of the drawn sentences' alignments (rounded, as lists)."""
+    return [
+        {
+            "source_tokens": a["source_tokens"],
+            "target_tokens": a["target_tokens"],
+            "alignment": np.round(a["alignment"], 4).tolist(),
+        }
+        for a in alignments
+    ]
+
+
+def redraw_heatmaps(result: dict, test, rows: list[int], out: Path, log) -> dict:
+    """`result` with the heatmaps of test sentences `rows`, translated again by the arm's run.
+
+    For an arm finished with other heatmap rows (a reused `result.json`): only those sentences
+    are translated; the result file is rewritten. Without the run directory it is left as is.
+    """
+    arm_dir = out / result["corpus"] / Arm(result["arm"], result["model"]).slug
+    if not (arm_dir / "run").exists():
+        log(f"{result['corpus']} / {result['arm']}: no run directory, heatmaps not redrawn")
+        return result
+    translated = translate_test(arm_dir / "run", [test[row] for row in rows])
+    result = dict(result, heatmap_rows=rows, heatmaps=heatmap_entries(translated["alignments"]))
+    (arm_dir / RESULT_FILE).write_text(json.dumps(result, ensure_ascii=False) + "\n")
+    return result
 
 
 # ---------------------------------------------------------------------------- figures
@@ -638,6 +669,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"else {DEFAULT_EDGES})",
     )
     parser.add_argument("--heatmaps", type=int, default=2, help="test sentences drawn per model")
+    parser.add_argument(
+        "--heatmap-rows",
+        type=int,
+        nargs="+",
+        default=None,
+        help="test-split indices of the sentences to draw (default: the first --heatmaps with "
+        "6-14 words); finished arms translate just these again",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--workers",
@@ -686,7 +725,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for corpus in args.corpora:
         try:
             corpora[corpus] = load_corpus(corpus, seed=args.seed)
-        except CorpusNotInstalledError as error:
+            test = corpora[corpus]["test"]
+            test = test[: args.test_sentences] if args.test_sentences else test
+            heatmap_rows([source for source, _ in test], args)  # bad --heatmap-rows fail here
+        except (CorpusNotInstalledError, ValueError) as error:
             print(f"quality.py: {error}", file=sys.stderr)
             return 2
     jobs = [
@@ -706,6 +748,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     everything = {}
     for corpus, splits in corpora.items():
         results = [run_arm(arm, corpus, splits, args, out, log) for arm in arms]
+        test = splits["test"][: args.test_sentences] if args.test_sentences else splits["test"]
+        rows = heatmap_rows([source for source, _ in test], args)
+        results = [
+            redraw_heatmaps(r, test, rows, out, log)
+            if r.get("monotone") is not None and r.get("heatmap_rows") != rows
+            else r
+            for r in results
+        ]
         edges = results[0]["bucket_edges"]
         everything[corpus] = results
         plot_bleu_by_length(results, corpus, out / f"bleu_by_length_{corpus}.png")

@@ -132,6 +132,17 @@ def test_child_argv_keeps_the_run_options_and_names_one_arm(bench):
     assert child.budget_minutes == 20.0 and child.bucket_edges == [4, 8]
 
 
+def test_heatmap_rows_default_to_mid_length_sentences_or_take_explicit_rows(bench):
+    sources = ["a b c", "a b c d e f", "x " * 15, "one two three four five six seven", "s " * 7]
+    args = bench.parse_args(["--out", "x", "--heatmaps", "2"])
+    assert bench.heatmap_rows(sources, args) == [1, 3]
+    args = bench.parse_args(["--out", "x", "--heatmap-rows", "4", "0"])
+    assert bench.heatmap_rows(sources, args) == [4, 0]
+    args = bench.parse_args(["--out", "x", "--heatmap-rows", "2", "5"])
+    with pytest.raises(ValueError, match=r"--heatmap-rows \[5\] are outside the 5 test"):
+        bench.heatmap_rows(sources, args)
+
+
 def test_threads_per_worker_share_the_cores(bench):
     assert bench.threads_per_worker(2, cpus=2) == 1
     assert bench.threads_per_worker(2, cpus=16) == 8
@@ -183,3 +194,17 @@ def test_main_trains_two_arms_and_writes_tables_and_figures(bench, tmp_path):
         assert (out / name).stat().st_size > 0
     assert len((out / "synthetic" / "bahdanau" / "test.tsv").read_text().splitlines()) == 30
     assert bench.main(argv) == 0  # a second run reuses both arms' results
+    before = json.loads((out / "synthetic" / "bahdanau" / "result.json").read_text())
+    assert before["heatmap_rows"] == bench.heatmap_rows(
+        [line.split("\t")[0] for line in (out / "synthetic" / "bahdanau" / "test.tsv").open()],
+        bench.parse_args(argv),
+    )
+    assert bench.main([*argv, "--heatmap-rows", "3", "7"]) == 0  # reused, only heatmaps redrawn
+    after = json.loads((out / "synthetic" / "bahdanau" / "result.json").read_text())
+    assert after["heatmap_rows"] == [3, 7] and len(after["heatmaps"]) == 2
+    assert {k: v for k, v in after.items() if not k.startswith("heatmap")} == {
+        k: v for k, v in before.items() if not k.startswith("heatmap")
+    }
+    plain = json.loads((out / "synthetic" / "no-attention" / "result.json").read_text())
+    assert plain["heatmap_rows"] == before["heatmap_rows"]  # no attention: nothing to redraw
+    assert bench.main([*argv, "--heatmap-rows", "30"]) == 2  # test sentences are 0..29
