@@ -611,20 +611,26 @@ def run_workers(jobs: Sequence[tuple[str, Arm]], argv: Sequence[str], workers: i
     threads = str(threads_per_worker(workers))
     env.update(TF_NUM_INTRAOP_THREADS=threads, TF_NUM_INTEROP_THREADS="1")
     pending, running, status = list(jobs), [], 0
-    while pending or running:
-        while pending and len(running) < workers:
-            corpus, arm = pending.pop(0)
-            command = [sys.executable, str(Path(__file__).resolve())]
-            command += child_argv(argv, corpus, arm.slug)
-            log(f"{corpus} / {arm.name}: worker started ({threads} thread(s))")
-            running.append((corpus, arm, subprocess.Popen(command, env=env)))
-        time.sleep(1.0)
-        for job in [job for job in running if job[2].poll() is not None]:
-            running.remove(job)
-            corpus, arm, process = job
-            if process.returncode != 0:
-                log(f"{corpus} / {arm.name}: worker failed with exit status {process.returncode}")
-                status = status or process.returncode
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                corpus, arm = pending.pop(0)
+                command = [sys.executable, str(Path(__file__).resolve())]
+                command += child_argv(argv, corpus, arm.slug)
+                log(f"{corpus} / {arm.name}: worker started ({threads} thread(s))")
+                running.append((corpus, arm, subprocess.Popen(command, env=env)))
+            time.sleep(1.0)
+            for job in [job for job in running if job[2].poll() is not None]:
+                running.remove(job)
+                corpus, arm, process = job
+                if process.returncode != 0:
+                    log(f"{corpus} / {arm.name}: worker failed, exit status {process.returncode}")
+                    status = status or process.returncode
+    finally:  # interrupted (Ctrl-C): no orphan keeps training; a rerun starts those arms again
+        for _, _, process in running:
+            process.terminate()
+        for _, _, process in running:
+            process.wait()
     return status
 
 
