@@ -83,6 +83,7 @@ ARMS = (
 BUCKET_EDGES = {"ding-de-en": (4, 8, 12), "bible-es-en": (10, 20, 30, 40)}
 DEFAULT_EDGES = (10, 20, 30, 40)
 RESULT_FILE = "result.json"  # per arm, in OUT/CORPUS/ARM-SLUG: a finished arm is not run again
+RECENT_STEPS = 200  # the "train loss" column: mean loss of an arm's last 200 steps
 
 
 # ---------------------------------------------------------------------------- pure functions
@@ -152,6 +153,18 @@ def alignment_monotonicity(alignment: np.ndarray, target_length: int, source_len
     return {"monotone": float(np.mean(steps >= 0)), "crossings": int(np.sum(steps < 0))}
 
 
+def recent_loss(run_dir: Path, last: int = RECENT_STEPS) -> float | None:
+    """Mean training loss of a run's last `last` steps (its `train_log.tsv`); None without one.
+
+    A steadier end-of-training figure than the last batch's loss, which moves with that batch's
+    sentence lengths.
+    """
+    from keras_attn.training.trainer import TRAIN_LOG, read_train_log
+
+    rows = read_train_log(Path(run_dir) / TRAIN_LOG)[-last:]
+    return float(np.mean([loss for _, loss, _ in rows])) if rows else None
+
+
 def format_table(results: Sequence[dict], edges: Sequence[int]) -> str:
     """A markdown table: one row per arm, BLEU overall and per bucket, steps, parameters."""
     labels = bucket_labels(edges)
@@ -161,7 +174,7 @@ def format_table(results: Sequence[dict], edges: Sequence[int]) -> str:
     ]
     if not counts:
         header += labels
-    header += ["monotone", "crossing sents"]
+    header += ["train loss", "monotone", "crossing sents"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for result in results:
         cells = [
@@ -172,6 +185,8 @@ def format_table(results: Sequence[dict], edges: Sequence[int]) -> str:
             f"{result['bleu']:.2f}",
         ]
         cells += ["–" if b["bleu"] is None else f"{b['bleu']:.2f}" for b in result["buckets"]]
+        loss = result.get("recent_loss")
+        cells.append("–" if loss is None else f"{loss:.2f}")
         mono = result.get("monotone")
         cells += [
             "–" if mono is None else f"{mono:.2f}",
@@ -415,6 +430,7 @@ def run_arm(arm: Arm, corpus: str, splits, args, out: Path, log) -> dict:
         "train_seconds": metrics["train_seconds_this_session"],
         "train_cpu_seconds": metrics["train_cpu_seconds_this_session"],
         "final_loss": metrics["final_loss"],
+        "recent_loss": recent_loss(run_dir),
         "parameters": translated["parameters"],
         "test_sentences": len(test),
         "bleu": corpus_bleu(hypotheses, references),
@@ -760,6 +776,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             redraw_heatmaps(r, test, rows, out, log)
             if r.get("monotone") is not None and r.get("heatmap_rows") != rows
             else r
+            for r in results
+        ]
+        results = [  # results written before the column existed: read it from the run's log
+            r
+            if "recent_loss" in r
+            else dict(
+                r, recent_loss=recent_loss(out / corpus / Arm(r["arm"], r["model"]).slug / "run")
+            )
             for r in results
         ]
         edges = results[0]["bucket_edges"]

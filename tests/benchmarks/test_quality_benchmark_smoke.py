@@ -87,16 +87,25 @@ def test_format_table_rows(bench):
             {"bucket": "1-4", "sentences": 10, "bleu": 20.0},
             {"bucket": "5+", "sentences": 0, "bleu": None},
         ],
-        "monotone": 0.876, "crossing_share": 0.25,
+        "monotone": 0.876, "crossing_share": 0.25, "recent_loss": 1.6789,
     }  # fmt: skip
     plain = dict(result, arm="no attention", monotone=None, crossing_share=None)
+    del plain["recent_loss"]
     table = bench.format_table([result, plain], (4,)).splitlines()
     assert table[0] == (
-        "| model | steps | CPU min | params | BLEU | 1-4 (n=10) | 5+ (n=0) | monotone "
-        "| crossing sents |"
+        "| model | steps | CPU min | params | BLEU | 1-4 (n=10) | 5+ (n=0) | train loss "
+        "| monotone | crossing sents |"
     )
-    assert table[2] == "| Bahdanau | 812 | 3.0 | 1.86 M | 12.35 | 20.00 | – | 0.88 | 25% |"
-    assert table[3] == "| no attention | 812 | 3.0 | 1.86 M | 12.35 | 20.00 | – | – | – |"
+    assert table[2] == "| Bahdanau | 812 | 3.0 | 1.86 M | 12.35 | 20.00 | – | 1.68 | 0.88 | 25% |"
+    assert table[3] == "| no attention | 812 | 3.0 | 1.86 M | 12.35 | 20.00 | – | – | – | – |"
+
+
+def test_recent_loss_is_the_mean_of_the_last_logged_steps(bench, tmp_path):
+    rows = "".join(f"{step}\t{10.0 - step}\t0.5\n" for step in range(1, 11))
+    (tmp_path / "train_log.tsv").write_text("step\tloss\ttoken_accuracy\n" + rows + "11\t0.")
+    assert bench.recent_loss(tmp_path, last=4) == pytest.approx(np.mean([3.0, 2.0, 1.0, 0.0]))
+    assert bench.recent_loss(tmp_path) == pytest.approx(4.5)  # fewer rows than `last`: all
+    assert bench.recent_loss(tmp_path / "missing") is None
 
 
 def test_keras_hub_full_pass_steps_reproduce_the_teacher_forced_logits(bench):
