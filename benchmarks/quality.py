@@ -65,6 +65,16 @@ class Arm:
     def slug(self) -> str:
         return self.name.lower().replace(" ", "-")
 
+    def directory(self, out: Path, corpus: str) -> Path:
+        """`OUT/CORPUS/SLUG`: the arm's `result.json`, `test.tsv` and `run/`."""
+        return out / corpus / self.slug
+
+
+def evaluation_pairs(splits, args) -> list:
+    """The test pairs the benchmark translates: the corpus' test split, or its first
+    `--test-sentences`."""
+    return splits["test"][: args.test_sentences] if args.test_sentences else splits["test"]
+
 
 # RNNs at the trainer's default peak 3e-3, the Transformers at 1e-3; all on the inverse-sqrt
 # schedule, which does not depend on the step target (a time budget leaves it unknown).
@@ -382,12 +392,15 @@ def run_arm(arm: Arm, corpus: str, splits, args, out: Path, log) -> dict:
     from keras_attn.text.normalization import normalize_text
     from keras_attn.training.trainer import CONFIG_FILE, RunDirectory, train
 
-    arm_dir = out / corpus / arm.slug
+    arm_dir = arm.directory(out, corpus)
     result_file = arm_dir / RESULT_FILE
+    run_dir = arm_dir / "run"
     if result_file.exists():
         log(f"{corpus} / {arm.name}: reusing {result_file}")
-        return json.loads(result_file.read_text())
-    run_dir = arm_dir / "run"
+        result = json.loads(result_file.read_text())
+        if "recent_loss" not in result:  # written before the column existed: read the run's log
+            result["recent_loss"] = recent_loss(run_dir)
+        return result
     if run_dir.exists():  # a run killed mid-way: start it again from scratch
         shutil.rmtree(run_dir)
     arm_dir.mkdir(parents=True, exist_ok=True)
@@ -408,7 +421,7 @@ def run_arm(arm: Arm, corpus: str, splits, args, out: Path, log) -> dict:
         progress=False,
         log=lambda line: log(f"{corpus} / {arm.name}: {line}"),
     )
-    test = splits["test"][: args.test_sentences] if args.test_sentences else splits["test"]
+    test = evaluation_pairs(splits, args)
     started = time.perf_counter()
     translated = translate_test(run_dir, test)
     sources = [source for source, _ in test]
@@ -502,13 +515,13 @@ def heatmap_entries(alignments: Sequence[dict]) -> list[dict]:
     ]
 
 
-def redraw_heatmaps(result: dict, test, rows: list[int], out: Path, log) -> dict:
+def redraw_heatmaps(arm: Arm, result: dict, test, rows: list[int], out: Path, log) -> dict:
     """`result` with the heatmaps of test sentences `rows`, translated again by the arm's run.
 
     For an arm finished with other heatmap rows (a reused `result.json`): only those sentences
     are translated; the result file is rewritten. Without the run directory it is left as is.
     """
-    arm_dir = out / result["corpus"] / Arm(result["arm"], result["model"]).slug
+    arm_dir = arm.directory(out, result["corpus"])
     if not (arm_dir / "run").exists():
         log(f"{result['corpus']} / {result['arm']}: no run directory, heatmaps not redrawn")
         return result
@@ -743,13 +756,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{keras.__version__}; {args.budget_minutes} {args.clock} min per model; "
         f"arms: {', '.join(arm.name for arm in arms)}"
     )
-    corpora = {}
+    corpora, drawn = {}, {}  # per corpus: its splits, and its heatmap rows
     for corpus in args.corpora:
         try:
             corpora[corpus] = load_corpus(corpus, seed=args.seed)
-            test = corpora[corpus]["test"]
-            test = test[: args.test_sentences] if args.test_sentences else test
-            heatmap_rows([source for source, _ in test], args)  # bad --heatmap-rows fail here
+            test = evaluation_pairs(corpora[corpus], args)
+            drawn[corpus] = heatmap_rows([source for source, _ in test], args)  # bad rows fail here
         except (CorpusNotInstalledError, ValueError) as error:
             print(f"quality.py: {error}", file=sys.stderr)
             return 2
@@ -757,7 +769,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         (corpus, arm)
         for corpus in corpora
         for arm in arms
-        if not (out / corpus / arm.slug / RESULT_FILE).exists()
+        if not (arm.directory(out, corpus) / RESULT_FILE).exists()
     ]
     if args.workers > 1 and len(jobs) > 1:
         for corpus in {corpus for corpus, _ in jobs}:  # built once, before the workers share them
@@ -769,23 +781,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return status
     everything = {}
     for corpus, splits in corpora.items():
-        results = [run_arm(arm, corpus, splits, args, out, log) for arm in arms]
-        test = splits["test"][: args.test_sentences] if args.test_sentences else splits["test"]
-        rows = heatmap_rows([source for source, _ in test], args)
-        results = [
-            redraw_heatmaps(r, test, rows, out, log)
-            if r.get("monotone") is not None and r.get("heatmap_rows") != rows
-            else r
-            for r in results
-        ]
-        results = [  # results written before the column existed: read it from the run's log
-            r
-            if "recent_loss" in r
-            else dict(
-                r, recent_loss=recent_loss(out / corpus / Arm(r["arm"], r["model"]).slug / "run")
-            )
-            for r in results
-        ]
+        rows = drawn[corpus]
+        results = []
+        for arm in arms:
+            result = run_arm(arm, corpus, splits, args, out, log)
+            if result.get("monotone") is not None and result.get("heatmap_rows") != rows:
+                result = redraw_heatmaps(
+                    arm, result, evaluation_pairs(splits, args), rows, out, log
+                )
+            results.append(result)
         edges = results[0]["bucket_edges"]
         everything[corpus] = results
         plot_bleu_by_length(results, corpus, out / f"bleu_by_length_{corpus}.png")
