@@ -38,11 +38,15 @@ def softmax(scores, mask=None, axis: int = -1):
     logits = ops.cast(scores, "float32")
     if mask is None:
         return ops.cast(ops.softmax(logits, axis=axis), dtype)
-    mask = ops.broadcast_to(ops.cast(mask, "bool"), ops.shape(logits))
-    logits = ops.where(mask, logits, ops.full_like(logits, _MASKED_SCORE))
+    # The mask stays in its own (often much smaller) broadcastable shape: `where` broadcasts it,
+    # and a fully masked row is zeroed by one multiply with its row flag.
+    mask = ops.cast(mask, "bool")
+    logits = ops.where(mask, logits, _MASKED_SCORE)
     weights = ops.softmax(logits, axis=axis)
-    weights = ops.where(mask, weights, ops.zeros_like(weights))
-    return ops.cast(weights, dtype)
+    # Masked entries are exactly 0 already (exp underflows); rows with nothing to attend to
+    # would be uniform, and are zeroed.
+    any_allowed = ops.any(mask, axis=axis, keepdims=True)
+    return ops.cast(weights * ops.cast(any_allowed, "float32"), dtype)
 
 
 def _prepare(scores, mask, axis: int):

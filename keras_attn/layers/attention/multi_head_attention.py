@@ -163,13 +163,21 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         )
 
     def _project(self, x, kernels, biases):
-        """One einsum for several projections of `x`: `(b, T, d)` -> list of `(b, heads, T, e)`."""
+        """Several projections of `x` in one matmul: `(b, T, d)` -> list of `(b, heads, T, e)`.
+
+        A plain 2-D matmul with a flat bias (and one transpose to the heads-first layout) is the
+        cheapest form on CPU: an einsum straight into `bhte` transposes inside every call and
+        reduces the bias gradient over non-contiguous axes.
+        """
         kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=-1)
-        # (batch, T, d) x (d, heads, sum e) -> (batch, heads, T, sum e)
-        projected = ops.einsum("btd,dhe->bhte", x, kernel)
+        width, heads, size = kernel.shape  # size = sum of the projections' e
+        shape = ops.shape(x)
+        flat = ops.matmul(ops.reshape(x, (-1, width)), ops.reshape(kernel, (width, heads * size)))
         if self.use_bias:
             bias = biases[0] if len(biases) == 1 else ops.concatenate(biases, axis=-1)
-            projected = projected + ops.expand_dims(bias, 1)  # (heads, 1, sum e)
+            flat = flat + ops.reshape(bias, (heads * size,))
+        projected = ops.reshape(flat, (shape[0], shape[1], heads, size))
+        projected = ops.transpose(projected, (0, 2, 1, 3))  # (batch, heads, T, size)
         if len(kernels) == 1:
             return [projected]
         sizes = [k.shape[-1] for k in kernels]
