@@ -6,7 +6,8 @@
     built from keras-hub's `TokenAndPositionEmbedding`, `TransformerEncoder` and
     `TransformerDecoder` (same batch, lengths, d_model, heads, feed-forward width, layers,
     vocabularies, dropout, tied output projection, Adam): one training step (forward, sparse
-    cross-entropy, backward, Adam update) under `jit_compile=True`. Tokens are source + target
+    cross-entropy, backward, Adam update), as a plain graph (what `keras-attn train` runs) and
+    under `jit_compile=True`. Tokens are source + target
     tokens per step. Prints tokens/s and the median over rounds of the per-round ratio
     `keras-hub time / our time` (> 1: we are faster). Without keras-hub installed
     (`pip install .[bench]`) the keras-hub row is left out and the ratio is "n/a".
@@ -387,8 +388,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print("keras-hub not installed (pip install '.[bench]'): its row is left out")
     for size in TRAIN_SIZES:
-        result = benchmark_training(size, rounds=rounds, warmup=warmup)
-        print(format_training_table(size, result), flush=True)
+        # Graph mode is what `keras-attn train` runs (no XLA); XLA is what a user can opt into.
+        for jit in (False, True):
+            result = benchmark_training(size, rounds=rounds, warmup=warmup, jit_compile=jit)
+            print(format_training_table(size, result, jit_compile=jit), flush=True)
     result = benchmark_decoding(DECODE_SIZE, rounds=max(3, rounds // 3), warmup=1)
     print(format_decoding_table(DECODE_SIZE, result))
     return 0
