@@ -38,7 +38,7 @@ corpora: $(STAMP)
 	done
 	@echo "corpora in $(CORPORA_DIR) (set KERAS_ATTN_CORPORA_DIR if that is not the default)"
 
-# Translation quality of the eight translators at one training budget each, on the real corpora
+# Translation quality of the ten translators at one training budget each, on the real corpora
 # (benchmarks/quality.py; not part of `make test`). The default is the run of docs/results.md: 18 CPU
 # minutes per model on libreoffice-es-en, two models at a time (about 85 min on 2 cores), heatmaps of
 # its test sentences with a noun-adjective pair. QUALITY_FLAGS overrides the budget, corpora, output.

@@ -14,6 +14,7 @@ from keras_attn.scores.feature_score import FeatureScore
 from keras_attn.scores.general_score import GeneralScore
 from keras_attn.scores.location_score import LocationScore
 from keras_attn.scores.scaled_dot_score import ScaledDotScore
+from keras_attn.scores.scaled_general_score import ScaledGeneralScore
 from keras_attn.scores.score import Score
 
 SCORES: dict[str, type[Score]] = {
@@ -23,6 +24,7 @@ SCORES: dict[str, type[Score]] = {
     "additive": AdditiveScore,
     "cosine": CosineScore,
     "scaled_dot": ScaledDotScore,
+    "scaled_general": ScaledGeneralScore,
     "biased_general": BiasedGeneralScore,
     "activated_general": ActivatedGeneralScore,
     "deep": DeepScore,
@@ -59,6 +61,7 @@ __all__ = [
     "GeneralScore",
     "LocationScore",
     "ScaledDotScore",
+    "ScaledGeneralScore",
     "Score",
     "get",
     "serialize",

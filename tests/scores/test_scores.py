@@ -25,6 +25,17 @@ def test_dot_rejects_mismatched_sizes():
         scores.get("dot")(Q, K6)
 
 
+def test_scaled_general_is_general_over_sqrt_d_q():
+    general, scaled = scores.get("general"), scores.get("scaled_general")
+    general(Q, K6)
+    scaled(Q, K6)
+    scaled.kernel.assign(general.kernel)
+    reference = ref.general_score(Q, K6, weights(general)["kernel"]) / np.sqrt(Q.shape[-1])
+    np.testing.assert_allclose(scaled(Q, K6).numpy(), reference, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="known query size"):
+        scores.ScaledGeneralScore().build((None, None, None), (None, None, 4))
+
+
 def test_general_matches_numpy():
     layer = scores.get("general")
     out = layer(Q, K6).numpy()
@@ -76,16 +87,18 @@ TABLE_2_1 = {
     "location": scores.LocationScore,
     "feature": scores.FeatureScore,
 }
+# Beyond the thesis' table: the general score with Vaswani et al.'s 1/sqrt(d) factor.
+EXTRA = {"scaled_general": scores.ScaledGeneralScore}
 
 
 def test_get_returns_every_table_2_1_score():
-    assert scores.SCORES == TABLE_2_1
-    for name, cls in TABLE_2_1.items():
+    assert scores.SCORES == {**TABLE_2_1, **EXTRA}
+    for name, cls in scores.SCORES.items():
         assert type(scores.get(name)) is cls
         assert cls.__name__ in scores.__all__
 
 
-@pytest.mark.parametrize("name", sorted(TABLE_2_1))
+@pytest.mark.parametrize("name", sorted({**TABLE_2_1, **EXTRA}))
 def test_attention_with_every_score_masks_padding(name):
     values = RNG.normal(size=(2, 5, 4)).astype("float32")
     mask = np.array([[True, True, True, False, False], [False] * 5])  # row 1 fully padded
@@ -123,6 +136,7 @@ def test_additive_rejects_bad_units():
     "cls,kwargs",
     [
         (scores.GeneralScore, {}),
+        (scores.ScaledGeneralScore, {}),
         (scores.AdditiveScore, {"units": 6}),
         (scores.ConcatScore, {"units": 6}),
     ],
