@@ -11,9 +11,9 @@ overall and per source-length bucket (source words), as in Luong et al. (2015), 
 Arms: no attention (`rnn-plain`, Cho et al.), Bahdanau (`rnn-attention`), Luong (`rnn-luong`)
 global dot, global general, local-p on the general score (the paper's choice), both general models
 again on the scaled general score (`scaled_general`), local-p on the dot score, our Transformer
-(`transformer`) and the same-size Transformer built from keras-hub's `TransformerEncoder`/`TransformerDecoder` (registered here as family
-`keras-hub-transformer`; needs the `bench` extra, `pip install -e '.[bench]'`, and is skipped with
-a note without it).
+(`transformer`) and the same-size Transformer built from keras-hub's
+`TransformerEncoder`/`TransformerDecoder` (registered here as family `keras-hub-transformer`; needs
+the `bench` extra, `pip install -e '.[bench]'`, and is skipped with a note without it).
 
 Writes into `--out`: `results.json`, `results.md` (the tables), per corpus
 `bleu_by_length_<corpus>.png` (BLEU vs source length, one line per model) and

@@ -1,0 +1,120 @@
+"""The attention of trained Luong translators: score scale, peakedness, local-p's p_t.
+
+    python benchmarks/luong_diagnostics.py RUN_DIR [RUN_DIR ...] [--batches 4]
+
+For every `keras-attn train` run directory of an `rnn-luong` model (a `benchmarks/quality.py` arm
+keeps it in `OUT/CORPUS/ARM/run`), runs the saved model (`model.keras`, the final weights) over the
+first `--batches` training batches of its corpus, teacher-forced, dropout off, and prints:
+
+- the standard deviation and the largest magnitude of the raw alignment scores `score(h_t, h_s)`
+  over the real (unmasked) source positions, the numbers the softmax sees;
+- the mean over target steps of the largest attention weight (1.0: one-hot attention);
+- for local-p, `p_t / S` (its predicted position over the source length): the mean, and the share
+  of target steps with `p_t / S > 0.95`, i.e. parked at the end of the sentence.
+
+The scores and positions are read by wrapping `Softmax.call` and
+`LocalAttention._aligned_positions` for the duration of the forward pass (the model is built first,
+so the symbolic build is not recorded). It reads; it changes no file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from contextlib import contextmanager
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_attn.distributions import softmax as softmax_module  # noqa: E402
+from keras_attn.layers.attention import local_attention  # noqa: E402
+from keras_attn.text import corpora  # noqa: E402
+from keras_attn.training.trainer import RunDirectory, _training_data  # noqa: E402
+
+
+@contextmanager
+def recording(records: dict):
+    """Record raw scores, weights and local-p positions while the block runs."""
+    softmax_call = softmax_module.Softmax.call
+    aligned_positions = local_attention.LocalAttention._aligned_positions
+
+    def spy_softmax(self, scores, attention_mask=None):
+        weights = softmax_call(self, scores, attention_mask)
+        scores = np.asarray(scores)
+        mask = np.ones(scores.shape, bool)
+        if attention_mask is not None:
+            mask = np.broadcast_to(np.asarray(attention_mask), scores.shape)
+        records["scores"].append(scores[mask])
+        records["max_weight"].append(np.asarray(weights).max(axis=-1).ravel())
+        return weights
+
+    def spy_positions(self, query, value_mask, query_positions):
+        positions = aligned_positions(self, query, value_mask, query_positions)
+        lengths = np.asarray(value_mask, "float32").sum(axis=-1, keepdims=True)  # S, (batch, 1)
+        records["relative_position"].append((np.asarray(positions) / lengths).ravel())
+        return positions
+
+    softmax_module.Softmax.call = spy_softmax
+    local_attention.LocalAttention._aligned_positions = spy_positions
+    try:
+        yield records
+    finally:
+        softmax_module.Softmax.call = softmax_call
+        local_attention.LocalAttention._aligned_positions = aligned_positions
+
+
+def diagnose(run_dir: str, batches: int = 4) -> dict:
+    """The statistics of one run directory (see the module docstring)."""
+    run = RunDirectory(run_dir)
+    config = run.read_config()
+    splits = corpora.load_corpus(config.corpus, seed=config.seed)
+    plan = _training_data(run, config, splits["train"])
+    model = keras.saving.load_model(os.path.join(run_dir, "model.keras"))
+    records = {"scores": [], "max_weight": [], "relative_position": []}
+    with recording(records):
+        for index in range(batches):
+            features, _ = plan.batch(index)
+            model(features, training=False)
+    scores = np.concatenate(records["scores"])
+    decoder = model.get_layer("decoder")  # the score and attention the model was built with
+    result = {
+        "score": decoder.score if isinstance(decoder.score, str) else type(decoder.score).__name__,
+        "attention": decoder.attention,
+        "score_std": float(scores.std()),
+        "score_max_abs": float(np.abs(scores).max()),
+        "mean_max_weight": float(np.concatenate(records["max_weight"]).mean()),
+    }
+    if records["relative_position"]:
+        relative = np.concatenate(records["relative_position"])
+        result["p_over_S_mean"] = float(relative.mean())
+        result["p_over_S_above_0.95"] = float((relative > 0.95).mean())
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", help="run directories of rnn-luong models")
+    parser.add_argument("--batches", type=int, default=4, help="training batches to run")
+    args = parser.parse_args(argv)
+    for run_dir in args.runs:
+        result = diagnose(run_dir, args.batches)
+        line = (
+            f"{run_dir}: {result['attention']} {result['score']}: score std "
+            f"{result['score_std']:.1f}, max |score| {result['score_max_abs']:.1f}, mean max "
+            f"weight {result['mean_max_weight']:.2f}"
+        )
+        if "p_over_S_mean" in result:
+            line += (
+                f"; p_t/S mean {result['p_over_S_mean']:.2f}, "
+                f"> 0.95 for {100 * result['p_over_S_above_0.95']:.0f} % of steps"
+            )
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
