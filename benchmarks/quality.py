@@ -37,6 +37,7 @@ import os
 import platform
 import shutil
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -566,8 +567,10 @@ def plot_bleu_by_length(results: Sequence[dict], corpus: str, path: Path) -> Non
     axis.set_title(f"{corpus}: BLEU by source length", fontsize=10)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=7)
-    figure.text(0.01, 0.005, f"training steps: {steps}", fontsize=5)
-    figure.tight_layout(rect=(0, 0.03, 1, 1))
+    # Wrapped to the figure's width (about 190 characters of 5-point text per line).
+    footnote = "\n".join(textwrap.wrap(f"training steps: {steps}", 190))
+    figure.text(0.01, 0.005, footnote, fontsize=5)
+    figure.tight_layout(rect=(0, 0.015 * (footnote.count("\n") + 2), 1, 1))
     figure.savefig(path)
     plt.close(figure)
 
