@@ -19,9 +19,10 @@ class ScaledGeneralScore(GeneralScore):
     entry of `W` by about the learning rate per step whatever the gradient's scale, so a step
     can change `q^T W k` by up to `lr * sum_ij |q_i| |k_j|`, which grows with `d_q * d_k`. On
     CPU-budget runs (`benchmarks/quality.py`, docs/results.md) the unscaled score grew to
-    magnitudes of 50-200, its softmax saturated and the model learned slowly (global) or not at
-    all (local-p). The factor divides both the initial scores and that per-step change by
-    `sqrt(d_q)`; the function class is the same as `GeneralScore`'s (`W' = W / sqrt(d_q)`).
+    magnitudes of 140 (global) and 260 (local-p), its softmax saturated and the model learned
+    slowly (global) or not at all (local-p). The factor divides both the initial scores and that
+    per-step change by `sqrt(d_q)`; the function class is the same as `GeneralScore`'s
+    (`W' = W / sqrt(d_q)`).
 
     The keys are projected and scaled once, `K' = K W^T / sqrt(d_q)` `(batch, T_k, d_q)`, then
     `a = q^T k'_i`.
