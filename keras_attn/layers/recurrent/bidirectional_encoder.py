@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.recurrent._bidirectional import bidirectional
 
 _CELLS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
 _MERGE_MODES = ("concat", "sum", "mul", "ave")
@@ -80,7 +81,7 @@ class BidirectionalEncoder(keras.layers.Layer):
         self.use_cudnn = use_cudnn
         self.num_states = 2 if cell == "lstm" else 1
         rnn_cls = _CELLS[cell]
-        self.rnn = keras.layers.Bidirectional(
+        self.rnn = bidirectional(
             rnn_cls(
                 units,
                 return_sequences=True,

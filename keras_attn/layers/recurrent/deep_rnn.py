@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.recurrent._bidirectional import bidirectional
 
 _CELLS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
 _MERGE_MODES = ("concat", "sum", "mul", "ave")
@@ -202,7 +203,7 @@ class DeepRNN(keras.layers.Layer):
         for index, units in enumerate(self._layers_units):
             rnn = self._make_rnn(index, units)
             if self._bidirectional[index]:
-                rnn = keras.layers.Bidirectional(
+                rnn = bidirectional(
                     rnn,
                     merge_mode=self.merge_mode,
                     name=f"bidirectional_{index}",

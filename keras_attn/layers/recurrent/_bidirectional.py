@@ -1,0 +1,36 @@
+"""`keras.layers.Bidirectional` built outside Keras' object-sharing scope (not public)."""
+
+from __future__ import annotations
+
+import keras
+from keras.src.backend.common import global_state
+
+# The two maps of keras' `serialization_lib.ObjectSharingScope` (Keras 3.15), which
+# `keras.saving.load_model` holds open while it rebuilds a model.
+_SHARING_MAPS = ("shared_objects/id_to_obj_map", "shared_objects/id_to_config_map")
+
+
+def bidirectional(layer: keras.layers.Layer, **kwargs) -> keras.layers.Bidirectional:
+    """`keras.layers.Bidirectional(layer, **kwargs)`, with object sharing paused meanwhile.
+
+    `Bidirectional.__init__` serializes `layer` twice and deserializes both configs to make its
+    forward and backward copies. Inside a sharing scope (while `load_model` rebuilds a model
+    whose layers build a `Bidirectional`), Keras records each serialized object by `id()`: the
+    second serialization of `layer` is marked as shared and its deserialization may return an
+    object recorded earlier under the same id. `layer` is a temporary, so once it is freed the
+    next layer's template can get the same address, and the copies of a later `Bidirectional`
+    are then taken from an earlier one: loading fails with "Forward layer and backward layer
+    should have different `go_backwards` value", or, worse, two layers share one RNN. Seen in
+    `HierarchicalAttention`'s save/load test and in 1 of 80 loads of a model with three
+    `BidirectionalEncoder`s (it depends on where the allocator puts the templates).
+    The copies need no sharing, so the maps are set aside while the wrapper is built and put
+    back afterwards (also on error).
+    """
+    saved = {name: global_state.get_global_attribute(name) for name in _SHARING_MAPS}
+    for name in _SHARING_MAPS:
+        global_state.set_global_attribute(name, None)
+    try:
+        return keras.layers.Bidirectional(layer, **kwargs)
+    finally:
+        for name, value in saved.items():
+            global_state.set_global_attribute(name, value)
