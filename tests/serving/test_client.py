@@ -124,19 +124,20 @@ def test_calls_are_spread_round_robin_over_every_resolved_address(server, model_
     # Kubernetes headless Service for `dns:///...`.
     with ModelServer(MODEL_NAME, model_base_path, port=0) as replica:
         target = f"ipv4:127.0.0.1:{server.port},127.0.0.1:{replica.port}"
+        served_before_client = server.metrics.count(MODEL_NAME, "OK")  # other tests' calls
         with TranslatorClient(target, MODEL_NAME) as client:
-            # round_robin picks among the subchannels that are READY: until the second one has
-            # connected, calls all go to the first. Call until both have answered once (each
+            # round_robin picks among the subchannels that are READY: until the slower one has
+            # connected, calls all go to the other. Call until both have answered once (each
             # call gives the slower connection time), then count.
             for _ in range(50):
                 assert client.translate(["a b"]) == ["b a"]
-                if replica.metrics.count(MODEL_NAME, "OK") and server.metrics.count(
-                    MODEL_NAME, "OK"
-                ):
+                before = server.metrics.count(MODEL_NAME, "OK")
+                replica_before = replica.metrics.count(MODEL_NAME, "OK")
+                if replica_before and before > served_before_client:
                     break
-            before = server.metrics.count(MODEL_NAME, "OK")
-            replica_before = replica.metrics.count(MODEL_NAME, "OK")
-            assert replica_before, "the second address never answered in 50 calls"
+            assert replica_before and before > served_before_client, (
+                "one of the two addresses never answered in 50 calls"
+            )
             for _ in range(6):
                 assert client.translate(["a b"]) == ["b a"]
         assert server.metrics.count(MODEL_NAME, "OK") - before == 3
