@@ -13,6 +13,7 @@ from keras_attn.scores.dot_score import DotScore
 from keras_attn.scores.feature_score import FeatureScore
 from keras_attn.scores.general_score import GeneralScore
 from keras_attn.scores.location_score import LocationScore
+from keras_attn.scores.residual_general_score import ResidualGeneralScore
 from keras_attn.scores.scaled_dot_score import ScaledDotScore
 from keras_attn.scores.scaled_general_score import ScaledGeneralScore
 from keras_attn.scores.score import Score
@@ -25,6 +26,7 @@ SCORES: dict[str, type[Score]] = {
     "cosine": CosineScore,
     "scaled_dot": ScaledDotScore,
     "scaled_general": ScaledGeneralScore,
+    "residual_general": ResidualGeneralScore,
     "biased_general": BiasedGeneralScore,
     "activated_general": ActivatedGeneralScore,
     "deep": DeepScore,
@@ -60,6 +62,7 @@ __all__ = [
     "FeatureScore",
     "GeneralScore",
     "LocationScore",
+    "ResidualGeneralScore",
     "ScaledDotScore",
     "ScaledGeneralScore",
     "Score",

@@ -87,8 +87,12 @@ TABLE_2_1 = {
     "location": scores.LocationScore,
     "feature": scores.FeatureScore,
 }
-# Beyond the thesis' table: the general score with Vaswani et al.'s 1/sqrt(d) factor.
-EXTRA = {"scaled_general": scores.ScaledGeneralScore}
+# Beyond the thesis' table: the general score with Vaswani et al.'s 1/sqrt(d) factor, and
+# parametrized for Adam as q^T (I + W/d) k.
+EXTRA = {
+    "scaled_general": scores.ScaledGeneralScore,
+    "residual_general": scores.ResidualGeneralScore,
+}
 
 
 def test_get_returns_every_table_2_1_score():
