@@ -10,11 +10,15 @@ first `--batches` training batches of its corpus, teacher-forced, dropout off, a
   over the real (unmasked) source positions, the numbers the softmax sees;
 - the mean over target steps of the largest attention weight (1.0: one-hot attention);
 - for local-p, `p_t / S` (its predicted position over the source length): the mean, and the share
-  of target steps with `p_t / S > 0.95`, i.e. parked at the end of the sentence.
+  of target steps with `p_t / S > 0.95`, i.e. parked at the end of the sentence;
+- for the residual general score `q^T (I + W/d) k`, how far training took it from the dot score
+  it starts as: `||W/d||_F / ||I||_F` (0: still the dot score), and the standard deviation of its
+  learned term `q^T (W/d) k` over the same real positions as the scores (how much of what the
+  softmax sees the learned term contributes).
 
-The scores and positions are read by wrapping `Softmax.call` and
-`LocalAttention._aligned_positions` for the duration of the forward pass (the model is built first,
-so the symbolic build is not recorded). It reads; it changes no file.
+The scores and positions are read by wrapping `Softmax.call`, `LocalAttention._aligned_positions`
+and `ResidualGeneralScore`'s two hooks for the duration of the forward pass (the model is built
+first, so the symbolic build is not recorded). It reads; it changes no file.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import numpy as np  # noqa: E402
 
 from keras_attn.distributions import softmax as softmax_module  # noqa: E402
 from keras_attn.layers.attention import local_attention  # noqa: E402
+from keras_attn.scores import ResidualGeneralScore  # noqa: E402
 from keras_attn.text import corpora  # noqa: E402
 from keras_attn.training.trainer import RunDirectory, _training_data  # noqa: E402
 
@@ -41,6 +46,9 @@ def recording(records: dict):
     """Record raw scores, weights and local-p positions while the block runs."""
     softmax_call = softmax_module.Softmax.call
     aligned_positions = local_attention.LocalAttention._aligned_positions
+    prepare_keys = ResidualGeneralScore.prepare_keys
+    residual_score = ResidualGeneralScore.score
+    pending = {}  # the residual score's raw keys, then the dot part q^T k of its latest scores
 
     def spy_softmax(self, scores, attention_mask=None):
         weights = softmax_call(self, scores, attention_mask)
@@ -50,7 +58,19 @@ def recording(records: dict):
             mask = np.broadcast_to(np.asarray(attention_mask), scores.shape)
         records["scores"].append(scores[mask])
         records["max_weight"].append(np.asarray(weights).max(axis=-1).ravel())
+        if "dot" in pending:  # these scores came from a residual score: q^T (W/d) k = a - q^T k
+            records["correction"].append((scores - pending.pop("dot"))[mask])
         return weights
+
+    def spy_prepare_keys(self, keys):
+        pending["keys"] = np.asarray(keys)  # (batch, T_k, d)
+        return prepare_keys(self, keys)
+
+    def spy_residual_score(self, query, prepared_keys):
+        scores = residual_score(self, query, prepared_keys)
+        # (batch, T_q, d) x (batch, T_k, d) -> (batch, T_q, T_k)
+        pending["dot"] = np.einsum("bqd,bkd->bqk", np.asarray(query), pending["keys"])
+        return scores
 
     def spy_positions(self, query, value_mask, query_positions):
         positions = aligned_positions(self, query, value_mask, query_positions)
@@ -60,11 +80,15 @@ def recording(records: dict):
 
     softmax_module.Softmax.call = spy_softmax
     local_attention.LocalAttention._aligned_positions = spy_positions
+    ResidualGeneralScore.prepare_keys = spy_prepare_keys
+    ResidualGeneralScore.score = spy_residual_score
     try:
         yield records
     finally:
         softmax_module.Softmax.call = softmax_call
         local_attention.LocalAttention._aligned_positions = aligned_positions
+        ResidualGeneralScore.prepare_keys = prepare_keys
+        ResidualGeneralScore.score = residual_score
 
 
 def diagnose(run_dir: str, batches: int = 4) -> dict:
@@ -74,7 +98,7 @@ def diagnose(run_dir: str, batches: int = 4) -> dict:
     splits = corpora.load_corpus(config.corpus, seed=config.seed)
     plan = _training_data(run, config, splits["train"])
     model = keras.saving.load_model(os.path.join(run_dir, "model.keras"))
-    records = {"scores": [], "max_weight": [], "relative_position": []}
+    records = {"scores": [], "max_weight": [], "relative_position": [], "correction": []}
     with recording(records):
         for index in range(batches):
             features, _ = plan.batch(index)
@@ -88,6 +112,12 @@ def diagnose(run_dir: str, batches: int = 4) -> dict:
         "score_max_abs": float(np.abs(scores).max()),
         "mean_max_weight": float(np.concatenate(records["max_weight"]).mean()),
     }
+    score_fn = decoder.attention_layer.score_fn
+    if isinstance(score_fn, ResidualGeneralScore):
+        kernel = np.asarray(score_fn.kernel.numpy(), "float64")  # (d, d)
+        size = kernel.shape[0]
+        result["correction"] = float(np.linalg.norm(kernel / size) / np.sqrt(size))
+        result["correction_std"] = float(np.concatenate(records["correction"]).std())
     if records["relative_position"]:
         relative = np.concatenate(records["relative_position"])
         result["p_over_S_mean"] = float(relative.mean())
@@ -111,6 +141,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             line += (
                 f"; p_t/S mean {result['p_over_S_mean']:.2f}, "
                 f"> 0.95 for {100 * result['p_over_S_above_0.95']:.0f} % of steps"
+            )
+        if "correction" in result:
+            line += (
+                f"; ||W/d|| / ||I|| {result['correction']:.3f}, "
+                f"std of q^T (W/d) k {result['correction_std']:.2f}"
             )
         print(line, flush=True)
     return 0

@@ -1,14 +1,17 @@
-"""benchmarks/luong_diagnostics.py on two tiny trained Luong translators."""
+"""benchmarks/luong_diagnostics.py on tiny trained Luong translators."""
 
 import importlib.util
 import pathlib
+import shutil
 import sys
 
+import keras
 import numpy as np
 import pytest
 
 from keras_attn.distributions.softmax import Softmax
 from keras_attn.layers.attention.local_attention import LocalAttention
+from keras_attn.scores import ResidualGeneralScore
 from keras_attn.training.trainer import TrainConfig, train
 
 _PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "luong_diagnostics.py"
@@ -34,6 +37,7 @@ def test_global_and_local_p_statistics(diagnostics, tmp_path, capsys):
 
     dot = diagnostics.diagnose(str(tmp_path / "dot"), batches=1)
     assert (dot["attention"], dot["score"]) == ("global", "dot")
+    assert "correction" not in dot  # only the residual general score has one
     assert "p_over_S_mean" not in dot  # global attention predicts no position
     assert np.isfinite(dot["score_std"]) and dot["score_std"] > 0
     assert dot["score_max_abs"] >= dot["score_std"]
@@ -50,3 +54,33 @@ def test_global_and_local_p_statistics(diagnostics, tmp_path, capsys):
 
     assert diagnostics.main([str(tmp_path / "local"), "--batches", "1"]) == 0
     assert "local-p general: score std" in capsys.readouterr().out
+
+
+def test_residual_score_correction_is_read_from_the_saved_kernel(diagnostics, tmp_path, capsys):
+    residual_score = ResidualGeneralScore.score
+    config = TrainConfig(score="residual_general", learning_rate=0.05, warmup_steps=0, **TINY)
+    train(tmp_path / "residual", config, progress=False)
+    result = diagnostics.diagnose(str(tmp_path / "residual"), batches=1)
+    model = keras.saving.load_model(str(tmp_path / "residual" / "model.keras"))
+    kernel = model.get_layer("decoder").attention_layer.score_fn.kernel.numpy()  # (16, 16)
+    expected = np.linalg.norm(kernel / 16.0) / np.sqrt(16.0)  # ||W/d||_F / ||I||_F, d = 16
+    assert expected > 0  # two Adam steps at lr 0.05 moved W off zero
+    np.testing.assert_allclose(result["correction"], expected, rtol=1e-6)
+    trained_std = result["correction_std"]
+    assert trained_std > 0  # the learned term moves the scores
+    assert diagnostics.main([str(tmp_path / "residual"), "--batches", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "global residual_general: score std" in printed
+    assert f"||W/d|| / ||I|| {expected:.3f}, std of q^T (W/d) k" in printed
+
+    # With W = 0 the model is the dot model: the learned term is zero at every position, up to
+    # float32 rounding of two einsum orders (about 1e-4 of the trained model's here).
+    zeroed = tmp_path / "zeroed"
+    shutil.copytree(tmp_path / "residual", zeroed)
+    score_fn = model.get_layer("decoder").attention_layer.score_fn
+    score_fn.kernel.assign(np.zeros_like(kernel))
+    model.save(str(zeroed / "model.keras"))
+    result = diagnostics.diagnose(str(zeroed), batches=1)
+    assert result["correction"] == 0.0
+    assert result["correction_std"] < 1e-3 * trained_std
+    assert ResidualGeneralScore.score is residual_score  # the wrapped hooks are put back
