@@ -1,6 +1,6 @@
 """Translation quality at one fixed wall-clock training budget per model, by source length.
 
-Trains ten translators on each real corpus, each for the same `--budget-minutes` of training loop
+Trains twelve translators on each real corpus, each for the same `--budget-minutes` of training loop
 (`keras_attn.training.trainer.train` with `max_cpu_minutes`, this process' CPU time, the default
 `--clock cpu`, fair on a machine shared with other jobs; or `max_minutes`, wall-clock time, with
 `--clock wall`; vocabulary building and evaluation are not counted), then translates the corpus'
@@ -10,8 +10,9 @@ overall and per source-length bucket (source words), as in Luong et al. (2015), 
 
 Arms: no attention (`rnn-plain`, Cho et al.), Bahdanau (`rnn-attention`), Luong (`rnn-luong`)
 global dot, global general, local-p on the general score (the paper's choice), both general models
-again on the scaled general score (`scaled_general`), local-p on the dot score, our Transformer
-(`transformer`) and the same-size Transformer built from keras-hub's
+again on the scaled general score (`scaled_general`), local-p on the dot score, both general
+models on the general score parametrized for Adam (`residual_general`, `q^T (I + W/d) k`), our
+Transformer (`transformer`) and the same-size Transformer built from keras-hub's
 `TransformerEncoder`/`TransformerDecoder` (registered here as family `keras-hub-transformer`; needs
 the `bench` extra, `pip install -e '.[bench]'`, and is skipped with a note without it).
 
@@ -19,7 +20,9 @@ Writes into `--out`: `results.json`, `results.md` (the tables), per corpus
 `bleu_by_length_<corpus>.png` (BLEU vs source length, one line per model) and
 `alignments_<corpus>.png` (alignment heatmaps of a few test sentences, attention models only), and
 per arm its run directory and `test.tsv` (source, reference, hypothesis). An arm whose
-`result.json` exists is not run again, so an interrupted benchmark continues where it stopped.
+`result.json` exists is not run again, and one whose training finished (its run directory holds
+the model and `metrics.json`, with the same configuration) is only translated and scored, so an
+interrupted benchmark continues where it stopped.
 `--workers N` trains N arms at once, each in its own process with cores/N TensorFlow threads (a
 CPU-time budget stays per model); the vocabularies are built first, once per corpus.
 
@@ -98,6 +101,13 @@ ARMS = (
         {**RNN, "score": "scaled_general", "attention": "local-p"},
     ),
     Arm("Luong local-p dot", "rnn-luong", {**RNN, "score": "dot", "attention": "local-p"}),
+    # The general score parametrized for Adam: q^T (I + W/d) k, starting as the dot score.
+    Arm("Luong general residual", "rnn-luong", {**RNN, "score": "residual_general"}),
+    Arm(
+        "Luong local-p residual",
+        "rnn-luong",
+        {**RNN, "score": "residual_general", "attention": "local-p"},
+    ),
     Arm("Transformer", "transformer", TRANSFORMER),
     Arm("keras-hub Transformer", KERAS_HUB_FAMILY, TRANSFORMER, attends=False),
 )
@@ -399,10 +409,50 @@ def arm_config(arm: Arm, corpus: str, args):
     )
 
 
+def finished_training(run_dir: Path, config) -> dict | None:
+    """The metrics of a run in `run_dir` that finished training with `config`, else None.
+
+    The trainer writes `metrics.json` after it saved `model.keras`, so both being there means the
+    budget was spent; a benchmark killed while translating then only needs the translation. A run
+    with another configuration (other budget, seed or options) does not count.
+    """
+    from keras_attn.training.trainer import CONFIG_FILE, METRICS_FILE, MODEL_FILE
+
+    files = [run_dir / name for name in (CONFIG_FILE, METRICS_FILE, MODEL_FILE)]
+    if not all(path.is_file() for path in files):
+        return None
+    if json.loads(files[0].read_text()) != json.loads(json.dumps(dataclasses.asdict(config))):
+        return None
+    return json.loads(files[1].read_text())
+
+
+def train_arm(arm: Arm, corpus: str, splits, config, out: Path, run_dir: Path, log) -> dict:
+    """Train `arm` from step 0 in a fresh `run_dir` for the budget; the trainer's metrics."""
+    from keras_attn.training.trainer import CONFIG_FILE, RunDirectory, train
+
+    if run_dir.exists():  # a run killed mid-way: start it again from scratch
+        shutil.rmtree(run_dir)
+    # Every arm of a corpus uses the same vocabularies (building one costs minutes): the run
+    # directory starts with them and its config, and `train(resume=True)` finds no checkpoint,
+    # so it trains from step 0 without building them again.
+    vocabularies = shared_vocabularies(out / corpus / "vocab", splits["train"], config, log)
+    run = RunDirectory(run_dir)
+    run.path.mkdir(parents=True)
+    for name, path in vocabularies.items():
+        shutil.copyfile(path, run.file(name))
+    run.write_json(CONFIG_FILE, dataclasses.asdict(config))
+    return train(
+        run_dir,
+        config,
+        resume=True,
+        progress=False,
+        log=lambda line: log(f"{corpus} / {arm.name}: {line}"),
+    )
+
+
 def run_arm(arm: Arm, corpus: str, splits, args, out: Path, log) -> dict:
     """Train `arm` for the budget (or reuse a finished run), translate the test split, score."""
     from keras_attn.text.normalization import normalize_text
-    from keras_attn.training.trainer import CONFIG_FILE, RunDirectory, train
 
     arm_dir = arm.directory(out, corpus)
     result_file = arm_dir / RESULT_FILE
@@ -413,26 +463,12 @@ def run_arm(arm: Arm, corpus: str, splits, args, out: Path, log) -> dict:
         if "recent_loss" not in result:  # written before the column existed: read the run's log
             result["recent_loss"] = recent_loss(run_dir)
         return result
-    if run_dir.exists():  # a run killed mid-way: start it again from scratch
-        shutil.rmtree(run_dir)
-    arm_dir.mkdir(parents=True, exist_ok=True)
     config = arm_config(arm, corpus, args)
-    # Every arm of a corpus uses the same vocabularies (building one costs minutes): the run
-    # directory starts with them and its config, and `train(resume=True)` finds no checkpoint,
-    # so it trains from step 0 without building them again.
-    vocabularies = shared_vocabularies(out / corpus / "vocab", splits["train"], config, log)
-    run = RunDirectory(run_dir)
-    run.path.mkdir(parents=True)
-    for name, path in vocabularies.items():
-        shutil.copyfile(path, run.file(name))
-    run.write_json(CONFIG_FILE, dataclasses.asdict(config))
-    metrics = train(
-        run_dir,
-        config,
-        resume=True,
-        progress=False,
-        log=lambda line: log(f"{corpus} / {arm.name}: {line}"),
-    )
+    metrics = finished_training(run_dir, config)
+    if metrics is not None:  # killed while translating: the trained model is all there
+        log(f"{corpus} / {arm.name}: trained earlier ({metrics['steps']} steps), evaluating")
+    else:
+        metrics = train_arm(arm, corpus, splits, config, out, run_dir, log)
     test = evaluation_pairs(splits, args)
     started = time.perf_counter()
     translated = translate_test(run_dir, test)
@@ -701,7 +737,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         nargs="+",
         default=[arm.slug for arm in ARMS],
         choices=[arm.slug for arm in ARMS],
-        help="models to run (default: all ten)",
+        help="models to run (default: all twelve)",
     )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--warmup-steps", type=int, default=100)

@@ -108,6 +108,25 @@ def test_recent_loss_is_the_mean_of_the_last_logged_steps(bench, tmp_path):
     assert bench.recent_loss(tmp_path / "missing") is None
 
 
+def test_finished_training_needs_the_model_the_metrics_and_the_same_config(bench, tmp_path):
+    import dataclasses
+
+    argv = ["--corpora", "synthetic", "--budget-minutes", "3", "--out", str(tmp_path / "out")]
+    arm = bench.ARMS[0]
+    config = bench.arm_config(arm, "synthetic", bench.parse_args(argv))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(config)))
+    (run_dir / "model.keras").write_bytes(b"saved")
+    assert bench.finished_training(run_dir, config) is None  # killed before metrics.json
+    (run_dir / "metrics.json").write_text(json.dumps({"steps": 7}))
+    assert bench.finished_training(run_dir, config) == {"steps": 7}
+    other = bench.arm_config(arm, "synthetic", bench.parse_args([*argv, "--seed", "1"]))
+    assert bench.finished_training(run_dir, other) is None  # another seed: train again
+    (run_dir / "model.keras").unlink()
+    assert bench.finished_training(run_dir, config) is None
+
+
 def test_keras_hub_full_pass_steps_reproduce_the_teacher_forced_logits(bench):
     pytest.importorskip("keras_hub")
     model = bench.keras_hub_translator(
@@ -202,6 +221,21 @@ def test_main_trains_two_arms_and_writes_tables_and_figures(bench, tmp_path):
     for name in ("bleu_by_length_synthetic.png", "alignments_synthetic.png", "results.md"):
         assert (out / name).stat().st_size > 0
     assert len((out / "synthetic" / "bahdanau" / "test.tsv").read_text().splitlines()) == 30
+    # Killed after training, while translating: the next run translates the trained model again
+    # and does not train it again.
+    run_dir = out / "synthetic" / "bahdanau" / "run"
+    first = json.loads((out / "synthetic" / "bahdanau" / "result.json").read_text())
+
+    def trained():
+        return (run_dir / "model.keras").stat().st_mtime_ns, (run_dir / "train_log.tsv").read_text()
+
+    before_killed = trained()
+    (out / "synthetic" / "bahdanau" / "result.json").unlink()
+    assert bench.main(argv) == 0
+    assert trained() == before_killed
+    again = json.loads((out / "synthetic" / "bahdanau" / "result.json").read_text())
+    assert again["steps"] == first["steps"]
+    assert again["train_cpu_seconds"] == first["train_cpu_seconds"]
     assert bench.main(argv) == 0  # a second run reuses both arms' results
     before = json.loads((out / "synthetic" / "bahdanau" / "result.json").read_text())
     assert before["heatmap_rows"] == bench.heatmap_rows(
