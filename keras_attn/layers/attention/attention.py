@@ -22,8 +22,9 @@ class Attention(FirstInputMaskPassthrough, keras.layers.Layer):
     Args:
         score: alignment function (thesis Table 2.1), a name from `keras_attn.scores.SCORES`
             (`"cosine"`, `"dot"`, `"scaled_dot"`, `"general"`, `"scaled_general"`,
-            `"biased_general"`, `"activated_general"`, `"concat"`, `"additive"`, `"deep"`,
-            `"location"`, `"feature"`) or a `keras_attn.scores.Score` instance.
+            `"residual_general"`, `"biased_general"`, `"activated_general"`, `"concat"`,
+            `"additive"`, `"deep"`, `"location"`, `"feature"`) or a `keras_attn.scores.Score`
+            instance.
         distribution: a name from `keras_attn.distributions.DISTRIBUTIONS` (`"softmax"`,
             `"sigmoid"`, `"sparsemax"`, `"entmax15"`, `"entmax"`, `"hardmax"`) or a
             `keras_attn.distributions.Distribution` instance.
