@@ -416,14 +416,14 @@ def finished_training(run_dir: Path, config) -> dict | None:
     budget was spent; a benchmark killed while translating then only needs the translation. A run
     with another configuration (other budget, seed or options) does not count.
     """
-    from keras_attn.training.trainer import CONFIG_FILE, METRICS_FILE, MODEL_FILE
+    from keras_attn.training.trainer import CONFIG_FILE, METRICS_FILE, MODEL_FILE, RunDirectory
 
-    files = [run_dir / name for name in (CONFIG_FILE, METRICS_FILE, MODEL_FILE)]
-    if not all(path.is_file() for path in files):
+    run = RunDirectory(run_dir)
+    if not all(run.file(name).is_file() for name in (CONFIG_FILE, METRICS_FILE, MODEL_FILE)):
         return None
-    if json.loads(files[0].read_text()) != json.loads(json.dumps(dataclasses.asdict(config))):
+    if run.read_config() != config:
         return None
-    return json.loads(files[1].read_text())
+    return json.loads(run.file(METRICS_FILE).read_text())
 
 
 def train_arm(arm: Arm, corpus: str, splits, config, out: Path, run_dir: Path, log) -> dict:
