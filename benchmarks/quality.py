@@ -1,10 +1,10 @@
 """Translation quality at one fixed wall-clock training budget per model, by source length.
 
-Trains twelve translators on each real corpus, each for the same `--budget-minutes` of training loop
-(`keras_attn.training.trainer.train` with `max_cpu_minutes`, this process' CPU time, the default
-`--clock cpu`, fair on a machine shared with other jobs; or `max_minutes`, wall-clock time, with
-`--clock wall`; vocabulary building and evaluation are not counted), then translates the corpus'
-test split greedily through the exported path
+Trains seventeen translators on each real corpus, each for the same `--budget-minutes` of training
+loop (`keras_attn.training.trainer.train` with `max_cpu_minutes`, this process' CPU time, the
+default `--clock cpu`, fair on a machine shared with other jobs; or `max_minutes`, wall-clock
+time, with `--clock wall`; vocabulary building and evaluation are not counted), then translates
+the corpus' test split greedily through the exported path
 (`keras_attn.export.translator.Translator.translate_with_alignment`) and reports sacrebleu BLEU,
 overall and per source-length bucket (source words), as in Luong et al. (2015), figure 6.
 
@@ -14,7 +14,9 @@ again on the scaled general score (`scaled_general`), local-p on the dot score, 
 models on the general score parametrized for Adam (`residual_general`, `q^T (I + W/d) k`), our
 Transformer (`transformer`) and the same-size Transformer built from keras-hub's
 `TransformerEncoder`/`TransformerDecoder` (registered here as family `keras-hub-transformer`; needs
-the `bench` extra, `pip install -e '.[bench]'`, and is skipped with a note without it).
+the `bench` extra, `pip install -e '.[bench]'`, and is skipped with a note without it), all on
+Adam; then no attention, global dot, global general, local-p general and local-p dot again on Luong
+et al.'s optimizer (plain SGD, constant rate for five passes, then halved after every pass).
 
 Writes into `--out`: `results.json`, `results.md` (the tables), per corpus
 `bleu_by_length_<corpus>.png` (BLEU vs source length, one line per model) and
@@ -85,6 +87,20 @@ def evaluation_pairs(splits, args) -> list:
 # schedule, which does not depend on the step target (a time budget leaves it unknown).
 RNN = {"learning_rate": 3e-3}
 TRANSFORMER = {"learning_rate": 1e-3}
+# Luong et al. (2015, section 4.1): SGD at rate 1.0 on the loss summed over a sentence's target
+# words, gradient norm clipped at 5, no warm-up. The trainer's loss is the mean over target tokens
+# (about 1/20 of that sum here), so the same largest step (rate x clip = 4 to 5) is taken as rate 4
+# with clip 1; rate 2 with clip 5 and rate 17 with clip 0.3 diverged in 4-minute probes, rate 1
+# with clip 5 trailed (docs/results.md). Halving starts after SGD_HALVING[0] passes, then every
+# SGD_HALVING[1]; `arm_config` turns passes into steps.
+SGD = {
+    "optimizer": "sgd",
+    "learning_rate": 4.0,
+    "clipnorm": 1.0,
+    "schedule": "halving",
+    "warmup_steps": 0,
+}
+SGD_HALVING = (5, 1)
 ARMS = (
     Arm("no attention", "rnn-plain", RNN, attends=False),
     Arm("Bahdanau", "rnn-attention", {**RNN, "score": "additive"}),
@@ -110,6 +126,13 @@ ARMS = (
     ),
     Arm("Transformer", "transformer", TRANSFORMER),
     Arm("keras-hub Transformer", KERAS_HUB_FAMILY, TRANSFORMER, attends=False),
+    # Luong et al.'s own optimizer, where a step follows the gradient's size instead of Adam's
+    # per-weight ~lr: plain SGD at a constant rate for five passes, then halved after every pass.
+    Arm("no attention SGD", "rnn-plain", SGD, attends=False),
+    Arm("Luong dot SGD", "rnn-luong", {**SGD, "score": "dot"}),
+    Arm("Luong general SGD", "rnn-luong", {**SGD, "score": "general"}),
+    Arm("Luong local-p SGD", "rnn-luong", {**SGD, "score": "general", "attention": "local-p"}),
+    Arm("Luong local-p dot SGD", "rnn-luong", {**SGD, "score": "dot", "attention": "local-p"}),
 )
 # Source-length bucket edges (words) per corpus: bucket i holds lengths in (edges[i-1], edges[i]].
 BUCKET_EDGES = {"ding-de-en": (4, 8, 12), "bible-es-en": (10, 20, 30, 40)}
@@ -390,22 +413,38 @@ def translate_test(run_dir: Path, pairs, batch_size: int = 200) -> dict:
     }
 
 
-def arm_config(arm: Arm, corpus: str, args):
-    """The arm's `TrainConfig`: the shared budget, batch, schedule and seed, then its options."""
+def arm_config(arm: Arm, corpus: str, args, train_pairs: int | None = None):
+    """The arm's `TrainConfig`: the shared budget, batch, schedule and seed, then its options.
+
+    An arm on the halving schedule needs `train_pairs` (the corpus' training split): it halves
+    after `SGD_HALVING[0]` passes of `train_pairs // batch_size` steps, then every
+    `SGD_HALVING[1]` passes. The trainer drops pairs longer than `max_length` tokens, so its pass
+    can be a little shorter (421 batches instead of 425 on libreoffice-es-en): the halvings come
+    at most that much late.
+    """
     from keras_attn.training.trainer import TrainConfig
 
+    settings = {
+        "schedule": "inverse-sqrt",
+        "warmup_steps": args.warmup_steps,
+        **arm.options,
+    }
+    if settings["schedule"] == "halving":
+        if train_pairs is None:
+            raise ValueError(f"{arm.name}: the halving schedule needs the training split's size")
+        steps_per_pass = max(train_pairs // args.batch_size, 1)
+        settings["decay_start"] = SGD_HALVING[0] * steps_per_pass
+        settings["decay_every"] = SGD_HALVING[1] * steps_per_pass
     return TrainConfig(
         model=arm.model,
         corpus=corpus,
         steps=args.max_steps,
         batch_size=args.batch_size,
-        schedule="inverse-sqrt",
-        warmup_steps=args.warmup_steps,
         seed=args.seed,
         eval_sentences=0,
         checkpoint_every=args.max_steps,
         **{"max_cpu_minutes" if args.clock == "cpu" else "max_minutes": args.budget_minutes},
-        **arm.options,
+        **settings,
     )
 
 
@@ -463,7 +502,7 @@ def run_arm(arm: Arm, corpus: str, splits, args, out: Path, log) -> dict:
         if "recent_loss" not in result:  # written before the column existed: read the run's log
             result["recent_loss"] = recent_loss(run_dir)
         return result
-    config = arm_config(arm, corpus, args)
+    config = arm_config(arm, corpus, args, train_pairs=len(splits["train"]))
     metrics = finished_training(run_dir, config)
     if metrics is not None:  # killed while translating: the trained model is all there
         log(f"{corpus} / {arm.name}: trained earlier ({metrics['steps']} steps), evaluating")
@@ -737,7 +776,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         nargs="+",
         default=[arm.slug for arm in ARMS],
         choices=[arm.slug for arm in ARMS],
-        help="models to run (default: all twelve)",
+        help="models to run (default: all seventeen)",
     )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--warmup-steps", type=int, default=100)
@@ -823,7 +862,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     if args.workers > 1 and len(jobs) > 1:
         for corpus in {corpus for corpus, _ in jobs}:  # built once, before the workers share them
-            config = arm_config(arms[0], corpus, args)
+            config = arm_config(arms[0], corpus, args, len(corpora[corpus]["train"]))
             shared_vocabularies(out / corpus / "vocab", corpora[corpus]["train"], config, log)
         argv = sys.argv[1:] if argv is None else list(argv)
         status = run_workers(jobs, argv, args.workers, log)

@@ -42,7 +42,24 @@ def add_parsers(subparsers) -> None:
         choices=SCHEDULES,
         default="cosine",
         help="cosine: linear warm-up, cosine decay to 5%% at --steps; inverse-sqrt: Vaswani et "
-        "al.'s linear warm-up, then lr ~ step^-0.5 (both peak at --learning-rate)",
+        "al.'s linear warm-up, then lr ~ step^-0.5; halving: Luong et al.'s constant rate, halved "
+        "every --decay-every steps from --decay-start (all peak at --learning-rate)",
+    )
+    parser.add_argument(
+        "--decay-start",
+        type=int,
+        default=None,
+        help="--schedule halving: step of the first halving",
+    )
+    parser.add_argument(
+        "--decay-every", type=int, default=None, help="--schedule halving: steps between halvings"
+    )
+    parser.add_argument(
+        "--optimizer",
+        choices=("adam", "sgd"),
+        default="adam",
+        help="adam, or plain SGD (Luong et al.'s; with --learning-rate around 1-4 and a small "
+        "--clipnorm, as the loss is a per-token mean)",
     )
     parser.add_argument(
         "--label-smoothing",
@@ -158,6 +175,9 @@ def run_train(args: argparse.Namespace) -> int:
         learning_rate=args.learning_rate,
         warmup_steps=args.warmup_steps,
         schedule=args.schedule,
+        decay_start=args.decay_start,
+        decay_every=args.decay_every,
+        optimizer=args.optimizer,
         clipnorm=args.clipnorm,
         label_smoothing=args.label_smoothing,
         mixed_precision=args.mixed_precision,

@@ -133,14 +133,22 @@ def distributed_batches(
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
-class ReducedGradientsAdam(keras.optimizers.Adam):
-    """Adam that takes gradients already summed over the replicas by the train step.
+class _SummedGradients:
+    """Mixin for a Keras optimizer that takes gradients already summed over the replicas.
 
     Keras' TensorFlow optimizer clips (`global_clipnorm`) each replica's gradient before it sums
     them, so under a strategy the clipping threshold would apply to a per-replica norm. The
     train step sums first (`ReplicaContext.all_reduce`), so clipping sees the global gradient,
-    as on one device; this subclass skips Keras' second sum.
+    as on one device; this mixin skips Keras' second sum.
     """
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         return list(grads_and_vars)
+
+
+class ReducedGradientsAdam(_SummedGradients, keras.optimizers.Adam):
+    """Adam that takes gradients already summed over the replicas by the train step."""
+
+
+class ReducedGradientsSGD(_SummedGradients, keras.optimizers.SGD):
+    """Plain SGD that takes gradients already summed over the replicas by the train step."""

@@ -1,6 +1,7 @@
-"""Learning-rate schedules of `keras-attn train`: warm-up + cosine decay, and inverse square root.
+"""Learning-rate schedules of `keras-attn train`: warm-up + cosine decay, inverse square root, and
+Luong et al.'s halving.
 
-Both are serializable `keras.optimizers.schedules.LearningRateSchedule`s and functions of the
+All are serializable `keras.optimizers.schedules.LearningRateSchedule`s and functions of the
 optimizer's step counter only, so a resumed run follows them exactly.
 """
 
@@ -13,7 +14,7 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 
-SCHEDULES = ("cosine", "inverse-sqrt")
+SCHEDULES = ("cosine", "inverse-sqrt", "halving")
 
 
 def warmup_cosine_schedule(
@@ -104,3 +105,66 @@ class InverseSqrtSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self) -> dict:
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
+
+
+@keras_attn_export("keras_attn.training.schedules.HalvingSchedule")
+class HalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Constant rate, then halved every `decay_every` updates from update `decay_start` on.
+
+        lr(s) = peak · s / w                                          s < w
+        lr(s) = peak                                                  w ≤ s < S
+        lr(s) = peak · 0.5^(1 + ⌊(s - S) / E⌋)                        s ≥ S
+
+    with `s` the optimizer's update counter (0 for the first update), `w = warmup_steps` (0: no
+    warm-up), `S = max(decay_start, w)` and `E = decay_every`. This is Luong et al.'s plain-SGD
+    recipe (rate 1.0 for five epochs, then halved after every epoch; section 4.1 of the paper)
+    with epochs written as update counts: `decay_start = 5 · E`, `E` = batches per pass.
+
+    Args:
+        peak: the constant rate (`--learning-rate`).
+        decay_start: update at which the rate first halves.
+        decay_every: updates between halvings, >= 1.
+        warmup_steps: updates of linear warm-up from 0 to `peak`.
+
+    Example:
+
+    >>> schedule = HalvingSchedule(1.0, decay_start=50, decay_every=10)
+    >>> [float(schedule(s)) for s in (0, 49, 50, 59, 60, 75)]
+    [1.0, 1.0, 0.5, 0.5, 0.25, 0.125]
+
+    References:
+        Luong, Pham and Manning, 2015, "Effective Approaches to Attention-based Neural Machine
+        Translation", section 4.1, arXiv:1508.04025.
+    """
+
+    def __init__(self, peak: float, decay_start: int, decay_every: int, warmup_steps: int = 0):
+        if peak <= 0:
+            raise ValueError(f"Expected peak > 0. Received: peak={peak}")
+        if decay_start < 0:
+            raise ValueError(f"Expected decay_start >= 0. Received: decay_start={decay_start}")
+        if decay_every < 1:
+            raise ValueError(f"Expected decay_every >= 1. Received: decay_every={decay_every}")
+        if warmup_steps < 0:
+            raise ValueError(f"Expected warmup_steps >= 0. Received: warmup_steps={warmup_steps}")
+        self.peak = peak
+        self.decay_start = decay_start
+        self.decay_every = decay_every
+        self.warmup_steps = warmup_steps
+
+    def __call__(self, step):
+        s = ops.cast(step, "float32")
+        start = float(max(self.decay_start, self.warmup_steps))
+        # number of halvings so far: 0 before `start`, 1 from `start`, one more every E updates
+        halvings = ops.where(s < start, 0.0, ops.floor((s - start) / self.decay_every) + 1.0)
+        rate = self.peak * ops.power(0.5, halvings)
+        if self.warmup_steps:
+            rate = ops.minimum(rate, self.peak * s / float(self.warmup_steps))
+        return rate
+
+    def get_config(self) -> dict:
+        return {
+            "peak": self.peak,
+            "decay_start": self.decay_start,
+            "decay_every": self.decay_every,
+            "warmup_steps": self.warmup_steps,
+        }

@@ -25,9 +25,15 @@ from keras_attn.text.vocab import build_wordpiece_vocab, load_vocab, save_vocab
 from keras_attn.training import distribution, precision
 from keras_attn.training.data import BatchPlan, tokenize_pairs, tokenize_sentences
 from keras_attn.training.metrics import masked_cross_entropy, masked_token_accuracy
-from keras_attn.training.schedules import SCHEDULES, InverseSqrtSchedule, warmup_cosine_schedule
+from keras_attn.training.schedules import (
+    SCHEDULES,
+    HalvingSchedule,
+    InverseSqrtSchedule,
+    warmup_cosine_schedule,
+)
 
 CONFIG_FILE = "config.json"
+OPTIMIZERS = ("adam", "sgd")
 MODEL_FILE = "model.keras"
 METRICS_FILE = "metrics.json"
 SOURCE_VOCAB = "source_vocab.txt"
@@ -49,6 +55,10 @@ class TrainConfig:
     learning_rate: float = 3e-3
     warmup_steps: int = 100
     schedule: str = "cosine"
+    # Updates before the first halving and between halvings (--schedule halving only).
+    decay_start: int | None = None
+    decay_every: int | None = None
+    optimizer: str = "adam"
     clipnorm: float = 5.0
     label_smoothing: float = 0.0
     mixed_precision: str = "auto"
@@ -119,6 +129,23 @@ class TrainConfig:
                 f"--warmup-steps must be >= {least} with --schedule {self.schedule}, "
                 f"got {self.warmup_steps}"
             )
+        halving = (self.decay_start, self.decay_every)
+        if self.schedule == "halving":
+            if self.decay_start is None or self.decay_every is None:
+                raise ValueError("--schedule halving needs --decay-start and --decay-every")
+            if self.decay_start < 0 or self.decay_every < 1:
+                raise ValueError(
+                    f"--decay-start must be >= 0 and --decay-every >= 1, got {self.decay_start} "
+                    f"and {self.decay_every}"
+                )
+        elif halving != (None, None):
+            raise ValueError(
+                f"--decay-start and --decay-every apply to --schedule halving only, not "
+                f"{self.schedule}"
+            )
+        if self.optimizer not in OPTIMIZERS:
+            choices = ", ".join(OPTIMIZERS)
+            raise ValueError(f"--optimizer must be one of {choices}, got {self.optimizer}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"--label-smoothing must be in [0, 1), got {self.label_smoothing}")
         family.check(self.model_hyperparameters())
@@ -358,24 +385,37 @@ def learning_rate_schedule(config: TrainConfig) -> keras.optimizers.schedules.Le
     `cosine`: linear warm-up over `warmup_steps`, then cosine decay to 5 % of the peak at step
     `steps`. `inverse-sqrt`: Vaswani et al.'s `d_model^-0.5 · min(n^-0.5, n · warmup^-1.5)`,
     scaled so that its peak (at step `warmup_steps`) is `learning_rate`; it does not depend on
-    `steps`. Both are functions of the step counter only, so a resumed run follows them exactly.
+    `steps`. `halving`: Luong et al.'s constant rate, halved every `decay_every` steps from step
+    `decay_start` (after the warm-up). All are functions of the step counter only, so a resumed run
+    follows them exactly.
     """
     if config.schedule == "inverse-sqrt":
         return InverseSqrtSchedule.from_peak(config.learning_rate, config.warmup_steps)
+    if config.schedule == "halving":
+        return HalvingSchedule(
+            config.learning_rate, config.decay_start, config.decay_every, config.warmup_steps
+        )
     return warmup_cosine_schedule(config.learning_rate, config.warmup_steps, config.steps)
 
 
 def build_optimizer(config: TrainConfig, policy: str) -> keras.optimizers.Optimizer:
-    """Adam on `learning_rate_schedule(config)`, the gradient clipped to norm `config.clipnorm`.
+    """Adam (or plain SGD, `optimizer="sgd"`) on `learning_rate_schedule(config)`, the gradient
+    clipped to norm `config.clipnorm`.
 
     When the norm of the whole gradient (all variables together) exceeds `clipnorm`,
     `g <- clipnorm / ||g|| * g` (the RNN slides' Algorithm 1; Pascanu et al., 2013,
     arXiv:1211.5063); 0 disables clipping. This is Keras' `global_clipnorm`: its per-variable
     `clipnorm` would change the direction of `g`. Under `mixed_float16` the optimizer is wrapped
     in a `LossScaleOptimizer`, which unscales the gradient before the inner optimizer clips it.
-    The gradient it gets is already summed over replicas (see `ReducedGradientsAdam`).
+    The gradient it gets is already summed over replicas (see `distribution._SummedGradients`).
+
+    Plain SGD is `w <- w - lr · g`: the step is proportional to the gradient, where Adam moves
+    every weight by about `lr` whatever its gradient's size. Luong et al. trained with it (rate
+    1.0, `--schedule halving`) on a loss summed over each sentence's target words; the loss here
+    is their mean, so their rate is not ours (benchmarks/quality.py uses rate 4 with clip 1).
     """
-    optimizer = distribution.ReducedGradientsAdam(
+    kind = {"adam": distribution.ReducedGradientsAdam, "sgd": distribution.ReducedGradientsSGD}
+    optimizer = kind[config.optimizer](
         learning_rate_schedule(config), global_clipnorm=config.clipnorm or None
     )
     if policy == "mixed_float16":

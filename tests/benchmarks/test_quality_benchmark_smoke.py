@@ -127,6 +127,27 @@ def test_finished_training_needs_the_model_the_metrics_and_the_same_config(bench
     assert bench.finished_training(run_dir, config) is None
 
 
+def test_arm_config_turns_sgd_halving_passes_into_steps(bench):
+    args = bench.parse_args(["--corpora", "synthetic", "--batch-size", "64", "--out", "unused"])
+    by_slug = {arm.slug: arm for arm in bench.ARMS}
+    config = bench.arm_config(by_slug["luong-local-p-sgd"], "synthetic", args, train_pairs=27252)
+    config.validate()
+    assert (config.optimizer, config.learning_rate, config.clipnorm) == ("sgd", 4.0, 1.0)
+    assert (config.schedule, config.warmup_steps) == ("halving", 0)
+    assert (config.decay_start, config.decay_every) == (5 * 425, 425)  # 27252 // 64 = 425
+    assert (config.score, config.attention) == ("general", "local-p")
+    adam = bench.arm_config(by_slug["luong-local-p"], "synthetic", args)  # no split needed
+    assert (adam.optimizer, adam.schedule, adam.warmup_steps) == ("adam", "inverse-sqrt", 100)
+    assert adam.decay_start is None and adam.decay_every is None
+    with pytest.raises(ValueError, match="needs the training split's size"):
+        bench.arm_config(by_slug["luong-dot-sgd"], "synthetic", args)
+    sgd = [arm for arm in bench.ARMS if arm.options.get("optimizer") == "sgd"]
+    assert [arm.slug for arm in sgd] == [
+        "no-attention-sgd", "luong-dot-sgd", "luong-general-sgd", "luong-local-p-sgd",
+        "luong-local-p-dot-sgd",
+    ]  # fmt: skip
+
+
 def test_keras_hub_full_pass_steps_reproduce_the_teacher_forced_logits(bench):
     pytest.importorskip("keras_hub")
     model = bench.keras_hub_translator(
@@ -191,15 +212,25 @@ def test_parse_args_rejects_bad_workers_and_abbreviations(bench, capsys):
 def test_workers_train_arms_in_parallel_processes(bench, tmp_path):
     out = tmp_path / "out"
     argv = [
-        "--corpora", "synthetic", "--arms", "no-attention", "luong-dot", "--workers", "2",
+        "--corpora", "synthetic", "--arms", "no-attention", "luong-dot-sgd", "--workers", "2",
         "--budget-minutes", "0.02", "--test-sentences", "20", "--batch-size", "16",
         "--out", str(out),
     ]  # fmt: skip
     assert bench.main(argv) == 0
     results = json.loads((out / "results.json").read_text())["results"]["synthetic"]
-    assert [r["arm"] for r in results] == ["no attention", "Luong dot"]
+    assert [r["arm"] for r in results] == ["no attention", "Luong dot SGD"]
     assert all(r["steps"] >= 1 and r["test_sentences"] == 20 for r in results)
     assert len(list((out / "synthetic" / "vocab").iterdir())) == 2  # built once, by the parent
+    from keras_attn.text.corpora import load_corpus
+    from keras_attn.training.trainer import RunDirectory
+
+    # the worker process gave the SGD arm its halving steps from the synthetic training split
+    config = RunDirectory(out / "synthetic" / "luong-dot-sgd" / "run").read_config()
+    per_pass = len(load_corpus("synthetic", seed=0)["train"]) // 16
+    assert (config.optimizer, config.schedule, config.learning_rate) == ("sgd", "halving", 4.0)
+    assert (config.decay_start, config.decay_every) == (5 * per_pass, per_pass)
+    plain = RunDirectory(out / "synthetic" / "no-attention" / "run").read_config()
+    assert (plain.optimizer, plain.schedule, plain.decay_start) == ("adam", "inverse-sqrt", None)
 
 
 @pytest.mark.slow

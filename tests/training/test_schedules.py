@@ -2,7 +2,11 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attn.training.schedules import InverseSqrtSchedule, warmup_cosine_schedule
+from keras_attn.training.schedules import (
+    HalvingSchedule,
+    InverseSqrtSchedule,
+    warmup_cosine_schedule,
+)
 from keras_attn.training.trainer import TrainConfig, learning_rate_schedule
 
 STEPS = [0, 1, 7, 8, 9, 10, 11, 50, 99, 100, 150, 1000, 123456]
@@ -59,8 +63,53 @@ def test_warmup_cosine_matches_the_formula(warmup, total):
         assert float(schedule(step)) == pytest.approx(expected, rel=1e-5, abs=1e-10), step
 
 
+def halving_reference(step, peak, start, every, warmup):
+    """Luong et al.'s recipe, counted by hand: peak until `start`, then one halving per `every`."""
+    rate = peak
+    for _ in range(max(start, warmup), step + 1, every):
+        rate /= 2
+    if step < warmup:
+        rate = min(rate, peak * step / warmup)
+    return rate
+
+
 @pytest.mark.parametrize(
-    "schedule", [InverseSqrtSchedule(96, 25, 0.7), warmup_cosine_schedule(1e-3, 10, 100)]
+    "start,every,warmup", [(2105, 421, 0), (50, 10, 0), (0, 1, 0), (50, 10, 8), (3, 5, 20)]
+)
+def test_halving_matches_the_recipe(start, every, warmup):
+    schedule = HalvingSchedule(1.5, start, every, warmup_steps=warmup)
+    for step in [*STEPS, start - 1, start, start + every - 1, start + every, warmup - 1]:
+        if step < 0:
+            continue
+        expected = halving_reference(step, 1.5, start, every, warmup)
+        assert float(schedule(step)) == pytest.approx(expected, rel=1e-6, abs=1e-30), step
+
+
+def test_halving_luong_epochs():
+    """Five passes at the peak, then half after each pass (421 batches per pass here)."""
+    schedule = HalvingSchedule(1.0, decay_start=5 * 421, decay_every=421)
+    passes = [float(schedule(421 * p)) for p in range(10)]
+    assert passes == [1.0] * 5 + [0.5, 0.25, 0.125, 0.0625, 0.03125]
+
+
+def test_halving_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="decay_every=0"):
+        HalvingSchedule(1.0, 10, 0)
+    with pytest.raises(ValueError, match="decay_start=-1"):
+        HalvingSchedule(1.0, -1, 5)
+    with pytest.raises(ValueError, match="peak=0"):
+        HalvingSchedule(0.0, 1, 5)
+    with pytest.raises(ValueError, match="warmup_steps=-2"):
+        HalvingSchedule(1.0, 1, 5, warmup_steps=-2)
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        InverseSqrtSchedule(96, 25, 0.7),
+        warmup_cosine_schedule(1e-3, 10, 100),
+        HalvingSchedule(0.3, 5, 3, warmup_steps=2),
+    ],
 )
 def test_schedules_serialize_inside_the_optimizer(schedule):
     optimizer = keras.optimizers.Adam(schedule)
@@ -86,3 +135,9 @@ def test_the_trainer_picks_the_schedule_from_the_config():
     assert float(schedule(299)) == pytest.approx(1e-3 * np.sqrt(30 / 300), rel=1e-6)
     cosine = learning_rate_schedule(TrainConfig(steps=300, learning_rate=1e-3, warmup_steps=30))
     assert float(cosine(30)) == pytest.approx(1e-3) and float(cosine(300)) == pytest.approx(5e-5)
+    halving = learning_rate_schedule(
+        TrainConfig(learning_rate=0.5, warmup_steps=0, schedule="halving", decay_start=20,
+                    decay_every=7)
+    )  # fmt: skip
+    assert isinstance(halving, HalvingSchedule)
+    assert [float(halving(s)) for s in (19, 20, 26, 27)] == [0.5, 0.25, 0.25, 0.125]

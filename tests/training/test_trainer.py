@@ -45,6 +45,12 @@ def test_resuming_a_run_killed_before_its_config_starts_it(tmp_path):
         (["--schedule", "inverse-sqrt", "--warmup-steps", "0"], "--warmup-steps must be >= 1"),
         (["--warmup-steps", "-1"], "--warmup-steps must be >= 0"),
         (["--label-smoothing", "1"], "--label-smoothing must be in [0, 1)"),
+        (["--schedule", "halving", "--decay-every", "5"], "needs --decay-start and --decay-every"),
+        (
+            ["--schedule", "halving", "--decay-start", "9", "--decay-every", "0"],
+            "--decay-every >= 1, got 9 and 0",
+        ),
+        (["--decay-start", "100"], "apply to --schedule halving only, not cosine"),
     ],
 )
 def test_bad_flags_are_one_line_errors(tmp_path, capsys, flags, message):
@@ -119,6 +125,58 @@ def test_clipnorm_flag_clips_the_global_gradient_norm(tmp_path, monkeypatch):
     np.testing.assert_allclose(run(scaled, [small, big], loss_scale), clipped, rtol=1e-6)
     unclipped = trainer.build_optimizer(dataclasses.replace(config, clipnorm=0.0), "float32")
     assert unclipped.global_clipnorm is None and unclipped.clipnorm is None
+
+
+def test_sgd_flag_takes_plain_clipped_gradient_steps(tmp_path, monkeypatch):
+    """--optimizer sgd: w <- w - lr(s) · g, g clipped to the global norm; no per-weight scaling."""
+    import keras
+
+    from keras_attn.training import trainer
+
+    captured = {}
+    monkeypatch.setattr(trainer, "train", lambda out, config, **kwargs: captured.update(c=config))
+    flags = ["--optimizer", "sgd", "--learning-rate", "2", "--clipnorm", "1", "--warmup-steps",
+             "0", "--schedule", "halving", "--decay-start", "1", "--decay-every", "1"]  # fmt: skip
+    assert cli(["train", *flags, "--out", str(tmp_path)]) == 0
+    config = captured["c"]
+    assert (config.optimizer, config.decay_start, config.decay_every) == ("sgd", 1, 1)
+
+    optimizer = trainer.build_optimizer(config, "float32")
+    assert isinstance(optimizer, keras.optimizers.SGD) and optimizer.momentum == 0.0
+    small = np.array([0.3, -0.4], "float32")  # norm 0.5: not clipped
+    big = np.array([6.0, 8.0], "float32")  # norm 10: clipped to [0.6, 0.8]
+    variable = keras.Variable(np.ones(2, "float32"))
+    optimizer.apply([small], [variable])  # lr 2
+    np.testing.assert_allclose(variable.numpy(), 1 - 2 * small, rtol=1e-6)
+    optimizer.apply([big], [variable])  # lr 1 after the first halving
+    np.testing.assert_allclose(variable.numpy(), 1 - 2 * small - [0.6, 0.8], rtol=1e-6)
+    # a tenth of the gradient moves the weights a tenth as far (Adam would move them as far)
+    tenth = keras.Variable(np.ones(2, "float32"))
+    trainer.build_optimizer(config, "float32").apply([small / 10], [tenth])
+    np.testing.assert_allclose(1 - tenth.numpy(), 2 * small / 10, rtol=1e-5)
+    assert isinstance(trainer.build_optimizer(config, "mixed_float16").inner_optimizer,
+                      keras.optimizers.SGD)  # fmt: skip
+
+
+def test_an_sgd_halving_run_resumes_where_it_stopped(tmp_path):
+    """The halving schedule reads the restored update counter: 2 + 2 steps equal 4 in one go."""
+    import keras
+
+    sgd = dict(TINY, optimizer="sgd", learning_rate=0.5, clipnorm=1.0, warmup_steps=0,
+               schedule="halving", decay_start=1, decay_every=1, eval_sentences=0)  # fmt: skip
+    train(tmp_path / "split", TrainConfig(steps=2, **sgd), progress=False)
+    metrics = train(tmp_path / "split", TrainConfig(steps=4, **sgd), resume=True, progress=False)
+    assert (metrics["steps"], metrics["steps_this_session"]) == (4, 2)
+    train(tmp_path / "whole", TrainConfig(steps=4, **sgd), progress=False)
+    split, whole = (keras.saving.load_model(tmp_path / name / "model.keras", compile=False)
+                    for name in ("split", "whole"))  # fmt: skip
+    for a, b in zip(split.get_weights(), whole.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_bad_optimizer_is_a_config_error():
+    with pytest.raises(ValueError, match="--optimizer must be one of adam, sgd, got rmsprop"):
+        TrainConfig(optimizer="rmsprop").validate()
 
 
 def test_luong_options_are_checked_and_saved(tmp_path, capsys):
