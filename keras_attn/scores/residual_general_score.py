@@ -32,8 +32,9 @@ class ResidualGeneralScore(Score):
     not need this: with `--optimizer sgd --schedule halving` the plain general score stayed at the
     dot score's scale and, for global attention, scored above it (docs/results.md). Measured in
     the same 18-CPU-minute runs on Adam: the scores stay at the dot score's scale and local-p's
-    position stays inside the sentence, but `W` moved little and the models scored 2.5-12 BLEU below the dot score in four paired runs (two seeds, global
-    and local-p); one more global run collapsed onto the first source tokens.
+    position stays inside the sentence, but `W` moved little and the models scored 2.5-12 BLEU
+    below the dot score in four paired runs (two seeds, global and local-p); one more global run
+    collapsed onto the first source tokens.
 
     Queries and keys must have the same size `d` (as for the dot score). The keys are mixed once,
     `K' = K + K W^T / d` `(batch, T_k, d)`, then `a = q^T k'_i`.
