@@ -30,7 +30,7 @@ class ResidualGeneralScore(Score):
     `I` keeps the score at the dot score's scale, which trains well, instead of a random bilinear
     form. Plain SGD (Luong et al.'s optimizer) takes steps proportional to the gradient and does
     not need this: with `--optimizer sgd --schedule halving` the plain general score stayed at the
-    dot score's scale and, for global attention, scored above it (docs/results.md). Measured in
+    dot score's scale and, for global attention, level with it (docs/results.md). Measured in
     the same 18-CPU-minute runs on Adam: the scores stay at the dot score's scale and local-p's
     position stays inside the sentence, but `W` moved little and the models scored 2.5-12 BLEU
     below the dot score in four paired runs (two seeds, global and local-p); one more global run
