@@ -88,11 +88,11 @@ def evaluation_pairs(splits, args) -> list:
 RNN = {"learning_rate": 3e-3}
 TRANSFORMER = {"learning_rate": 1e-3}
 # Luong et al. (2015, section 4.1): SGD at rate 1.0 on the loss summed over a sentence's target
-# words, gradient norm clipped at 5, no warm-up. The trainer's loss is the mean over target tokens
-# (about 1/20 of that sum here), so the same largest step (rate x clip = 4 to 5) is taken as rate 4
-# with clip 1; rate 2 with clip 5 and rate 17 with clip 0.3 diverged in 4-minute probes, rate 1
-# with clip 5 trailed (docs/results.md). Halving starts after SGD_HALVING[0] passes, then every
-# SGD_HALVING[1]; `arm_config` turns passes into steps.
+# words, gradient norm clipped at 5, no warm-up. The trainer's loss is the mean over target tokens,
+# so their rate does not carry over; rate 4 with clip 1 came from short probes of the dot model
+# (docs/results.md: rate 1 with clip 5 trailed Adam, rates 2 and 10 with clip 5 and 17 with clip
+# 0.3 diverged). Halving starts after SGD_HALVING[0] passes, then every SGD_HALVING[1];
+# `arm_config` turns passes into steps.
 SGD = {
     "optimizer": "sgd",
     "learning_rate": 4.0,
