@@ -7,7 +7,7 @@ import argparse
 from keras_attn.distributions import DISTRIBUTIONS
 from keras_attn.layers.recurrent.luong_decoder import ATTENTIONS
 from keras_attn.scores import SCORES
-from keras_attn.training.distribution import STRATEGIES
+from keras_attn.training.distribution import OPTIMIZERS, STRATEGIES
 from keras_attn.training.precision import POLICIES
 from keras_attn.training.schedules import SCHEDULES
 
@@ -46,17 +46,14 @@ def add_parsers(subparsers) -> None:
         "every --decay-every steps from --decay-start (all peak at --learning-rate)",
     )
     parser.add_argument(
-        "--decay-start",
-        type=int,
-        default=None,
-        help="--schedule halving: step of the first halving",
+        "--decay-start", type=int, default=None, help="--schedule halving: first halving's step"
     )
     parser.add_argument(
         "--decay-every", type=int, default=None, help="--schedule halving: steps between halvings"
     )
     parser.add_argument(
         "--optimizer",
-        choices=("adam", "sgd"),
+        choices=tuple(OPTIMIZERS),
         default="adam",
         help="adam, or plain SGD (Luong et al.'s optimizer; the loss is a per-token mean, so "
         "their rate 1 / clip 5 does not carry over: rate 4 with --clipnorm 1 trained well on "

@@ -152,3 +152,7 @@ class ReducedGradientsAdam(_SummedGradients, keras.optimizers.Adam):
 
 class ReducedGradientsSGD(_SummedGradients, keras.optimizers.SGD):
     """Plain SGD that takes gradients already summed over the replicas by the train step."""
+
+
+# `--optimizer` names and the classes the trainer builds for them.
+OPTIMIZERS = {"adam": ReducedGradientsAdam, "sgd": ReducedGradientsSGD}

@@ -33,7 +33,6 @@ from keras_attn.training.schedules import (
 )
 
 CONFIG_FILE = "config.json"
-OPTIMIZERS = ("adam", "sgd")
 MODEL_FILE = "model.keras"
 METRICS_FILE = "metrics.json"
 SOURCE_VOCAB = "source_vocab.txt"
@@ -143,8 +142,8 @@ class TrainConfig:
                 f"--decay-start and --decay-every apply to --schedule halving only, not "
                 f"{self.schedule}"
             )
-        if self.optimizer not in OPTIMIZERS:
-            choices = ", ".join(OPTIMIZERS)
+        if self.optimizer not in distribution.OPTIMIZERS:
+            choices = ", ".join(distribution.OPTIMIZERS)
             raise ValueError(f"--optimizer must be one of {choices}, got {self.optimizer}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"--label-smoothing must be in [0, 1), got {self.label_smoothing}")
@@ -414,8 +413,7 @@ def build_optimizer(config: TrainConfig, policy: str) -> keras.optimizers.Optimi
     1.0, `--schedule halving`) on a loss summed over each sentence's target words; the loss here
     is their mean, so their rate is not ours (benchmarks/quality.py uses rate 4 with clip 1).
     """
-    kind = {"adam": distribution.ReducedGradientsAdam, "sgd": distribution.ReducedGradientsSGD}
-    optimizer = kind[config.optimizer](
+    optimizer = distribution.OPTIMIZERS[config.optimizer](
         learning_rate_schedule(config), global_clipnorm=config.clipnorm or None
     )
     if policy == "mixed_float16":
