@@ -95,6 +95,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
             "attention",
             "window",
             "input_feeding",
+            "position_gradient_scale",
         ),
     ),
     "transformer": ModelFamily(

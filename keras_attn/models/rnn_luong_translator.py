@@ -22,6 +22,7 @@ def rnn_luong_translator(
     window: int = 10,
     input_feeding: bool = True,
     attention_units: int | None = None,
+    position_gradient_scale: float = 1.0,
     dropout: float = 0.1,
     name: str = "rnn_luong_translator",
 ) -> keras.Model:
@@ -43,8 +44,8 @@ def rnn_luong_translator(
         embedding_dim: size of both embeddings.
         units: decoder state size; also the size of the encoder memory and of `h~`.
         cell: `"lstm"` or `"gru"` for encoder and decoder.
-        score, distribution, attention, window, input_feeding, attention_units: as in
-            `keras_attn.layers.LuongDecoder`.
+        score, distribution, attention, window, input_feeding, attention_units,
+            position_gradient_scale: as in `keras_attn.layers.LuongDecoder`.
         dropout: dropout on embeddings and on `h~`.
         name: model name.
 
@@ -70,6 +71,7 @@ def rnn_luong_translator(
         window=window,
         input_feeding=input_feeding,
         attention_units=attention_units,
+        position_gradient_scale=position_gradient_scale,
         name=DECODER,
     )
     return encoder_decoder_translator(

@@ -1,4 +1,4 @@
-"""Pure functions: masks and attention distributions."""
+"""Pure functions: masks, attention distributions and gradient scaling."""
 
 from keras_attn.ops.distributions import (
     entmax15,
@@ -8,6 +8,7 @@ from keras_attn.ops.distributions import (
     softmax,
     sparsemax,
 )
+from keras_attn.ops.gradients import scale_gradient
 from keras_attn.ops.masking import apply_query_mask, merge_masks
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "entmax_bisect",
     "hardmax",
     "merge_masks",
+    "scale_gradient",
     "sigmoid",
     "softmax",
     "sparsemax",

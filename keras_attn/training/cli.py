@@ -98,6 +98,13 @@ def add_parsers(subparsers) -> None:
         "--window", type=int, default=None, help="local window half width D, rnn-luong (10)"
     )
     parser.add_argument(
+        "--position-gradient-scale",
+        type=float,
+        default=None,
+        help="local-p only: a factor on the gradients of the position predictor (W_p, v_p), its "
+        "learning rate relative to the rest under --optimizer sgd (default: 1)",
+    )
+    parser.add_argument(
         "--input-feeding",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -191,6 +198,7 @@ def run_train(args: argparse.Namespace) -> int:
         attention=args.attention,
         window=args.window,
         input_feeding=args.input_feeding,
+        position_gradient_scale=args.position_gradient_scale,
         context_feeding=args.context_feeding,
         num_layers=args.num_layers,
         d_model=args.d_model,

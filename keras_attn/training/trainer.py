@@ -74,6 +74,8 @@ class TrainConfig:
     attention: str | None = None
     window: int | None = None
     input_feeding: bool | None = None
+    # local-p's position predictor: a factor on its gradients (its learning rate under SGD).
+    position_gradient_scale: float | None = None
     context_feeding: bool | None = None
     # Transformer hyperparameters; None leaves the family builder's default.
     num_layers: int | None = None
@@ -102,6 +104,17 @@ class TrainConfig:
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ValueError(
                     f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
+                )
+        if self.position_gradient_scale is not None:
+            if self.attention != "local-p":
+                raise ValueError(
+                    "--position-gradient-scale applies to --attention local-p only, got "
+                    f"--attention {self.attention or 'global'}"
+                )
+            if not 0.0 < self.position_gradient_scale < float("inf"):
+                raise ValueError(
+                    "--position-gradient-scale must be positive, got "
+                    f"{self.position_gradient_scale}"
                 )
         precision.resolve_policy(self.mixed_precision)
         for name in ("steps", "batch_size", "max_length", "vocab_size", "checkpoint_every"):
@@ -162,6 +175,7 @@ _FAMILY_OPTIONS = (
     "attention",
     "window",
     "input_feeding",
+    "position_gradient_scale",
     "context_feeding",
     "num_layers",
     "d_model",

@@ -194,6 +194,39 @@ def test_luong_options_are_checked_and_saved(tmp_path, capsys):
     assert "score" not in TrainConfig(score=None).model_hyperparameters()
 
 
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--model", "rnn-luong"], "applies to --attention local-p only, got --attention global"),
+        (["--model", "rnn-luong", "--attention", "local-m"], "got --attention local-m"),
+        (["--model", "rnn-luong", "--attention", "local-p", "--position-gradient-scale", "0"],
+         "--position-gradient-scale must be positive, got 0.0"),
+        ([], "--position-gradient-scale does not apply to --model rnn-attention"),
+    ],
+)  # fmt: skip
+def test_position_gradient_scale_is_checked(tmp_path, capsys, flags, message):
+    flags = [*flags, "--out", str(tmp_path / "r"), "--quiet", "--steps", "1"]
+    if "--position-gradient-scale" not in flags:
+        flags += ["--position-gradient-scale", "0.25"]
+    assert cli(["train", *flags]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_position_gradient_scale_reaches_the_saved_local_p_layer(tmp_path):
+    config = TrainConfig(
+        model="rnn-luong", attention="local-p", position_gradient_scale=0.25, steps=2,
+        optimizer="sgd", learning_rate=1.0, schedule="halving", decay_start=1, decay_every=1,
+        **TINY,
+    )  # fmt: skip
+    assert config.model_hyperparameters()["position_gradient_scale"] == 0.25
+    train(tmp_path / "run", config, progress=False)
+    run = RunDirectory(tmp_path / "run")
+    assert run.read_config().position_gradient_scale == 0.25
+    align = run.load_model().get_layer("decoder").attention_layer
+    assert align.mode == "predictive" and align.position_gradient_scale == 0.25
+
+
 def test_schedule_and_label_smoothing_flags_reach_the_train_step(tmp_path, monkeypatch):
     from keras_attn.training import trainer
     from keras_attn.training.schedules import InverseSqrtSchedule

@@ -9,9 +9,23 @@ from keras_attn import distributions, scores
 from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
+from keras_attn.ops.gradients import scale_gradient
 from keras_attn.ops.masking import apply_query_mask, merge_masks
 
 MODES = ("monotonic", "predictive")
+
+
+def check_position_gradient_scale(value) -> None:
+    """Raise a ValueError unless `value` is a positive finite number."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0.0 < value < float("inf")
+    ):
+        raise ValueError(
+            "Expected position_gradient_scale to be a positive finite number. "
+            f"Received: position_gradient_scale={value!r}"
+        )
 
 
 @keras_attn_export("keras_attn.layers.LocalAttention")
@@ -44,6 +58,12 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             by local-m.
         dropout: dropout rate on the attention weights during training.
         kernel_initializer: initializer of `W_p` and `v_p`.
+        position_gradient_scale: a positive factor on the gradients of `W_p` and `v_p` (local-p
+            only; the forward pass is unchanged). Under plain SGD it is that factor on their
+            learning rate: a rate that suits the rest of a translator can drive
+            `v_p^T tanh(W_p h_t)` far enough that the sigmoid saturates and `p_t` sticks at one
+            end of every sentence, where its gradient vanishes. Adam's steps do not depend on
+            the gradient's scale, so there it does next to nothing. Ignored by local-m.
 
     Call arguments:
         query: `(batch, T_q, d_q)`, the decoder states `h_t`.
@@ -85,6 +105,7 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         units: int | None = None,
         dropout: float = 0.0,
         kernel_initializer="glorot_uniform",
+        position_gradient_scale: float = 1.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -107,6 +128,7 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             )
         if not 0.0 <= float(dropout) < 1.0:
             raise ValueError(f"Expected dropout in [0, 1). Received: dropout={dropout!r}")
+        check_position_gradient_scale(position_gradient_scale)
         self.mode = mode
         self.window = window
         self.score = score
@@ -114,6 +136,7 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         self.units = units
         self.dropout = float(dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.position_gradient_scale = float(position_gradient_scale)
         self.score_fn = scores.get(score, dtype=self.dtype_policy)
         self.distribution_fn = distributions.get(distribution, dtype=self.dtype_policy)
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
@@ -143,9 +166,13 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
                 return ops.cast(query_positions, "float32")
             steps = ops.cast(ops.arange(ops.shape(query)[1]), "float32")
             return ops.broadcast_to(ops.expand_dims(steps, 0), ops.shape(query)[:2])
+        kernel = scale_gradient(
+            ops.cast(self.position_kernel, query.dtype), self.position_gradient_scale
+        )
+        v = scale_gradient(ops.cast(self.position_v, query.dtype), self.position_gradient_scale)
         # (batch, T_q, d_q) x (d_q, units) -> (batch, T_q, units) -> (batch, T_q)
-        hidden = ops.tanh(ops.matmul(query, self.position_kernel))
-        logits = ops.einsum("bqu,u->bq", hidden, self.position_v)
+        hidden = ops.tanh(ops.matmul(query, kernel))
+        logits = ops.einsum("bqu,u->bq", hidden, v)
         length = ops.sum(ops.cast(value_mask, "float32"), axis=-1, keepdims=True)  # S, (batch, 1)
         return length * ops.sigmoid(ops.cast(logits, "float32"))
 
@@ -209,5 +236,6 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             units=self.units,
             dropout=self.dropout,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            position_gradient_scale=self.position_gradient_scale,
         )
         return config

@@ -8,7 +8,10 @@ from keras import ops
 from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.attention.attention import Attention
-from keras_attn.layers.attention.local_attention import LocalAttention
+from keras_attn.layers.attention.local_attention import (
+    LocalAttention,
+    check_position_gradient_scale,
+)
 from keras_attn.layers.attention.luong_attentional_state import LuongAttentionalState
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.masking import apply_query_mask, merge_masks
@@ -55,6 +58,9 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         input_feeding: feed `h~_{t-1}` to the cell with `y_{t-1}`.
         attention_units: hidden size of the `"concat"`/`"additive"` score network and of local-p's
             `W_p` (default: the memory size for the score, `units` for `W_p`).
+        position_gradient_scale: local-p only: a factor on the gradients of `W_p` and `v_p`,
+            their learning rate relative to the rest under plain SGD (see
+            `keras_attn.layers.LocalAttention`). Ignored by global and local-m attention.
 
     Call arguments:
         inputs: embedded previous target tokens `(batch, T_y, d_y)`.
@@ -95,6 +101,7 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         window: int = 10,
         input_feeding: bool = True,
         attention_units: int | None = None,
+        position_gradient_scale: float = 1.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -110,6 +117,7 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
             raise ValueError(
                 f"Expected input_feeding to be a bool. Received: input_feeding={input_feeding!r}"
             )
+        check_position_gradient_scale(position_gradient_scale)
         self.units = units
         self.cell = cell
         self.score = score
@@ -118,6 +126,7 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         self.window = window
         self.input_feeding = input_feeding
         self.attention_units = attention_units
+        self.position_gradient_scale = position_gradient_scale
         self.num_cell_states = 2 if cell == "lstm" else 1
         score_kwargs = {"dtype": self.dtype_policy}
         if score in ("additive", "concat"):
@@ -136,6 +145,7 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
                 score=score_fn,
                 distribution=distribution_fn,
                 units=attention_units,
+                position_gradient_scale=position_gradient_scale,
                 dtype=self.dtype_policy,
                 name="align",
             )
@@ -310,5 +320,6 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
             window=self.window,
             input_feeding=self.input_feeding,
             attention_units=self.attention_units,
+            position_gradient_scale=self.position_gradient_scale,
         )
         return config

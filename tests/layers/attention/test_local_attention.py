@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_attn.layers.attention.local_attention import LocalAttention
 from keras_attn.testing import run_layer_test
@@ -124,13 +125,67 @@ def test_bad_arguments():
         LocalAttention(score="nope")
     with pytest.raises(ValueError, match="mode='predictive'"):
         LocalAttention(mode="predictive")(Q, V, query_positions=np.zeros((2, 4)))
+    for bad in (0.0, -1.0, float("inf"), float("nan"), True, "0.5"):
+        with pytest.raises(ValueError, match="position_gradient_scale"):
+            LocalAttention(mode="predictive", position_gradient_scale=bad)
+
+
+def predictive_pair(scale):
+    """Two local-p layers with the same weights, position_gradient_scale 1 and `scale`."""
+    layers = [
+        LocalAttention(mode="predictive", window=2, score="general", position_gradient_scale=s)
+        for s in (1.0, scale)
+    ]
+    for layer in layers:
+        layer(Q, V, value_mask=MASK)
+    layers[1].set_weights(layers[0].get_weights())
+    return layers
+
+
+def loss_and_gradients(layer):
+    upstream = np.random.default_rng(5).normal(size=(2, 4, 3)).astype("float32")
+    with tf.GradientTape() as tape:
+        context = layer(Q, V, value_mask=MASK)
+        loss = tf.reduce_sum(context * upstream)
+    grads = tape.gradient(loss, layer.trainable_variables)
+    return context.numpy(), {v.name: g.numpy() for v, g in zip(layer.trainable_variables, grads)}
+
+
+def test_position_gradient_scale_scales_only_the_predictor_gradients():
+    plain, scaled = predictive_pair(0.2)
+    context, grads = loss_and_gradients(plain)
+    scaled_context, scaled_grads = loss_and_gradients(scaled)
+    np.testing.assert_array_equal(scaled_context, context)
+    assert set(grads) == {"position_kernel", "position_v", "kernel"}
+    for name in ("position_kernel", "position_v"):
+        assert np.abs(grads[name]).max() > 1e-4  # the predictor does get a gradient here
+        np.testing.assert_allclose(scaled_grads[name], 0.2 * grads[name], rtol=1e-5, atol=1e-8)
+    np.testing.assert_array_equal(scaled_grads["kernel"], grads["kernel"])  # the score's W_a
+
+
+def test_position_gradient_scale_is_the_predictors_sgd_rate():
+    plain, scaled = predictive_pair(0.25)
+    before = plain.get_weights()
+    for layer in (plain, scaled):
+        _, grads = loss_and_gradients(layer)
+        optimizer = keras.optimizers.SGD(learning_rate=0.5)
+        optimizer.apply(
+            [grads[v.name] for v in layer.trainable_variables], layer.trainable_variables
+        )
+    for variable, other, start in zip(
+        plain.trainable_variables, scaled.trainable_variables, before, strict=True
+    ):
+        moved, scaled_moved = variable.numpy() - start, other.numpy() - start
+        factor = 0.25 if variable.name.startswith("position") else 1.0
+        np.testing.assert_allclose(scaled_moved, factor * moved, rtol=1e-5, atol=1e-8)
 
 
 @pytest.mark.parametrize("mode", ["monotonic", "predictive"])
 def test_harness(mode):
     run_layer_test(
         LocalAttention,
-        {"mode": mode, "window": 2, "score": "general", "dropout": 0.1},
+        {"mode": mode, "window": 2, "score": "general", "dropout": 0.1}
+        | ({"position_gradient_scale": 0.5} if mode == "predictive" else {}),
         {"query": Q, "value": V},
         mask=MASK,
         padded_input="value",

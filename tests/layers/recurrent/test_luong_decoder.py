@@ -150,6 +150,9 @@ def test_bad_arguments():
         LuongDecoder(8, input_feeding="yes")
     with pytest.raises(ValueError, match="window=-1"):
         LuongDecoder(8, attention="local-m", window=-1)
+    for attention in ("global", "local-p"):  # checked even where it is ignored
+        with pytest.raises(ValueError, match="position_gradient_scale=0"):
+            LuongDecoder(8, attention=attention, position_gradient_scale=0)
     with pytest.raises(ValueError, match="score"):
         LuongDecoder(8, score="nope")
     with pytest.raises(ValueError, match="same size"):
@@ -190,7 +193,14 @@ def test_harness_input_feeding_global():
 def test_harness_fast_path_local_p_through_keras_masking():
     run_layer_test(
         LuongDecoder,
-        {"units": 8, "cell": "gru", "attention": "local-p", "window": 2, "input_feeding": False},
+        {
+            "units": 8,
+            "cell": "gru",
+            "attention": "local-p",
+            "window": 2,
+            "input_feeding": False,
+            "position_gradient_scale": 0.25,
+        },
         {"inputs": Y, "memory": MEMORY},
         mask=MASK,
         padded_input="memory",
