@@ -9,8 +9,11 @@ first `--batches` training batches of its corpus, teacher-forced, dropout off, a
 - the standard deviation and the largest magnitude of the raw alignment scores `score(h_t, h_s)`
   over the real (unmasked) source positions, the numbers the softmax sees;
 - the mean over target steps of the largest attention weight (1.0: one-hot attention);
-- for local-p, `p_t / S` (its predicted position over the source length): the mean, and the share
-  of target steps with `p_t / S > 0.95`, i.e. parked at the end of the sentence;
+- for local-p, `p_t / S` (its predicted position over the source length) at the real (unpadded)
+  target steps: the mean, the shares of steps with `p_t / S < 0.05` and `> 0.95` (parked at the
+  start or at the end of the sentence), and its correlation with the target step's relative
+  position `(t + 1/2) / T_y` (near 1: the window moves through the source as the translation
+  advances, as a mostly monotonic language pair needs; near 0: `p_t` ignores where it is);
 - for the residual general score `q^T (I + W/d) k`, how far training took it from the dot score
   it starts as: `||W/d||_F / ||I||_F` (0: still the dot score), and the standard deviation of its
   learned term `q^T (W/d) k` over the same real positions as the scores (how much of what the
@@ -75,7 +78,8 @@ def recording(records: dict):
     def spy_positions(self, query, value_mask, query_positions):
         positions = aligned_positions(self, query, value_mask, query_positions)
         lengths = np.asarray(value_mask, "float32").sum(axis=-1, keepdims=True)  # S, (batch, 1)
-        records["relative_position"].append((np.asarray(positions) / lengths).ravel())
+        # (batch, T_q): all target steps at once, or one step per call inside the decoder's scan
+        records["relative_position"].append(np.asarray(positions) / lengths)
         return positions
 
     softmax_module.Softmax.call = spy_softmax
@@ -99,10 +103,20 @@ def diagnose(run_dir: str, batches: int = 4) -> dict:
     plan = _training_data(run, config, splits["train"])
     model = keras.saving.load_model(os.path.join(run_dir, "model.keras"))
     records = {"scores": [], "max_weight": [], "relative_position": [], "correction": []}
+    relative, progress = [], []  # local-p's p_t / S and (t + 1/2) / T_y at real target steps
     with recording(records):
         for index in range(batches):
             features, _ = plan.batch(index)
             model(features, training=False)
+            if records["relative_position"]:
+                # (batch, T_y) in both decoder paths: the steps of this batch side by side
+                steps = np.concatenate(records["relative_position"], axis=1)
+                records["relative_position"].clear()
+                real = np.asarray(features["target_ids"]) != 0  # (batch, T_y)
+                lengths = real.sum(axis=1, keepdims=True)
+                where = (np.arange(real.shape[1])[None, :] + 0.5) / np.maximum(lengths, 1)
+                relative.append(steps[real])
+                progress.append(np.broadcast_to(where, real.shape)[real])
     scores = np.concatenate(records["scores"])
     decoder = model.get_layer("decoder")  # the score and attention the model was built with
     result = {
@@ -118,10 +132,18 @@ def diagnose(run_dir: str, batches: int = 4) -> dict:
         size = kernel.shape[0]
         result["correction"] = float(np.linalg.norm(kernel / size) / np.sqrt(size))
         result["correction_std"] = float(np.concatenate(records["correction"]).std())
-    if records["relative_position"]:
-        relative = np.concatenate(records["relative_position"])
+    if relative:
+        relative, progress = np.concatenate(relative), np.concatenate(progress)
+        result["position_steps"] = int(relative.size)  # the real target steps they cover
         result["p_over_S_mean"] = float(relative.mean())
+        result["p_over_S_below_0.05"] = float((relative < 0.05).mean())
         result["p_over_S_above_0.95"] = float((relative > 0.95).mean())
+        # Pearson correlation; NaN when p_t / S does not vary at all
+        spread = relative.std() * progress.std()
+        covariance = ((relative - relative.mean()) * (progress - progress.mean())).mean()
+        result["p_over_S_progress_corr"] = (
+            float(covariance / spread) if spread > 0 else float("nan")
+        )
     return result
 
 
@@ -140,7 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "p_over_S_mean" in result:
             line += (
                 f"; p_t/S mean {result['p_over_S_mean']:.2f}, "
-                f"> 0.95 for {100 * result['p_over_S_above_0.95']:.0f} % of steps"
+                f"< 0.05 for {100 * result['p_over_S_below_0.05']:.0f} % and "
+                f"> 0.95 for {100 * result['p_over_S_above_0.95']:.0f} % of steps, "
+                f"correlation with (t + 1/2) / T_y {result['p_over_S_progress_corr']:.2f}"
             )
         if "correction" in result:
             line += (

@@ -12,7 +12,8 @@ import pytest
 from keras_attn.distributions.softmax import Softmax
 from keras_attn.layers.attention.local_attention import LocalAttention
 from keras_attn.scores import ResidualGeneralScore
-from keras_attn.training.trainer import TrainConfig, train
+from keras_attn.text import corpora
+from keras_attn.training.trainer import RunDirectory, TrainConfig, _training_data, train
 
 _PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "luong_diagnostics.py"
 TINY = dict(
@@ -49,11 +50,43 @@ def test_global_and_local_p_statistics(diagnostics, tmp_path, capsys):
     assert (local["attention"], local["score"]) == ("local-p", "general")
     assert 0.0 <= local["p_over_S_mean"] <= 1.0  # p_t = S * sigmoid(.) lies in [0, S]
     assert 0.0 <= local["p_over_S_above_0.95"] <= 1.0
+    assert 0.0 <= local["p_over_S_below_0.05"] <= 1.0
+    assert -1.0 <= local["p_over_S_progress_corr"] <= 1.0
     # The wrapped methods are put back.
     assert (Softmax.call, LocalAttention._aligned_positions) == (softmax_call, positions)
 
     assert diagnostics.main([str(tmp_path / "local"), "--batches", "1"]) == 0
     assert "local-p general: score std" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("input_feeding", [True, False])  # the scan and the one-pass decoder
+def test_local_p_positions_from_a_known_predictor(diagnostics, tmp_path, input_feeding):
+    """v_p = 0 puts p_t at S / 2 at every step; v_p = 60 sign(tanh(W_p h_t)) saturates it."""
+    config = TrainConfig(attention="local-p", window=3, input_feeding=input_feeding, **TINY)
+    train(tmp_path / "run", config, progress=False)
+    model = keras.saving.load_model(str(tmp_path / "run" / "model.keras"))
+    align = model.get_layer("decoder").attention_layer
+    align.position_v.assign(np.zeros(align.position_v.shape, "float32"))
+    model.save(str(tmp_path / "run" / "model.keras"))
+    middle = diagnostics.diagnose(str(tmp_path / "run"), batches=2)
+    run = RunDirectory(tmp_path / "run")
+    plan = _training_data(run, config, corpora.load_corpus(config.corpus, seed=0)["train"])
+    real_steps = sum(int((plan.batch(i)[0]["target_ids"] != 0).sum()) for i in range(2))
+    assert middle["position_steps"] == real_steps  # padded target steps are left out
+    np.testing.assert_allclose(middle["p_over_S_mean"], 0.5, rtol=1e-6)
+    assert middle["p_over_S_below_0.05"] == middle["p_over_S_above_0.95"] == 0.0
+    assert np.isnan(middle["p_over_S_progress_corr"])  # a constant p_t / S follows nothing
+
+    # W_p all 1e5 and v_p all 60: every unit of tanh(W_p h_t) is the sign of sum(h_t) (|sum| is
+    # about 1e-3 at the smallest here), so p_t sits at one end or the other: the shares at the
+    # two ends add up to one.
+    align.position_kernel.assign(np.full(align.position_kernel.shape, 1e5, "float32"))
+    align.position_v.assign(np.full(align.position_v.shape, 60.0, "float32"))
+    model.save(str(tmp_path / "run" / "model.keras"))
+    parked = diagnostics.diagnose(str(tmp_path / "run"), batches=2)
+    np.testing.assert_allclose(
+        parked["p_over_S_below_0.05"] + parked["p_over_S_above_0.95"], 1.0, rtol=1e-6
+    )
 
 
 def test_residual_score_correction_is_read_from_the_saved_kernel(diagnostics, tmp_path, capsys):
