@@ -38,7 +38,7 @@ corpora: $(STAMP)
 	done
 	@echo "corpora in $(CORPORA_DIR) (set KERAS_ATTN_CORPORA_DIR if that is not the default)"
 
-# Translation quality of the seventeen translators at one training budget each, on the real corpora
+# Translation quality of the nineteen translators at one training budget each, on the real corpora
 # (benchmarks/quality.py; not part of `make test`). The default is the run of docs/results.md: 18 CPU
 # minutes per model on libreoffice-es-en, two models at a time (about four hours on 2 cores,
 # extrapolated from ~130 min for ten), heatmaps of its test sentences with a noun-adjective pair.

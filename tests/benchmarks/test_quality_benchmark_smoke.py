@@ -1,5 +1,6 @@
 """benchmarks/quality.py: bucketing, BLEU by bucket, alignment shape, tables; training is slow."""
 
+import dataclasses
 import importlib.util
 import json
 import pathlib
@@ -109,8 +110,6 @@ def test_recent_loss_is_the_mean_of_the_last_logged_steps(bench, tmp_path):
 
 
 def test_finished_training_needs_the_model_the_metrics_and_the_same_config(bench, tmp_path):
-    import dataclasses
-
     argv = ["--corpora", "synthetic", "--budget-minutes", "3", "--out", str(tmp_path / "out")]
     arm = bench.ARMS[0]
     config = bench.arm_config(arm, "synthetic", bench.parse_args(argv))
@@ -144,8 +143,17 @@ def test_arm_config_turns_sgd_halving_passes_into_steps(bench):
     sgd = [arm for arm in bench.ARMS if arm.options.get("optimizer") == "sgd"]
     assert [arm.slug for arm in sgd] == [
         "no-attention-sgd", "luong-dot-sgd", "luong-general-sgd", "luong-local-p-sgd",
-        "luong-local-p-dot-sgd",
+        "luong-local-p-dot-sgd", "luong-local-p-sgd-slow-predictor",
+        "luong-local-p-dot-sgd-slow-predictor",
     ]  # fmt: skip
+    for slug, score in (("luong-local-p-sgd", "general"), ("luong-local-p-dot-sgd", "dot")):
+        slow = bench.arm_config(by_slug[f"{slug}-slow-predictor"], "synthetic", args, 27252)
+        slow.validate()
+        assert slow.model_hyperparameters()["position_gradient_scale"] == 0.1
+        # the same run as the arm without the suffix but for the predictor's rate
+        plain = bench.arm_config(by_slug[slug], "synthetic", args, 27252)
+        assert (slow.score, plain.score) == (score, score)
+        assert dataclasses.replace(slow, position_gradient_scale=None) == plain
 
 
 def test_keras_hub_full_pass_steps_reproduce_the_teacher_forced_logits(bench):
