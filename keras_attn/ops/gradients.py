@@ -8,10 +8,11 @@ from keras import ops
 def scale_gradient(x, scale: float):
     """`x` unchanged in the forward pass; its gradient multiplied by `scale` in the backward pass.
 
-    `stop_gradient(x) + scale * (x - stop_gradient(x))`: the difference is exactly zero, so the
-    value is `x` bit for bit, and only the second term carries a gradient, `scale` times the
-    incoming one. On a weight read inside a layer it scales that weight's update under plain SGD
-    by `scale` (a per-weight learning rate); Adam divides the scale out of its steps.
+    `stop_gradient(x) + scale * (x - stop_gradient(x))`: for finite `x` the difference is exactly
+    zero, so the value is `x` bit for bit, and only the second term carries a gradient, `scale`
+    times the incoming one. On a weight read inside a layer it scales that weight's update under
+    plain SGD by `scale` (a per-weight learning rate); Adam's steps, normalised by the gradient's
+    running magnitude, stay nearly the same.
 
     Args:
         x: a tensor or a Keras variable.

@@ -62,8 +62,9 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             only; the forward pass is unchanged). Under plain SGD it is that factor on their
             learning rate: a rate that suits the rest of a translator can drive
             `v_p^T tanh(W_p h_t)` far enough that the sigmoid saturates and `p_t` sticks at one
-            end of every sentence, where its gradient vanishes. Adam's steps do not depend on
-            the gradient's scale, so there it does next to nothing. Ignored by local-m.
+            end of every sentence, where its gradient vanishes. Gradient clipping sees the
+            scaled gradients. Adam's steps do not depend on the gradient's scale, so there it
+            does next to nothing. Ignored by local-m.
 
     Call arguments:
         query: `(batch, T_q, d_q)`, the decoder states `h_t`.

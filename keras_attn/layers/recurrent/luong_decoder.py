@@ -126,7 +126,7 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         self.window = window
         self.input_feeding = input_feeding
         self.attention_units = attention_units
-        self.position_gradient_scale = position_gradient_scale
+        self.position_gradient_scale = float(position_gradient_scale)
         self.num_cell_states = 2 if cell == "lstm" else 1
         score_kwargs = {"dtype": self.dtype_policy}
         if score in ("additive", "concat"):
