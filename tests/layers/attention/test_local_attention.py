@@ -148,7 +148,8 @@ def loss_and_gradients(layer):
         context = layer(Q, V, value_mask=MASK)
         loss = tf.reduce_sum(context * upstream)
     grads = tape.gradient(loss, layer.trainable_variables)
-    return context.numpy(), {v.name: g.numpy() for v, g in zip(layer.trainable_variables, grads)}
+    variables = layer.trainable_variables
+    return context.numpy(), {v.name: g.numpy() for v, g in zip(variables, grads, strict=True)}
 
 
 def test_position_gradient_scale_scales_only_the_predictor_gradients():
