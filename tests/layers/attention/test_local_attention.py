@@ -164,21 +164,23 @@ def test_position_gradient_scale_scales_only_the_predictor_gradients():
     np.testing.assert_array_equal(scaled_grads["kernel"], grads["kernel"])  # the score's W_a
 
 
-def test_position_gradient_scale_is_the_predictors_sgd_rate():
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_position_gradient_scale_is_the_predictors_sgd_rate(optimizer):
+    """Under SGD W_p and v_p move 0.25 as far; Adam's first step is about lr * sign(g) either
+    way (its epsilon makes entries with a tiny gradient differ slightly)."""
     plain, scaled = predictive_pair(0.25)
     before = plain.get_weights()
     for layer in (plain, scaled):
         _, grads = loss_and_gradients(layer)
-        optimizer = keras.optimizers.SGD(learning_rate=0.5)
-        optimizer.apply(
-            [grads[v.name] for v in layer.trainable_variables], layer.trainable_variables
-        )
+        step = keras.optimizers.get({"class_name": optimizer, "config": {"learning_rate": 0.5}})
+        step.apply([grads[v.name] for v in layer.trainable_variables], layer.trainable_variables)
     for variable, other, start in zip(
         plain.trainable_variables, scaled.trainable_variables, before, strict=True
     ):
         moved, scaled_moved = variable.numpy() - start, other.numpy() - start
-        factor = 0.25 if variable.name.startswith("position") else 1.0
-        np.testing.assert_allclose(scaled_moved, factor * moved, rtol=1e-5, atol=1e-8)
+        factor = 0.25 if optimizer == "sgd" and variable.name.startswith("position") else 1.0
+        tolerance = {"rtol": 1e-5, "atol": 1e-8} if optimizer == "sgd" else {"atol": 5e-3}
+        np.testing.assert_allclose(scaled_moved, factor * moved, **tolerance)
 
 
 @pytest.mark.parametrize("mode", ["monotonic", "predictive"])
