@@ -218,6 +218,6 @@ def run_train(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             distribute=args.distribute,
         )
-    except (ValueError, FileExistsError, FileNotFoundError) as error:
+    except (ValueError, FileExistsError, FileNotFoundError, NotADirectoryError) as error:
         raise UserError(str(error)) from error
     return 0

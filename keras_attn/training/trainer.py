@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from keras_attn.models.registry import get_family
@@ -41,6 +42,7 @@ VOCAB = "vocab.txt"  # the one vocabulary of a language-model run
 CHECKPOINTS = "checkpoints"
 LOGS = "logs"
 TRAIN_LOG = "train_log.tsv"
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass
@@ -105,33 +107,44 @@ class TrainConfig:
                 raise ValueError(
                     f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
                 )
-        if self.position_gradient_scale is not None:
-            if self.attention != "local-p":
-                raise ValueError(
-                    "--position-gradient-scale applies to --attention local-p only, got "
-                    f"--attention {self.attention or 'global'}"
-                )
-            if not 0.0 < self.position_gradient_scale < float("inf"):
-                raise ValueError(
-                    "--position-gradient-scale must be positive, got "
-                    f"{self.position_gradient_scale}"
-                )
+        if self.position_gradient_scale is not None and self.attention != "local-p":
+            raise ValueError(
+                "--position-gradient-scale applies to --attention local-p only, got "
+                f"--attention {self.attention or 'global'}"
+            )
         precision.resolve_policy(self.mixed_precision)
-        for name in ("steps", "batch_size", "max_length", "vocab_size", "checkpoint_every"):
+        sizes = ("steps", "batch_size", "max_length", "vocab_size", "checkpoint_every", "units")
+        for name in (*sizes, "embedding_dim"):
             if getattr(self, name) <= 0:
                 raise ValueError(
                     f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
                 )
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(f"--seed must be between 0 and {2**32 - 1}, got {self.seed}")
         if self.eval_sentences < 0:
             raise ValueError(f"--eval-sentences must be >= 0, got {self.eval_sentences}")
-        if self.max_minutes is not None and self.max_minutes <= 0:
-            raise ValueError(f"--max-minutes must be positive, got {self.max_minutes}")
-        if self.max_cpu_minutes is not None and self.max_cpu_minutes <= 0:
-            raise ValueError(f"--max-cpu-minutes must be positive, got {self.max_cpu_minutes}")
-        if self.clipnorm < 0:
-            raise ValueError(f"--clipnorm must be >= 0 (0 disables clipping), got {self.clipnorm}")
-        if self.learning_rate <= 0:
-            raise ValueError(f"--learning-rate must be positive, got {self.learning_rate}")
+        # NaN fails every comparison, so each float is checked with isfinite, not only with `<`.
+        rates = ("learning_rate", "position_gradient_scale", "max_minutes", "max_cpu_minutes")
+        for name in rates:
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ValueError(
+                    f"--{name.replace('_', '-')} must be a positive finite number, got {value}"
+                )
+        if not (math.isfinite(self.clipnorm) and self.clipnorm >= 0):
+            raise ValueError(
+                "--clipnorm must be a finite number >= 0 (0 disables clipping), got "
+                f"{self.clipnorm}"
+            )
+        for name in ("learning_rate", "clipnorm", "position_gradient_scale"):
+            value = getattr(self, name)
+            if value is not None and value > FLOAT32_MAX:  # these are applied in float32
+                raise ValueError(
+                    f"--{name.replace('_', '-')} must be at most {FLOAT32_MAX:.4g} (the largest "
+                    f"float32), got {value}"
+                )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"--dropout must be in [0, 1), got {self.dropout}")
         if self.schedule not in SCHEDULES:
             choices = ", ".join(SCHEDULES)
             raise ValueError(f"--schedule must be one of {choices}, got {self.schedule}")
@@ -242,8 +255,15 @@ def _resolve_config(run: RunDirectory, config: TrainConfig, resume: bool, log) -
     Writes nothing.
 
     Resuming a run killed before it saved its config (the directory is missing or holds only
-    temporary files) starts it with `config`.
+    temporary files) starts it with `config`. An `out` that is, or lies under, a file raises
+    NotADirectoryError.
     """
+    for path in (run.path, *run.path.parents):  # the nearest existing one must be a directory
+        if path.exists():
+            if not path.is_dir():
+                where = "" if path == run.path else f" ({path} is a file)"
+                raise NotADirectoryError(f"--out {run.path} is not a directory{where}")
+            break
     if resume:
         if run.exists():
             saved = run.read_config()

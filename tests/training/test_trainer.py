@@ -1,5 +1,7 @@
 import dataclasses
 import json
+import math
+import typing
 
 import numpy as np
 import pytest
@@ -58,6 +60,71 @@ def test_bad_flags_are_one_line_errors(tmp_path, capsys, flags, message):
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "r").exists()  # nothing written, so a corrected retry just works
+
+
+LOCAL_P = ["--model", "rnn-luong", "--attention", "local-p"]
+CLIPNORM = "--clipnorm must be a finite number >= 0 (0 disables clipping)"
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--learning-rate", "nan"], "--learning-rate must be a positive finite number, got nan"),
+        (["--learning-rate", "inf"], "--learning-rate must be a positive finite number, got inf"),
+        (["--learning-rate", "0"], "--learning-rate must be a positive finite number, got 0.0"),
+        (["--learning-rate", "1e39"],
+         "--learning-rate must be at most 3.403e+38 (the largest float32), got 1e+39"),
+        (["--clipnorm", "nan"], f"{CLIPNORM}, got nan"),
+        (["--clipnorm", "inf"], f"{CLIPNORM}, got inf"),
+        (["--clipnorm", "-1"], f"{CLIPNORM}, got -1.0"),
+        (["--clipnorm", "1e39"],
+         "--clipnorm must be at most 3.403e+38 (the largest float32), got 1e+39"),
+        (["--label-smoothing", "nan"], "--label-smoothing must be in [0, 1), got nan"),
+        (["--dropout", "nan"], "--dropout must be in [0, 1), got nan"),
+        (["--dropout", "1"], "--dropout must be in [0, 1), got 1.0"),
+        (["--dropout", "-0.1"], "--dropout must be in [0, 1), got -0.1"),
+        (["--max-minutes", "nan"], "--max-minutes must be a positive finite number, got nan"),
+        (["--max-minutes", "inf"], "--max-minutes must be a positive finite number, got inf"),
+        (["--max-cpu-minutes=-inf"],
+         "--max-cpu-minutes must be a positive finite number, got -inf"),
+        ([*LOCAL_P, "--position-gradient-scale", "nan"],
+         "--position-gradient-scale must be a positive finite number, got nan"),
+        ([*LOCAL_P, "--position-gradient-scale", "inf"],
+         "--position-gradient-scale must be a positive finite number, got inf"),
+        (["--seed", "-1"], "--seed must be between 0 and 4294967295, got -1"),
+        (["--units", "0"], "--units must be positive, got 0"),
+        (["--embedding-dim", "-3"], "--embedding-dim must be positive, got -3"),
+    ],
+)  # fmt: skip
+def test_non_finite_and_out_of_range_numbers_are_one_line_errors(tmp_path, capsys, flags, message):
+    assert cli(["train", *flags, "--out", str(tmp_path / "r"), "--quiet"]) == 2
+    assert capsys.readouterr().err == f"keras-attn train: error: {message}\n"  # one line
+    assert not (tmp_path / "r").exists()
+
+
+def test_every_float_option_refuses_nan_and_infinity():
+    """Each float of TrainConfig is checked, so a float option added later cannot slip through."""
+    hints = typing.get_type_hints(TrainConfig)
+    floats = [name for name, hint in hints.items() if hint in (float, float | None)]
+    assert len(floats) == 7 and "learning_rate" in floats and "dropout" in floats
+    for name in floats:
+        for value in (math.nan, math.inf, -math.inf):
+            config = TrainConfig(model="rnn-luong", attention="local-p", **{name: value})
+            with pytest.raises(ValueError, match=f"^--{name.replace('_', '-')} must "):
+                config.validate()
+
+
+def test_out_that_is_not_a_directory_is_a_one_line_error(tmp_path, capsys):
+    mine = tmp_path / "file"
+    mine.write_text("mine")
+    for out, message in [
+        (mine, f"--out {mine} is not a directory"),
+        (mine / "run", f"--out {mine / 'run'} is not a directory ({mine} is a file)"),
+    ]:
+        for resume in ([], ["--resume"]):
+            assert cli(["train", "--steps", "1", "--out", str(out), "--quiet", *resume]) == 2
+            assert capsys.readouterr().err == f"keras-attn train: error: {message}\n"
+    assert mine.read_text() == "mine"
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
@@ -200,7 +267,7 @@ def test_luong_options_are_checked_and_saved(tmp_path, capsys):
         (["--model", "rnn-luong"], "applies to --attention local-p only, got --attention global"),
         (["--model", "rnn-luong", "--attention", "local-m"], "got --attention local-m"),
         (["--model", "rnn-luong", "--attention", "local-p", "--position-gradient-scale", "0"],
-         "--position-gradient-scale must be positive, got 0.0"),
+         "--position-gradient-scale must be a positive finite number, got 0.0"),
         ([], "--position-gradient-scale does not apply to --model rnn-attention"),
     ],
 )  # fmt: skip
@@ -282,9 +349,12 @@ def test_max_minutes_stops_the_loop_and_a_resume_finishes_the_run(tmp_path, caps
 @pytest.mark.parametrize(
     "flags,message",
     [
-        (["--max-minutes", "0"], "--max-minutes must be positive, got 0.0"),
+        (["--max-minutes", "0"], "--max-minutes must be a positive finite number, got 0.0"),
         (["--eval-sentences", "-1"], "--eval-sentences must be >= 0"),
-        (["--max-cpu-minutes", "-1"], "--max-cpu-minutes must be positive, got -1.0"),
+        (
+            ["--max-cpu-minutes", "-1"],
+            "--max-cpu-minutes must be a positive finite number, got -1.0",
+        ),
         (["--context-feeding"], "--context-feeding does not apply to --model rnn-attention"),
     ],
 )
