@@ -24,6 +24,7 @@ from keras_attn.text.normalization import normalize_text
 from keras_attn.text.tokenizer import WordPieceTokenizer
 from keras_attn.text.vocab import build_wordpiece_vocab, load_vocab, save_vocab
 from keras_attn.training import distribution, precision
+from keras_attn.training.checkpoints import restore_newest
 from keras_attn.training.data import BatchPlan, tokenize_pairs, tokenize_sentences
 from keras_attn.training.metrics import masked_cross_entropy, masked_token_accuracy
 from keras_attn.training.schedules import (
@@ -485,7 +486,9 @@ def train(
     Every file is written under a temporary name and moved into place (checkpoints by
     `tf.train.CheckpointManager`, which records a checkpoint only once it is complete), so a
     process killed at any moment (SIGKILL included) leaves a directory that `resume=True`
-    continues, from step 0 when no checkpoint was recorded yet.
+    continues, from step 0 when no checkpoint was recorded yet. A recorded checkpoint that does
+    not restore (damaged or missing files) is skipped, with a `log` line, for the newest one
+    that does (`checkpoints.restore_newest`); if none does, ValueError.
 
     `distribute` is `none`, `mirrored` or `multiworker` (see `training/distribution.py`);
     `config.batch_size` is the global batch. In a multi-worker run every worker passes the same
@@ -541,9 +544,8 @@ def train(
     checkpoint = tf.train.Checkpoint(
         model=model, model_state=model.non_trainable_variables, optimizer=optimizer, step=step
     )
-    latest = tf.train.latest_checkpoint(str(run.file(CHECKPOINTS)))
+    latest = restore_newest(checkpoint, run.file(CHECKPOINTS), log, forget_skipped=chief)
     if latest:
-        checkpoint.restore(latest).assert_existing_objects_matched()
         log(f"resumed from {latest} at step {int(step.numpy())}")
     # Non-chief workers save too (a checkpoint may need every worker), into a private directory.
     private = None if chief else Path(tempfile.mkdtemp(prefix="keras-attn-worker-"))
