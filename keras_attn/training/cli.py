@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from keras_attn.distributions import DISTRIBUTIONS
 from keras_attn.layers.recurrent.luong_decoder import ATTENTIONS
@@ -169,8 +170,10 @@ def add_parsers(subparsers) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    """Exit 0 when the run finished, 1 when it diverged (one line on stderr), 2 for a user
+    mistake (a bad flag, an unusable --out, a run whose checkpoints do not restore)."""
     from keras_attn.cli import UserError
-    from keras_attn.training.trainer import TrainConfig, train
+    from keras_attn.training.trainer import TrainConfig, TrainingDiverged, train
 
     config = TrainConfig(
         model=args.model,
@@ -220,4 +223,7 @@ def run_train(args: argparse.Namespace) -> int:
         )
     except (ValueError, FileExistsError, FileNotFoundError, NotADirectoryError) as error:
         raise UserError(str(error)) from error
+    except TrainingDiverged as error:  # not a mistake in the flags: exit 1, as a failed run
+        print(f"keras-attn train: error: {error}", file=sys.stderr)
+        return 1
     return 0

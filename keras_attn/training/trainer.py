@@ -43,7 +43,14 @@ VOCAB = "vocab.txt"  # the one vocabulary of a language-model run
 CHECKPOINTS = "checkpoints"
 LOGS = "logs"
 TRAIN_LOG = "train_log.tsv"
+# Steps in a row that the loss scaler (mixed_float16) may skip for a non-finite loss before the
+# run counts as diverged: an overflow of one batch is skipped, one that persists is not.
+MAX_SKIPPED_STEPS = 20
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss or the weights stopped being finite; nothing was saved from that state."""
 
 
 @dataclass
@@ -490,6 +497,12 @@ def train(
     not restore (damaged or missing files) is skipped, with a `log` line, for the newest one
     that does (`checkpoints.restore_newest`); if none does, ValueError.
 
+    A step whose loss is not finite, or weights that are not finite when a checkpoint is due,
+    raise `TrainingDiverged` at once: the checkpoints before it are kept, and no checkpoint,
+    `model.keras` or `metrics.json` is written from that state. Under `mixed_float16` the loss
+    scaler skips a step with non-finite gradients (the weights stay as they were); only
+    `MAX_SKIPPED_STEPS` such steps in a row count as divergence.
+
     `distribute` is `none`, `mirrored` or `multiworker` (see `training/distribution.py`);
     `config.batch_size` is the global batch. In a multi-worker run every worker passes the same
     `out` (a shared directory): the chief writes it, the other workers only read it and write
@@ -593,12 +606,28 @@ def train(
         cpu_deadline = cpu_started + 60.0 * config.max_cpu_minutes
     out_of_time = False
     loss = accuracy = math.nan
+    updates = int(optimizer.iterations.numpy())  # steps the optimizer applied (not skipped)
+    skipped_in_a_row = 0
     try:
         for batch in batches:
             loss_t, accuracy_t = train_step(batch)
             step.assign_add(1)
             current = int(step.numpy())
             loss, accuracy = float(loss_t), float(accuracy_t)
+            now = int(optimizer.iterations.numpy())
+            applied, updates = now > updates, now
+            if math.isfinite(loss):
+                skipped_in_a_row = 0
+            else:
+                # mixed_float16's loss scaler skips a step whose gradients are not finite and
+                # leaves the weights as they were: an overflow that passes. A step applied from
+                # a non-finite loss, or skipped steps that go on, is divergence.
+                skipped_in_a_row += 1
+                if applied:
+                    raise _diverged(current, f"the loss is {loss}", manager)
+                if skipped_in_a_row == MAX_SKIPPED_STEPS:
+                    what = f"the loss was not finite in {MAX_SKIPPED_STEPS} steps in a row"
+                    raise _diverged(current, what + " (the loss scaler skipped them)", manager)
             spent = []
             if deadline is not None and time.perf_counter() >= deadline:
                 spent.append(f"--max-minutes {config.max_minutes}")
@@ -615,6 +644,7 @@ def train(
                     tf.summary.scalar("loss", loss)
                     tf.summary.scalar("token_accuracy", accuracy)
             if current % config.checkpoint_every == 0 or last:
+                _check_weights(model, current, manager)
                 manager.save(checkpoint_number=current)
             if out_of_time:
                 log(f"stopped at step {current} of {config.steps}: {' and '.join(spent)} spent")
@@ -628,12 +658,13 @@ def train(
             "steps_this_session": int(step.numpy()) - start,
             "train_seconds_this_session": round(elapsed, 1),
             "train_cpu_seconds_this_session": round(cpu_elapsed, 1),
-            "final_loss": None if math.isnan(loss) else loss,
-            "final_token_accuracy": None if math.isnan(accuracy) else accuracy,
+            "final_loss": loss if math.isfinite(loss) else None,
+            "final_token_accuracy": accuracy if math.isfinite(accuracy) else None,
             "precision": policy,
             "replicas": strategy.num_replicas_in_sync,
             "stopped_by_max_minutes": out_of_time,
         }
+        _check_weights(model, int(step.numpy()), manager)  # restored ones too, if no step ran
         if chief:
             writer.flush()
             train_log.close()
@@ -642,9 +673,33 @@ def train(
             model.save(private / MODEL_FILE)  # as the chief does, then thrown away
         distribution.barrier(strategy)  # no worker leaves while the chief may still need it
         return metrics
+    except TrainingDiverged:
+        if chief:
+            writer.flush()
+            train_log.close()
+        raise
     finally:
         if private is not None:
             shutil.rmtree(private, ignore_errors=True)
+
+
+def _check_weights(model: keras.Model, step: int, manager: tf.train.CheckpointManager) -> None:
+    """Raise `TrainingDiverged` if a trainable variable holds a NaN or an infinity.
+
+    A huge update can make the weights non-finite after a step whose loss was still finite; this
+    runs before every checkpoint, so none is saved from such weights.
+    """
+    for variable in model.trainable_variables:
+        if not bool(tf.reduce_all(tf.math.is_finite(variable))):
+            raise _diverged(step, f"the weights of {variable.path} are not finite", manager)
+
+
+def _diverged(step: int, what: str, manager: tf.train.CheckpointManager) -> TrainingDiverged:
+    kept = manager.latest_checkpoint
+    saved = f"nothing was saved after {kept}" if kept else "no checkpoint was saved"
+    return TrainingDiverged(
+        f"training diverged at step {step}: {what}; {saved} (a lower --learning-rate may help)"
+    )
 
 
 def _finish(run: RunDirectory, config: TrainConfig, model, dev_pairs, metrics: dict, log) -> None:
