@@ -56,8 +56,8 @@ def export_run(
     `decoder="beam"`, default to 4 and 0.6); a language-model run (`--model gpt`) by
     `export_generator`, whose prompts keep their last `max_length` (the run's) tokens and whose
     continuations have at most `max_output_length` tokens. Every mistake (a beam option for a
-    greedy or GPT export, a length the GPT's positions cannot hold) raises ValueError before
-    anything is written.
+    greedy or GPT export, a length the GPT's positions cannot hold, a model with non-finite
+    weights) raises ValueError before anything is written.
     """
     from keras_attn.models.registry import get_family
     from keras_attn.training.trainer import RunDirectory
@@ -89,7 +89,7 @@ def export_run(
     from keras_attn.export.saved_model import export_translator
     from keras_attn.export.translator import Translator
 
-    model = run.load_model()
+    model = _load_finite_model(run)
     source_tokenizer, target_tokenizer = run.tokenizers()
     translator = Translator(
         model,
@@ -105,13 +105,27 @@ def export_run(
     return export_translator(translator, model_base_path, version=version, check=check)
 
 
+def _load_finite_model(run):
+    """The run's model; ValueError if a weight holds a NaN or an infinity (a diverged run)."""
+    import numpy as np
+
+    model = run.load_model()
+    for weight in model.weights:
+        if not np.all(np.isfinite(weight.numpy())):
+            raise ValueError(
+                f"{run.file('model.keras')} has non-finite weights ({weight.path}): the run "
+                "diverged, so it is not exported"
+            )
+    return model
+
+
 def _export_language_model(run, config, family, model_base_path, version, max_output_length, check):
     """A GPT run as a `Generator` SavedModel (prompts cut to the run's `max_length` tokens)."""
     from keras_attn.export.generator import Generator
     from keras_attn.export.saved_model import export_generator
     from keras_attn.models.gpt import EMBEDDING
 
-    model = run.load_model()
+    model = _load_finite_model(run)
     positions = model.get_layer(EMBEDDING).max_length
     room = positions - 1 - config.max_length  # after START and the longest kept prompt
     if max_output_length > room:

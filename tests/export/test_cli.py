@@ -92,3 +92,18 @@ def test_decoder_flag_mistakes_are_one_line_errors(run_dir, tmp_path, capsys, fl
     error = capsys.readouterr().err
     assert message in error and "Traceback" not in error
     assert not (tmp_path / "m").exists() or not any((tmp_path / "m").iterdir())
+
+
+def test_a_model_with_non_finite_weights_is_not_exported(run_dir, tmp_path, capsys):
+    run = RunDirectory(run_dir)
+    model = run.load_model()
+    weights = model.get_weights()
+    weights[-1][0] = np.nan
+    model.set_weights(weights)
+    model.save(run.file(MODEL_FILE))
+    base = tmp_path / "models"
+    assert cli(["export", str(run_dir), "--model_base_path", str(base)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"keras-attn export: error: {run.file(MODEL_FILE)} has non-finite ")
+    assert "the run diverged" in error and len(error.splitlines()) == 1
+    assert not base.exists() or not any(base.iterdir())
