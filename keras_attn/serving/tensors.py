@@ -2,13 +2,18 @@
 
 `tensor_proto_to_ndarray` accepts what `Tensor::FromProto` accepts (typed `*_val` fields or
 `tensor_content`; fewer values than elements repeat the last one, none at all means zeros) and
-rejects the rest with `ValueError`. `ndarray_to_tensor_proto` writes typed `*_val` fields like
-`Tensor::AsProtoField`, which is how stock TensorFlow Serving fills `PredictResponse.outputs`.
+rejects the rest with `ValueError`; `tensor_proto_layout` reads the same facts (shape, values
+carried, bytes the filling would add) without materialising anything, so a server can refuse a
+35-byte proto that declares ten million elements before it allocates them.
+`ndarray_to_tensor_proto` writes typed `*_val` fields like `Tensor::AsProtoField`, which is how
+stock TensorFlow Serving fills `PredictResponse.outputs`.
 Both are plain NumPy; no TensorFlow runtime is needed.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Sequence
 
 import ml_dtypes
@@ -86,8 +91,35 @@ def shape_is_compatible(dims: Sequence[int], expected: Sequence[int] | None) -> 
     return all(e < 0 or d == e for d, e in zip(dims, expected, strict=True))
 
 
-def tensor_proto_to_ndarray(proto: tensor_pb2.TensorProto) -> np.ndarray:
-    """Converts a TensorProto to a NumPy array (strings as an object array of `bytes`).
+# What one string element costs once materialised, beyond its bytes: the NumPy object pointer
+# and TensorFlow's `tstring` (8 + 24 bytes on 64-bit hosts).
+STRING_ELEMENT_OVERHEAD = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorLayout:
+    """What a TensorProto declares and carries, read without materialising it.
+
+    Attributes:
+        dims: the declared shape.
+        elements: the declared element count (the product of `dims`).
+        carried: how many values the proto carries (typed field or `tensor_content`).
+        fill_bytes: the bytes that filling the missing `elements - carried` values (repeating
+            the last one, or zeros / empty strings when none is carried) would add; a string
+            element counts `STRING_ELEMENT_OVERHEAD` plus its length.
+    """
+
+    dims: list[int]
+    elements: int
+    carried: int
+    fill_bytes: int
+
+
+def tensor_proto_layout(proto: tensor_pb2.TensorProto) -> TensorLayout:
+    """Reads a TensorProto's shape and value counts, checking what `Tensor::FromProto` checks.
+
+    Costs nothing proportional to the declared shape: a proto declaring `[1000000000]` with one
+    value is described, not expanded.
 
     Raises:
         ValueError: where TensorFlow's `Tensor::FromProto` would fail: an unknown or unsupported
@@ -101,15 +133,43 @@ def tensor_proto_to_ndarray(proto: tensor_pb2.TensorProto) -> np.ndarray:
     if any(d < 0 for d in dims):
         raise ValueError(f"tensor shape {format_shape(dims)} has a negative dim")
     np_dtype, field = _TYPES[proto.dtype]
-    count = int(np.prod(dims, dtype=np.int64))
-
+    elements = math.prod(dims)  # Python ints: no overflow, however large the dims
     if proto.tensor_content and proto.dtype != types_pb2.DT_STRING:
-        if len(proto.tensor_content) != count * np_dtype.itemsize:
+        if len(proto.tensor_content) != elements * np_dtype.itemsize:
             raise ValueError(
                 f"tensor_content has {len(proto.tensor_content)} bytes, "
-                f"shape {format_shape(dims)} needs {count * np_dtype.itemsize}"
+                f"shape {format_shape(dims)} needs {elements * np_dtype.itemsize}"
             )
-        return np.frombuffer(proto.tensor_content, dtype=np_dtype).reshape(dims).copy()
+        return TensorLayout(dims, elements, elements, 0)
+    values = getattr(proto, field)
+    carried = len(values)
+    if proto.dtype in _COMPLEX_TYPES:
+        if carried % 2:
+            raise ValueError(f"{field} holds {carried} numbers, not (real, imaginary) pairs")
+        carried //= 2
+    missing = max(elements - carried, 0)
+    if proto.dtype == types_pb2.DT_STRING:
+        last = len(values[-1]) if carried else 0
+        fill_bytes = missing * (STRING_ELEMENT_OVERHEAD + last)
+    else:
+        fill_bytes = missing * np_dtype.itemsize
+    return TensorLayout(dims, elements, carried, fill_bytes)
+
+
+def tensor_proto_to_ndarray(proto: tensor_pb2.TensorProto) -> np.ndarray:
+    """Converts a TensorProto to a NumPy array (strings as an object array of `bytes`).
+
+    Fewer values than elements repeat the last one, none at all means zeros (empty strings), as
+    in TensorFlow; check `tensor_proto_layout(proto).fill_bytes` first where the proto comes
+    from an untrusted sender.
+
+    Raises:
+        ValueError: where TensorFlow's `Tensor::FromProto` would fail (see `tensor_proto_layout`).
+    """
+    layout = tensor_proto_layout(proto)
+    np_dtype, field = _TYPES[proto.dtype]
+    if proto.tensor_content and proto.dtype != types_pb2.DT_STRING:
+        return np.frombuffer(proto.tensor_content, dtype=np_dtype).reshape(layout.dims).copy()
 
     values = getattr(proto, field)
     if proto.dtype == types_pb2.DT_STRING:
@@ -121,7 +181,7 @@ def tensor_proto_to_ndarray(proto: tensor_pb2.TensorProto) -> np.ndarray:
         flat = (pairs[:, 0] + 1j * pairs[:, 1]).astype(np_dtype)
     else:
         flat = np.array(list(values), dtype=np_dtype)
-    return _fill(flat, count, np_dtype).reshape(dims)
+    return _fill(flat, layout.elements, np_dtype).reshape(layout.dims)
 
 
 def _fill(values: np.ndarray, count: int, dtype: np.dtype) -> np.ndarray:
@@ -130,7 +190,7 @@ def _fill(values: np.ndarray, count: int, dtype: np.dtype) -> np.ndarray:
         return values[:count]
     if values.size == 0:
         if dtype == np.dtype(object):
-            return np.array([b""] * count, dtype=object)
+            return np.full(count, b"", dtype=object)
         return np.zeros(count, dtype=dtype)
     padding = np.full(count - values.size, values[-1], dtype=values.dtype)
     return np.concatenate([values, padding])
