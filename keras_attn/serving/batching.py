@@ -36,21 +36,39 @@ import grpc
 import numpy as np
 
 from keras_attn.serving.config import BatchingOptions
-from keras_attn.serving.deadline import remaining_seconds
+from keras_attn.serving.deadline import (
+    current_deadline,
+    deadline_at,
+    deadline_exceeded,
+    remaining_seconds,
+)
 from keras_attn.serving.status import ServingStatus, invalid_argument
 
 BatchFunction = Callable[[dict[str, np.ndarray]], Mapping[str, Any]]
 
 
 class _Task:
-    """One request waiting for its rows of a batched call."""
+    """One request waiting for its rows of a batched call.
 
-    def __init__(self, inputs: dict[str, np.ndarray], size: int):
+    `deadline` is the request's (a `time.monotonic()` value, or None); `abandoned` is set when
+    the request stops waiting, so a batch thread that has not taken the task yet drops it.
+    """
+
+    def __init__(self, inputs: dict[str, np.ndarray], size: int, deadline: float | None):
         self.inputs = inputs
         self.size = size
+        self.deadline = deadline
+        self.abandoned = False
         self.done = threading.Event()
         self.outputs: dict[str, np.ndarray] | None = None
         self.error: BaseException | None = None
+
+    def expired(self, now: float) -> bool:
+        return self.abandoned or (self.deadline is not None and self.deadline <= now)
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self.done.set()
 
 
 class _Batch:
@@ -106,11 +124,15 @@ class BatchScheduler:
     def run(self, queue: _Queue, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Schedules one request's inputs and waits for its outputs.
 
+        A task whose deadline passes while it waits is dropped from its batch if the batch has
+        not started; a batch runs with the latest deadline of its tasks (none if one of them
+        has none), so it is cancelled once every request in it has given up.
+
         Raises:
             ServingStatus: the stock batching errors above, DEADLINE_EXCEEDED when the
                 request's deadline passes first, or the error of the batched call.
         """
-        task = _Task(inputs, _task_size(inputs))
+        task = _Task(inputs, _task_size(inputs), current_deadline())
         with self._cond:
             if task.size > self.options.max_batch_size:
                 raise invalid_argument(
@@ -134,7 +156,8 @@ class BatchScheduler:
             open_batch.size += task.size
             self._cond.notify_all()
         if not task.done.wait(remaining_seconds()):
-            raise ServingStatus(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+            task.abandoned = True
+            raise deadline_exceeded()
         if task.error is not None:
             raise task.error
         return task.outputs
@@ -143,6 +166,16 @@ class BatchScheduler:
         """Tasks waiting in all queues (not yet taken by a batch thread)."""
         with self._cond:
             return sum(len(b.tasks) for q in self._queues for b in q.batches)
+
+    def cancel_queued(self, error: BaseException) -> None:
+        """Fails every task not yet taken by a batch thread with `error` (server shutdown)."""
+        with self._cond:
+            for queue in self._queues:
+                for batch in queue.batches:
+                    for task in batch.tasks:
+                        task.fail(error)
+                queue.batches = collections.deque([_Batch()])
+            self._cond.notify_all()
 
     def stop(self) -> None:
         """Processes what is queued, then ends the batch threads."""
@@ -196,12 +229,24 @@ class BatchScheduler:
             self._process(queue, batch)
 
     def _process(self, queue: _Queue, batch: _Batch) -> None:
+        now = time.monotonic()
+        tasks = []
+        for task in batch.tasks:
+            if task.expired(now):
+                task.fail(deadline_exceeded())
+            else:
+                tasks.append(task)
+        if not tasks:
+            return
+        deadlines = [task.deadline for task in tasks]
+        deadline = None if None in deadlines else max(deadlines)
         try:
-            merged, padded_size = self._merge(queue, batch)
-            outputs = {name: _as_numpy(value) for name, value in queue.run(merged).items()}
+            merged, padded_size = self._merge(queue, tasks)
+            with deadline_at(deadline):
+                outputs = {name: _as_numpy(value) for name, value in queue.run(merged).items()}
             offset = 0
             splits = []
-            for task in batch.tasks:
+            for task in tasks:
                 splits.append(offset)
                 offset += task.size
             for name, value in outputs.items():
@@ -210,24 +255,24 @@ class BatchScheduler:
                         f"Batched output tensor for output {name} has 0th dimension "
                         f"{value.shape[0] if value.ndim else 0} but should be {padded_size}"
                     )
-            for task, start in zip(batch.tasks, splits, strict=True):
+            for task, start in zip(tasks, splits, strict=True):
                 task.outputs = {
                     name: value[start : start + task.size] for name, value in outputs.items()
                 }
         except BaseException as error:  # noqa: BLE001  (every task of the batch gets the error)
-            for task in batch.tasks:
+            for task in tasks:
                 task.error = error
-        for task in batch.tasks:
+        for task in tasks:
             task.done.set()
 
-    def _merge(self, queue: _Queue, batch: _Batch) -> tuple[dict[str, np.ndarray], int]:
-        size = batch.size
+    def _merge(self, queue: _Queue, tasks: list[_Task]) -> tuple[dict[str, np.ndarray], int]:
+        size = sum(task.size for task in tasks)
         allowed = self.options.allowed_batch_sizes
         # A batch of empty requests stays empty: there is no row to pad with.
         padded_size = next((s for s in allowed if s >= size), size) if size else 0
         merged = {}
-        for alias in sorted(batch.tasks[0].inputs):
-            parts = [task.inputs[alias] for task in batch.tasks]
+        for alias in sorted(tasks[0].inputs):
+            parts = [task.inputs[alias] for task in tasks]
             inner = {part.shape[1:] for part in parts}
             if len(inner) > 1:
                 if not self.options.pad_variable_length_inputs:
@@ -314,14 +359,10 @@ class BatchingFunctions:
         with self._lock:
             queue = self._queues.get(key)
             if queue is None:
-                import tensorflow as tf
-
-                def run(inputs: dict[str, np.ndarray], function=function) -> Mapping[str, Any]:
-                    return function(**{name: tf.constant(value) for name, value in inputs.items()})
-
                 signature = self._signature_defs.get(key)
                 names = {a: i.name for a, i in signature.inputs.items()} if signature else {}
-                queue = self._queues[key] = self._scheduler.add_queue(run, names)
+                queue = self._scheduler.add_queue(lambda inputs: function(**inputs), names)
+                self._queues[key] = queue
 
         def batched(**tensors: Any) -> dict[str, np.ndarray]:
             return self._scheduler.run(queue, {k: _as_numpy(v) for k, v in tensors.items()})

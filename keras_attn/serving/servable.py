@@ -7,17 +7,24 @@ the highest version is loaded.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
+import math
 import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
+import numpy as np
 from google.protobuf import message, text_format
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
-from keras_attn.serving.status import code_from_number
+from keras_attn.serving.deadline import deadline_exceeded, remaining_seconds
+from keras_attn.serving.status import ServingStatus, code_from_number
 
 SERVE_TAG = "serve"
+INIT_OP_SIGNATURE_KEY = "__saved_model_init_op"
 
 
 class LoadError(Exception):
@@ -45,7 +52,8 @@ class Servable:
         path: the version directory.
         signature_defs: every SignatureDef of the `serve` MetaGraph, as stored (the stock server
             answers GetModelMetadata with exactly this map).
-        functions: the callable signatures of the loaded object (`loaded.signatures`).
+        functions: runs the signatures (`SignatureFunctions`, or an object with the same
+            `get(key)`, e.g. a batching wrapper).
     """
 
     name: str
@@ -120,7 +128,9 @@ def read_signature_defs(path: str) -> dict[str, meta_graph_pb2.SignatureDef]:
 def load_servable(name: str, base_path: str, version: int | None = None) -> Servable:
     """Loads `version` (by default the latest) of the SavedModel under `base_path`.
 
-    `tensorflow_text` is imported first when installed, so graphs using its ops load.
+    The `serve` MetaGraph is loaded into a TensorFlow session of its own, as stock TensorFlow
+    Serving loads a `SavedModelBundle`; `tensorflow_text` is imported first when installed, so
+    graphs using its ops load.
 
     Raises:
         LoadError: no version to load, or TensorFlow could not load it.
@@ -136,28 +146,97 @@ def load_servable(name: str, base_path: str, version: int | None = None) -> Serv
         version = latest_version(name, base_path)
     path = os.path.join(base_path, str(version))
     signature_defs = read_signature_defs(path)
+    graph = tf.Graph()
+    session = tf.compat.v1.Session(
+        graph=graph, config=tf.compat.v1.ConfigProto(allow_soft_placement=True)
+    )
     try:
-        loaded = tf.saved_model.load(path, tags=[SERVE_TAG])
+        with graph.as_default(), _quiet_tensorflow_logger():
+            tf.compat.v1.saved_model.loader.load(session, [SERVE_TAG], path)
     except Exception as error:  # TensorFlow raises many types here; all mean "cannot load".
+        session.close()
         text = getattr(error, "message", None) or str(error)
         first_line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
         code = grpc.StatusCode.UNKNOWN
         if isinstance(error, tf.errors.OpError):
             code = code_from_number(error.error_code)
         raise LoadError(first_line, code) from error
-    # Keep `loaded` alive: the signature functions reference its variables and resources.
-    return Servable(name, version, path, signature_defs, SignatureFunctions(loaded))
+    functions = SignatureFunctions(session, signature_defs)
+    return Servable(name, version, path, signature_defs, functions)
+
+
+@contextlib.contextmanager
+def _quiet_tensorflow_logger() -> Iterator[None]:
+    """Silences TensorFlow's Python logger (the v1 loader's deprecation notice) for a block."""
+    import tensorflow as tf
+
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 class SignatureFunctions:
-    """Holds the loaded SavedModel object and looks up its signature functions by key."""
+    """The signatures of one loaded SavedModel, run in its TensorFlow session.
 
-    def __init__(self, loaded: Any):
-        self._loaded = loaded
-        self._signatures = loaded.signatures
+    `get(key)` returns a function taking the signature's inputs by alias (NumPy arrays or
+    tensors) and returning its outputs by alias as NumPy arrays: one `Session.run` feeding and
+    fetching the SignatureDef's tensor names, as stock TensorFlow Serving's `Session::Run`. The
+    current request's deadline (`keras_attn.serving.deadline`) becomes the run's
+    `RunOptions.timeout_in_ms`, so a run whose deadline passes is cancelled between two ops and
+    fails with DEADLINE_EXCEEDED; `close()` cancels every run in flight (they fail with
+    CANCELLED) and refuses later ones.
 
-    def get(self, key: str) -> Any | None:
-        """The concrete function for a signature key, or None (e.g. `__saved_model_init_op`)."""
-        if key in self._signatures:
-            return self._signatures[key]
-        return None
+    Args:
+        session: the session the SavedModel was loaded into.
+        signature_defs: the SignatureDefs of its `serve` MetaGraph.
+    """
+
+    def __init__(self, session: Any, signature_defs: dict[str, meta_graph_pb2.SignatureDef]):
+        self._session = session
+        self._signature_defs = signature_defs
+        self._closed = False
+
+    def get(self, key: str) -> Callable[..., dict[str, np.ndarray]] | None:
+        """The function of a signature key, or None (unknown keys, `__saved_model_init_op`)."""
+        signature = self._signature_defs.get(key)
+        if signature is None or key == INIT_OP_SIGNATURE_KEY:
+            return None
+        fetches = {alias: info.name for alias, info in signature.outputs.items()}
+
+        def run(**inputs: Any) -> dict[str, np.ndarray]:
+            import tensorflow as tf
+
+            feeds = {signature.inputs[alias].name: _as_numpy(v) for alias, v in inputs.items()}
+            options = None
+            left = remaining_seconds()
+            if left is not None:
+                if left <= 0:
+                    raise deadline_exceeded()
+                options = tf.compat.v1.RunOptions(timeout_in_ms=max(math.ceil(left * 1000), 1))
+            if self._closed:
+                raise _closed()
+            try:
+                return self._session.run(fetches, feeds, options=options)
+            except RuntimeError:  # "Attempted to use a closed Session."
+                if self._closed:
+                    raise _closed() from None
+                raise
+
+        return run
+
+    def close(self) -> None:
+        """Cancels the runs in flight and refuses new ones (server shutdown)."""
+        self._closed = True
+        self._session.close()
+
+
+def _closed() -> ServingStatus:
+    return ServingStatus(grpc.StatusCode.UNAVAILABLE, "The model server is shutting down")
+
+
+def _as_numpy(value: Any) -> np.ndarray:
+    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)

@@ -4,7 +4,8 @@
 trivial deterministic computation through a tf-text op: whitespace tokens, words reversed as the
 translation, token counts as scores, an identity alignment. `calculator` is a second, generic
 model: `serving_default` parses numbers (bad strings fail at run time) and `classify` / `regress`
-read tf.Examples, so Classify/Regress/MultiInference have a signature they can run.
+read tf.Examples, so Classify/Regress/MultiInference have a signature they can run. `spinner`
+runs as long as a request asks (for deadlines, cancellation and shutdown).
 """
 
 from __future__ import annotations
@@ -85,6 +86,23 @@ class FixtureCalculator(tf.Module):
         return {"outputs": 2.0 * self._x(inputs)}
 
 
+class FixtureSpinner(tf.Module):
+    """A model whose run time the request sets: each text is a number of loop steps, and the
+    batch spins for the largest (a stand-in for a long decoding loop; "1000000000" is hours)."""
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def spin(self, text):
+        steps = tf.strings.to_number(text, tf.int64)  # (batch,)
+        total = tf.reduce_max(tf.concat([steps, [0]], axis=0))
+
+        def body(i, x):
+            return i + 1, tf.sin(x) + 1.0
+
+        start = (tf.constant(0, tf.int64), tf.zeros([64]))
+        _, x = tf.while_loop(lambda i, x: i < total, body, start)
+        return {"translation": text, "steps": steps + tf.cast(0.0 * x[0], tf.int64)}
+
+
 def save_translator(path: str) -> None:
     module = FixtureTranslator()
     signatures = {
@@ -132,6 +150,15 @@ def reference(latest_path):
 def calculator_base_path(tmp_path_factory) -> str:
     base = tmp_path_factory.mktemp("models") / "calculator"
     save_calculator(str(base / "7"))
+    return str(base)
+
+
+@pytest.fixture(scope="session")
+def spinner_base_path(tmp_path_factory) -> str:
+    """`spinner/1`: a model that loops as many steps as its input says."""
+    base = tmp_path_factory.mktemp("models") / "spinner"
+    module = FixtureSpinner()
+    tf.saved_model.save(module, str(base / "1"), signatures={"serving_default": module.spin})
     return str(base)
 
 

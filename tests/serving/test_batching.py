@@ -4,6 +4,7 @@ a full queue."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import threading
 import time
@@ -16,6 +17,7 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from keras_attn.serving.batching import BatchScheduler
 from keras_attn.serving.config import BatchingOptions, read_batching_options
+from keras_attn.serving.deadline import remaining_seconds, request_deadline
 from keras_attn.serving.servable import load_servable
 from keras_attn.serving.server import ModelServer
 from keras_attn.serving.status import ServingStatus
@@ -230,3 +232,92 @@ def test_batching_parameters_file(tmp_path):
     with pytest.raises(ServingStatus) as error:
         read_batching_options(str(path))
     assert error.value.message == f"Invalid protobuf file: '{path}'"
+
+
+class _HeldScheduler:
+    """A one-thread scheduler whose first batch is held until `release` is set; it records the
+    rows of every batch it runs and the deadline each batch ran under."""
+
+    def __init__(self, **options):
+        self.calls: list[list[float]] = []
+        self.deadlines: list[float | None] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.scheduler = BatchScheduler(BatchingOptions(num_batch_threads=1, **options))
+        self.queue = self.scheduler.add_queue(self._run, {"x": "serving_default_x:0"})
+
+    def _run(self, inputs):
+        self.calls.append(inputs["x"].tolist())
+        self.deadlines.append(remaining_seconds())
+        self.entered.set()
+        assert self.release.wait(TIMEOUT)
+        return {"y": inputs["x"] * 2}
+
+    def send(self, value, deadline=None):
+        """Runs one one-row task (with a deadline in seconds) on a thread; returns a future."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+
+        def run():
+            try:
+                with request_deadline(deadline):
+                    future.set_result(self.scheduler.run(self.queue, {"x": np.array([value])}))
+            except BaseException as error:  # noqa: BLE001  (handed to the test)
+                future.set_exception(error)
+
+        threading.Thread(target=run, daemon=True).start()
+        return future
+
+
+def test_a_queued_task_whose_deadline_passed_is_dropped_before_it_runs():
+    held = _HeldScheduler(max_batch_size=4)
+    first = held.send(1.0)
+    assert held.entered.wait(TIMEOUT)
+    late = held.send(2.0, deadline=0.3)
+    with pytest.raises(ServingStatus) as error:
+        late.result(TIMEOUT)
+    assert error.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    held.release.set()
+    assert first.result(TIMEOUT)["y"].tolist() == [2.0]
+    assert held.send(3.0).result(TIMEOUT)["y"].tolist() == [6.0]
+    held.scheduler.stop()
+    assert held.calls == [[1.0], [3.0]]  # the expired task never ran
+
+
+def test_a_batch_runs_until_the_latest_deadline_of_its_tasks():
+    held = _HeldScheduler(max_batch_size=2, batch_timeout_micros=10_000_000)
+    held.release.set()
+    soon, later = held.send(1.0, deadline=TIMEOUT / 2), held.send(2.0, deadline=TIMEOUT)
+    assert [soon.result(TIMEOUT)["y"].tolist(), later.result(TIMEOUT)["y"].tolist()] == [
+        [2.0],
+        [4.0],
+    ]
+    bounded, unbounded = held.send(1.0, deadline=TIMEOUT / 2), held.send(2.0)
+    assert [bounded.result(TIMEOUT)["y"].tolist(), unbounded.result(TIMEOUT)["y"].tolist()] == [
+        [2.0],
+        [4.0],
+    ]
+    held.scheduler.stop()
+    assert [sorted(call) for call in held.calls] == [[1.0, 2.0], [1.0, 2.0]]
+    assert TIMEOUT / 2 < held.deadlines[0] <= TIMEOUT
+    assert held.deadlines[1] is None  # one task without a deadline: the batch has none
+
+
+def test_cancel_queued_fails_the_tasks_waiting_for_a_batch():
+    held = _HeldScheduler(max_batch_size=1)
+    first = held.send(1.0)
+    assert held.entered.wait(TIMEOUT)
+    waiting = [held.send(float(i)) for i in range(2, 5)]
+    wait_for(lambda: held.scheduler.num_enqueued_tasks() == 3)
+    held.scheduler.cancel_queued(ServingStatus(grpc.StatusCode.UNAVAILABLE, "shutting down"))
+    for future in waiting:
+        with pytest.raises(ServingStatus) as error:
+            future.result(TIMEOUT)
+        assert (error.value.code, error.value.message) == (
+            grpc.StatusCode.UNAVAILABLE,
+            "shutting down",
+        )
+    assert held.scheduler.num_enqueued_tasks() == 0
+    held.release.set()
+    assert first.result(TIMEOUT)["y"].tolist() == [2.0]
+    held.scheduler.stop()
+    assert held.calls == [[1.0]]
