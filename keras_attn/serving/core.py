@@ -40,6 +40,7 @@ from tensorflow_serving.apis import (
 )
 
 from keras_attn.serving.deadline import check_deadline
+from keras_attn.serving.limits import RequestLimits
 from keras_attn.serving.servable import Servable
 from keras_attn.serving.status import (
     ServingStatus,
@@ -48,6 +49,7 @@ from keras_attn.serving.status import (
     internal,
     invalid_argument,
     not_found,
+    resource_exhausted,
     unimplemented,
 )
 from keras_attn.serving.tensors import (
@@ -58,10 +60,12 @@ from keras_attn.serving.tensors import (
     ndarray_to_tensor_proto,
     shape_dims,
     shape_is_compatible,
+    tensor_proto_layout,
     tensor_proto_to_ndarray,
 )
 
 DEFAULT_SIGNATURE = "serving_default"
+UNKNOWN_LABEL = "<unknown>"  # the metric label of names the server does not serve
 PREDICT_METHOD = "tensorflow/serving/predict"
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
@@ -108,6 +112,9 @@ class ServableSource(Protocol):
 
     def version_states(self, name: str) -> list[VersionStatus]:
         """Every version of a model the server has seen, highest first."""
+
+    def signature_keys(self, name: str) -> set[str] | None:
+        """The signature keys of a model's available versions; None for a model not served."""
 
 
 def find_servable(
@@ -166,6 +173,11 @@ class StaticSource:
             for version in sorted(self._servables.get(name, {}), reverse=True)
         ]
 
+    def signature_keys(self, name: str) -> set[str] | None:
+        if name not in self._servables:
+            return None
+        return {key for s in self._servables[name].values() for key in s.signature_defs}
+
 
 class ServingCore:
     """Answers TensorFlow Serving API requests from a source of loaded servables.
@@ -174,11 +186,31 @@ class ServingCore:
         source: where servables are looked up (a `ModelManager`, or a `StaticSource`).
         enable_signature_method_name_check: the stock flag of that name (default off, as in
             stock): when on, Classify/Regress/Predict require the matching `method_name`.
+        limits: the caps on each request's inputs (`RequestLimits()` by default; None: none,
+            for trusted requests such as a model's own warm-up records).
     """
 
-    def __init__(self, source: ServableSource, enable_signature_method_name_check: bool = False):
+    def __init__(
+        self,
+        source: ServableSource,
+        enable_signature_method_name_check: bool = False,
+        limits: RequestLimits | None = RequestLimits(),  # noqa: B008  (frozen, immutable)
+    ):
         self.source = source
         self._method_check = enable_signature_method_name_check
+        self.limits = limits
+
+    def metric_labels(self, model_name: str, signature_name: str) -> tuple[str, str]:
+        """The metric labels of a request: its model and signature names where they exist.
+
+        A model name the server does not serve, or a signature no available version of it has,
+        is counted as `UNKNOWN_LABEL`, so the metrics of a server stay bounded whatever names
+        clients send.
+        """
+        keys = self.source.signature_keys(model_name)
+        if keys is None:
+            return UNKNOWN_LABEL, UNKNOWN_LABEL
+        return model_name, signature_name if signature_name in keys else UNKNOWN_LABEL
 
     def servable(self, model_spec: model_pb2.ModelSpec) -> Servable:
         """The servable a ModelSpec asks for (latest version unless a version or label is set)."""
@@ -211,7 +243,7 @@ class ServingCore:
                 f"Was: {signature.method_name}"
             )
         _verify_request_inputs_size(signature, request)
-        feeds = _input_values(signature, request.inputs)
+        feeds = _input_values(signature_name, signature, request.inputs, self.limits)
         aliases = _output_aliases(signature, request.output_filter)
         outputs = _run(servable, signature_name, feeds)
         for alias in aliases:
@@ -291,7 +323,7 @@ class ServingCore:
         _make_model_spec(
             response.model_spec, request.model_spec.name, signature_name, servable.version
         )
-        examples = _serialized_examples(request.input)
+        examples = _serialized_examples(request.input, self.limits)
         outputs = _run_on_examples(servable, signature_name, signature, input_alias, examples)
         _fill_classification_result(
             {alias: outputs[alias] for alias in output_aliases}, len(examples), response.result
@@ -316,7 +348,7 @@ class ServingCore:
         _make_model_spec(
             response.model_spec, request.model_spec.name, signature_name, servable.version
         )
-        examples = _serialized_examples(request.input)
+        examples = _serialized_examples(request.input, self.limits)
         outputs = _run_on_examples(servable, signature_name, signature, input_alias, examples)
         _fill_regression_result(outputs[output_alias], len(examples), response.result)
         return response
@@ -377,7 +409,7 @@ class ServingCore:
                 raise invalid_argument("Input tensor must be the same for all Signatures.")
             plan.append((signature_name, signature, alias, outputs))
 
-        examples = _serialized_examples(request.input)
+        examples = _serialized_examples(request.input, self.limits)
         response = inference_pb2.MultiInferenceResponse()
         for task, (signature_name, signature, alias, output_aliases) in zip(
             request.tasks, plan, strict=True
@@ -434,26 +466,28 @@ def _verify_request_inputs_size(
         )
 
 
-def _parse_tensor(alias: str, proto: tensor_pb2.TensorProto) -> np.ndarray:
-    try:
-        return tensor_proto_to_ndarray(proto)
-    except ValueError:
-        raise invalid_argument(f"tensor parsing error: {alias}") from None
-
-
 def _input_values(
-    signature: meta_graph_pb2.SignatureDef, inputs: Mapping[str, tensor_pb2.TensorProto]
+    signature_name: str,
+    signature: meta_graph_pb2.SignatureDef,
+    inputs: Mapping[str, tensor_pb2.TensorProto],
+    limits: RequestLimits | None,
 ) -> list[_Feed]:
-    """The feeds for every signature input, from the request or the signature's defaults."""
-    feeds = []
+    """The feeds for every signature input, from the request or the signature's defaults.
+
+    Nothing is materialised before every input has passed, in this order: its layout is read
+    (a proto `Tensor::FromProto` refuses: INVALID_ARGUMENT `tensor parsing error: ALIAS`),
+    dtypes and shapes are checked against the signature, then the request's inputs against
+    `limits`.
+    """
+    chosen: list[tuple[str, meta_graph_pb2.TensorInfo, tensor_pb2.TensorProto, bool]] = []
     used = set()
     for alias in sorted(signature.inputs):
         info = signature.inputs[alias]
         if alias in inputs:
-            proto = inputs[alias]
+            chosen.append((alias, info, inputs[alias], True))
             used.add(alias)
         elif alias in signature.defaults:
-            proto = signature.defaults[alias]
+            chosen.append((alias, info, signature.defaults[alias], False))
         else:
             raise invalid_argument(
                 f"Signature input alias: {alias}(feed name: {info.name}) not found in request "
@@ -461,13 +495,28 @@ def _input_values(
                 f"{{{_joined(inputs)}}}, or default input alias set: "
                 f"{_joined(signature.defaults)}"
             )
-        feeds.append(_Feed(alias, info, proto.dtype, _parse_tensor(alias, proto)))
     if inputs and len(used) != len(inputs):
         raise invalid_argument(
             f"Inputs contains invalid name. Used request inputs: {_joined(used)}, "
             f"request input: {_joined(inputs)}"
         )
-    return feeds
+    layouts = {}
+    for alias, _, proto, _ in chosen:
+        try:
+            layouts[alias] = tensor_proto_layout(proto)
+        except ValueError:
+            raise invalid_argument(f"tensor parsing error: {alias}") from None
+    sent = [(alias, info, proto.dtype, layouts[alias].dims) for alias, info, proto, _ in chosen]
+    _check_fit(signature_name, sent)
+    if limits is not None:
+        for alias, _, proto, from_request in chosen:
+            if from_request:
+                longest = max(map(len, proto.string_val), default=0)
+                limits.check_tensor(alias, layouts[alias], longest)
+    return [
+        _Feed(alias, info, proto.dtype, tensor_proto_to_ndarray(proto))
+        for alias, info, proto, _ in chosen
+    ]
 
 
 def _output_aliases(
@@ -487,39 +536,37 @@ def _output_aliases(
     return aliases or sorted(signature.outputs)
 
 
-def _check_feeds(signature_name: str, feeds: Sequence[_Feed]) -> None:
-    """Refuses feeds whose dtype or shape cannot be fed to the signature."""
+def _check_fit(
+    signature_name: str,
+    inputs: Sequence[tuple[str, meta_graph_pb2.TensorInfo, int, Sequence[int]]],
+) -> None:
+    """Refuses inputs (alias, TensorInfo, sent dtype, sent dims) the signature cannot take."""
     # Session::Run numbers its arguments by feed name, sorted.
-    for index, feed in enumerate(sorted(feeds, key=lambda f: f.info.name)):
-        if feed.dtype != feed.info.dtype:
+    for index, (_, info, dtype, _) in enumerate(sorted(inputs, key=lambda i: i[1].name)):
+        if dtype != info.dtype:
             raise invalid_argument(
-                f"Expects arg[{index}] to be {dtype_string(feed.info.dtype)} but "
-                f"{dtype_string(feed.dtype)} is provided"
+                f"Expects arg[{index}] to be {dtype_string(info.dtype)} but "
+                f"{dtype_string(dtype)} is provided"
             )
-    for feed in feeds:
-        expected = shape_dims(feed.info.tensor_shape)
-        if not shape_is_compatible(feed.array.shape, expected):
+    for alias, info, _, dims in inputs:
+        expected = shape_dims(info.tensor_shape)
+        if not shape_is_compatible(dims, expected):
             raise invalid_argument(
-                f"Input tensor alias: {feed.alias} has shape {format_shape(feed.array.shape)} "
+                f"Input tensor alias: {alias} has shape {format_shape(dims)} "
                 f"but signature {signature_name} expects shape {format_shape(expected)}"
             )
 
 
 def _run(servable: Servable, signature_name: str, feeds: Sequence[_Feed]) -> dict[str, Any]:
-    """Calls a signature function; returns its outputs as NumPy arrays."""
+    """Calls a signature function on checked feeds; returns its outputs as NumPy arrays."""
     import tensorflow as tf
 
     function = servable.functions.get(signature_name)
     if function is None:
         raise failed_precondition(f'Serving signature key "{signature_name}" not found.')
-    _check_feeds(signature_name, feeds)
     check_deadline()
     try:
-        arguments = {
-            feed.alias: tf.constant(feed.array, dtype=tf.dtypes.as_dtype(feed.info.dtype))
-            for feed in feeds
-        }
-        outputs = function(**arguments)
+        outputs = function(**{feed.alias: feed.array for feed in feeds})
         return {alias: _as_numpy(tensor) for alias, tensor in outputs.items()}
     except tf.errors.OpError as error:
         raise ServingStatus(
@@ -618,14 +665,28 @@ def _preprocess_regression(signature: meta_graph_pb2.SignatureDef) -> tuple[str,
     return REGRESS_INPUTS, REGRESS_OUTPUTS
 
 
-def _serialized_examples(model_input: input_pb2.Input) -> list[bytes]:
-    """The serialized tf.Examples of an Input (context bytes prepended to each example)."""
+def _serialized_examples(model_input: input_pb2.Input, limits: RequestLimits | None) -> list[bytes]:
+    """The serialized tf.Examples of an Input (context bytes prepended to each example).
+
+    With `limits`, at most `max_rows_per_request` examples, and the copies of the context beyond
+    the one the request carries count against `max_fill_bytes`.
+    """
     kind = model_input.WhichOneof("kind")
+    if limits is not None and kind is not None:
+        limits.check_rows("Input", len(getattr(model_input, kind).examples))
     if kind == "example_list":
         examples = [e.SerializeToString() for e in model_input.example_list.examples]
     elif kind == "example_list_with_context":
         with_context = model_input.example_list_with_context
         context = with_context.context.SerializeToString()
+        copies = max(len(with_context.examples) - 1, 0) * len(context)
+        if limits is not None and copies > limits.max_fill_bytes:
+            raise resource_exhausted(
+                f"Input has {len(with_context.examples)} examples sharing a context of "
+                f"{len(context)} bytes; prepending it to each would take {copies} more bytes "
+                f"than the request, more than the server's limit of {limits.max_fill_bytes} "
+                "(--max_fill_bytes)"
+            )
         examples = [context + e.SerializeToString() for e in with_context.examples]
     else:
         examples = []
@@ -643,8 +704,9 @@ def _run_on_examples(
 ) -> dict[str, Any]:
     array = np.empty(len(examples), dtype=object)
     array[:] = list(examples)
-    feed = _Feed(input_alias, signature.inputs[input_alias], types_pb2.DT_STRING, array)
-    return _run(servable, signature_name, [feed])
+    info = signature.inputs[input_alias]
+    _check_fit(signature_name, [(input_alias, info, types_pb2.DT_STRING, array.shape)])
+    return _run(servable, signature_name, [_Feed(input_alias, info, types_pb2.DT_STRING, array)])
 
 
 def _fill_classification_result(

@@ -11,6 +11,8 @@ import grpc
 
 # `model_servers/grpc_status_util.cc::ToGRPCStatus` cuts messages at this many characters.
 ERROR_MESSAGE_LIMIT = 1024
+# What a client is told of a failure that is the server's fault (the log has the traceback).
+INTERNAL_ERROR_MESSAGE = "Internal error (the server's log has the details)"
 
 _HTTP_STATUS = {
     grpc.StatusCode.OK: 200,
@@ -50,7 +52,8 @@ class ServingStatus(Exception):
 
     @property
     def grpc_message(self) -> str:
-        """The message as the stock server puts it on the wire (cut after 1024 characters)."""
+        """The message as the stock server puts it on the wire (cut after 1024 characters; the
+        REST API cuts its error messages the same way)."""
         if len(self.message) > ERROR_MESSAGE_LIMIT:
             return self.message[:ERROR_MESSAGE_LIMIT] + "...TRUNCATED"
         return self.message
@@ -89,3 +92,13 @@ def internal(message: str) -> ServingStatus:
 def unimplemented(message: str) -> ServingStatus:
     """An UNIMPLEMENTED status."""
     return ServingStatus(grpc.StatusCode.UNIMPLEMENTED, message)
+
+
+def resource_exhausted(message: str) -> ServingStatus:
+    """A RESOURCE_EXHAUSTED status."""
+    return ServingStatus(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+
+
+def unavailable(message: str) -> ServingStatus:
+    """An UNAVAILABLE status."""
+    return ServingStatus(grpc.StatusCode.UNAVAILABLE, message)
