@@ -1,4 +1,4 @@
-"""TensorFlow Serving's REST API on the standard library's `ThreadingHTTPServer`.
+"""TensorFlow Serving's REST API, on the bounded HTTP server of `keras_attn.serving.http_server`.
 
 Routes (paths are case-insensitive, as stock):
 
@@ -9,7 +9,9 @@ Routes (paths are case-insensitive, as stock):
     POST /v1/models/NAME[/versions/V | /labels/L]:regress    same as classify
 
 Failures answer `{"error": "<message>"}` with the HTTP code stock TensorFlow Serving maps the gRPC
-status to. Request parsing and response writing follow tensorflow/serving
+status to; every malformed body gets a 400 (JSON nested deeper than `--max_json_depth`, numbers
+Python cannot hold and bad versions included), never a dropped connection or a 500. Request
+parsing and response writing follow tensorflow/serving
 `model_servers/http_rest_api_handler.cc`, `http_rest_api_util.cc` and `util/json_tensor.cc`.
 """
 
@@ -17,14 +19,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import dataclasses
 import json
 import logging
 import math
 import re
-import socket
 import time
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -45,8 +47,16 @@ from tensorflow_serving.apis import (
 
 from keras_attn.serving.core import DEFAULT_SIGNATURE, SIGNATURE_DEF_FIELD, ServingCore
 from keras_attn.serving.deadline import request_deadline
+from keras_attn.serving.http_server import HttpRequest, HttpResponse, HttpServer
+from keras_attn.serving.limits import RequestLimits
 from keras_attn.serving.metrics import Metrics
-from keras_attn.serving.status import ServingStatus, invalid_argument, unimplemented
+from keras_attn.serving.status import (
+    ERROR_MESSAGE_LIMIT,
+    INTERNAL_ERROR_MESSAGE,
+    ServingStatus,
+    invalid_argument,
+    unimplemented,
+)
 from keras_attn.serving.tensors import (
     dtype_string,
     ndarray_to_tensor_proto,
@@ -65,6 +75,7 @@ _STATUS_PATH = re.compile(
     re.IGNORECASE,
 )
 _ROW, _COLUMNAR = "row", "columnar"
+_INT64_MAX = 2**63 - 1
 DEFAULT_REST_TIMEOUT_S = 30.0  # stock --rest_api_timeout_in_ms=30000
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _FLOAT32_MAX_INT = (1 << 24) - 1
@@ -78,6 +89,7 @@ _INT_RANGES = {
     types_pb2.DT_UINT32: (0, 2**32 - 1),
     types_pb2.DT_UINT64: (0, 2**64 - 1),
 }
+_INT32_FIELD_TYPES = (types_pb2.DT_INT16, types_pb2.DT_INT8, types_pb2.DT_UINT8)
 _NUMPY_FOR_JSON = {
     types_pb2.DT_FLOAT: np.float32,
     types_pb2.DT_DOUBLE: np.float64,
@@ -97,8 +109,16 @@ _NUMPY_FOR_JSON = {
 
 
 def _json_text(value: Any) -> str:
-    """A JSON value as text, for error messages."""
-    return json.dumps(value, indent=4, ensure_ascii=False)
+    """A JSON value as text, for error messages: cut after `ERROR_MESSAGE_LIMIT` characters,
+    encoding no more of it than that (a 16 MiB body is not written out again)."""
+    parts: list[str] = []
+    size = 0
+    for chunk in json.JSONEncoder(indent=4, ensure_ascii=False).iterencode(value):
+        parts.append(chunk)
+        size += len(chunk)
+        if size > ERROR_MESSAGE_LIMIT:
+            return "".join(parts)[:ERROR_MESSAGE_LIMIT] + "..."
+    return "".join(parts)
 
 
 def _json_type(value: Any) -> str:
@@ -240,8 +260,13 @@ def _fill_values(value: Any, level: int, dtype: int, shape: list[int], out: list
 def _values_to_tensor(values: list, shape: list[int], dtype: int) -> Any:
     if dtype not in _NUMPY_FOR_JSON:
         raise unimplemented(f"Conversion of JSON values to type: {dtype_string(dtype)}")
-    array = np.empty(len(values), dtype=_NUMPY_FOR_JSON[dtype])
-    array[:] = values
+    if dtype in _INT32_FIELD_TYPES:
+        # Stock keeps these in the proto's 32-bit int_val and casts on parsing: values outside
+        # the type's range wrap around, as there.
+        array = np.array(values, dtype=np.int64).astype(_NUMPY_FOR_JSON[dtype])
+    else:
+        array = np.empty(len(values), dtype=_NUMPY_FOR_JSON[dtype])
+        array[:] = values
     return ndarray_to_tensor_proto(array.reshape(shape), dtype)
 
 
@@ -260,9 +285,14 @@ def _status_text(status: ServingStatus) -> str:
 # ---------------------------------------------------------------------- JSON -> requests
 
 
-def _parse_json(body: bytes) -> dict:
+def _parse_json(body: bytes, max_depth: int) -> dict:
+    """Parses a request body: a JSON object nested at most `max_depth` levels deep."""
     if not body:
         raise invalid_argument("JSON Parse error: The document is empty")
+    too_deep = invalid_argument(
+        f"JSON Parse error: The document is nested more than {max_depth} levels deep "
+        "(--max_json_depth)"
+    )
     try:
         doc = json.loads(body)
     except json.JSONDecodeError as error:
@@ -271,9 +301,28 @@ def _parse_json(body: bytes) -> dict:
         raise invalid_argument(
             f"JSON Parse error: {error.reason} at offset: {error.start}"
         ) from None
+    except RecursionError:
+        raise too_deep from None
+    except ValueError:  # an integer of more digits than Python converts (4300)
+        raise invalid_argument("JSON Parse error: Number too big to be stored in double.") from None
+    if _deeper_than(doc, max_depth):
+        raise too_deep
     if not isinstance(doc, dict):
         raise _format_error(doc, "Is not object")
     return doc
+
+
+def _deeper_than(doc: Any, max_depth: int) -> bool:
+    """Whether arrays and objects nest more than `max_depth` levels (checked without recursion:
+    everything after this check may recurse over the document)."""
+    stack = [(doc, 1)] if isinstance(doc, dict | list) else []
+    while stack:
+        value, depth = stack.pop()
+        if depth > max_depth:
+            return True
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def _fill_signature(doc: dict, model_spec: model_pb2.ModelSpec) -> None:
@@ -378,9 +427,10 @@ def fill_predict_request_from_json(
     body: bytes,
     get_inputs: Callable[[str], Mapping[str, meta_graph_pb2.TensorInfo]],
     request: predict_pb2.PredictRequest,
+    max_depth: int = RequestLimits.max_json_depth,
 ) -> str:
     """Fills `request` from a REST predict body; returns the format, "row" or "columnar"."""
-    doc = _parse_json(body)
+    doc = _parse_json(body, max_depth)
     _fill_signature(doc, request.model_spec)
     signature_name = request.model_spec.signature_name
     infos = get_inputs(signature_name)
@@ -449,8 +499,10 @@ def _add_feature_value(value: Any, name: str, feature: feature_pb2.Feature) -> N
         feature.float_list.value.append(value)
     else:
         require("int64_list")
-        if value > 2**63 - 1:
+        if value > _INT64_MAX:
             raise invalid_argument(f"Feature: {name} has uint64 element. Only int64 is supported.")
+        if value < -_INT64_MAX - 1:
+            raise invalid_argument(f"Feature: {name} has an integer element below the int64 range.")
         feature.int64_list.value.append(value)
 
 
@@ -464,9 +516,11 @@ def _example_from_json(value: Any, example: example_pb2.Example) -> None:
         example.features.feature[name].CopyFrom(feature)
 
 
-def fill_examples_request_from_json(body: bytes, request: Any) -> None:
+def fill_examples_request_from_json(
+    body: bytes, request: Any, max_depth: int = RequestLimits.max_json_depth
+) -> None:
     """Fills a Classification/RegressionRequest from a REST classify/regress body."""
-    doc = _parse_json(body)
+    doc = _parse_json(body, max_depth)
     _fill_signature(doc, request.model_spec)
     if "context" in doc:
         with_context = request.input.example_list_with_context
@@ -557,14 +611,26 @@ def _message_json(message: Any) -> Any:
 # ---------------------------------------------------------------------- dispatch
 
 
+@dataclasses.dataclass
+class _Call:
+    """What a REST request names, for its metrics (filled in as the request is parsed)."""
+
+    api: str | None = None
+    model_name: str = ""
+    signature_name: str = DEFAULT_SIGNATURE
+
+
 class RestApi:
     """Answers REST requests from a `ServingCore` (transport-free: method, path, body in).
 
     Args:
-        core: the request logic.
+        core: the request logic; its `limits` cap each body's JSON nesting.
         metrics: where predict/classify/regress requests are counted (None: not counted).
         timeout_seconds: each request's deadline (stock `--rest_api_timeout_in_ms`, 30 s),
             passed on to the model run as the stock handler's `RunOptions` timeout.
+        prometheus_path: with `metrics`, `GET <prometheus_path>` answers the metrics in the
+            Prometheus text format (stock `http_server.cc` serves them at the
+            `MonitoringConfig` path).
     """
 
     def __init__(
@@ -572,47 +638,58 @@ class RestApi:
         core: ServingCore,
         metrics: Metrics | None = None,
         timeout_seconds: float | None = DEFAULT_REST_TIMEOUT_S,
+        prometheus_path: str | None = None,
     ):
         self._core = core
         self._metrics = metrics
         self._timeout = timeout_seconds
+        self._prometheus_path = prometheus_path if metrics is not None else None
+        limits = core.limits or RequestLimits()
+        self._max_depth = limits.max_json_depth
+
+    def respond(self, request: HttpRequest) -> HttpResponse:
+        """The HTTP response to a request (a JSON body, or the metrics page)."""
+        path = urlsplit(request.target).path
+        if request.method == "GET" and self._prometheus_path and path == self._prometheus_path:
+            page = self._metrics.exposition().encode("utf-8")
+            return HttpResponse(200, page, PROMETHEUS_CONTENT_TYPE)
+        answer = self.handle(request.method, path, request.body)
+        if answer is None:
+            error = ServingStatus(grpc.StatusCode.NOT_FOUND, f"Not found: {request.method} {path}")
+            answer = 404, {"error": error.grpc_message}
+        status, payload = answer
+        data = (json.dumps(payload, indent=4, ensure_ascii=False) + "\n").encode("utf-8")
+        return HttpResponse(status, data)
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, Any] | None:
-        """Returns (HTTP status, JSON-able body), or None for a path outside the API (404)."""
+        """Returns (HTTP status, JSON-able body), or None for a path outside the API (404).
+
+        A failure is `{"error": message}` with the HTTP status of its gRPC code; the message
+        is cut after 1024 characters, and one that is the server's fault (HTTP 500) carries no
+        exception text.
+        """
         if not _HANDLED_PATH.fullmatch(path):
             return None
         start = time.perf_counter()
         code = grpc.StatusCode.OK
+        call = _Call()
         try:
             with request_deadline(self._timeout):
-                return 200, self._dispatch(method, path, body)
+                return 200, self._dispatch(method, path, body, call)
         except ServingStatus as status:
             code = status.code
-            return status.http_status, {"error": status.message}
-        except Exception as error:  # Never let a bad request take the server down.
+            return status.http_status, {"error": status.grpc_message}
+        except Exception:  # Never let a bad request take the server down.
             code = grpc.StatusCode.INTERNAL
             logger.exception("REST request failed")
-            return 500, {"error": f"{type(error).__name__}: {error}"}
+            return 500, {"error": INTERNAL_ERROR_MESSAGE}
         finally:
-            self._record(method, path, body, code, time.perf_counter() - start)
+            if self._metrics is not None and call.api is not None:
+                name, signature = self._core.metric_labels(call.model_name, call.signature_name)
+                latency = time.perf_counter() - start
+                self._metrics.record(name, signature, call.api, "REST", code.name, latency)
 
-    def _record(
-        self, method: str, path: str, body: bytes, code: grpc.StatusCode, latency: float
-    ) -> None:
-        match = _PREDICTION_PATH.fullmatch(path) if method == "POST" else None
-        if self._metrics is None or match is None:
-            return
-        signature = DEFAULT_SIGNATURE
-        try:
-            doc = json.loads(body)
-            if isinstance(doc, dict) and isinstance(doc.get("signature_name"), str):
-                signature = doc["signature_name"] or DEFAULT_SIGNATURE
-        except (ValueError, UnicodeDecodeError):
-            pass
-        api = match.group(4).capitalize()
-        self._metrics.record(unquote(match.group(1)), signature, api, "REST", code.name, latency)
-
-    def _dispatch(self, method: str, path: str, body: bytes) -> Any:
+    def _dispatch(self, method: str, path: str, body: bytes, call: _Call) -> Any:
         malformed = invalid_argument(f"Malformed request: {method} {path}")
         pattern = {"POST": _PREDICTION_PATH, "GET": _STATUS_PATH}.get(method)
         match = pattern.fullmatch(path) if pattern else None
@@ -621,16 +698,20 @@ class RestApi:
         name = unquote(match.group(1) or "")
         spec = model_pb2.ModelSpec(name=name)
         if match.group(2):
-            spec.version.value = int(match.group(2))
+            version = int(match.group(2))
+            if version > _INT64_MAX:
+                raise invalid_argument(f"Failed to convert version: {match.group(2)} to numeric.")
+            spec.version.value = version
         if match.group(3):
             spec.version_label = unquote(match.group(3))
         if method == "POST":
             verb = match.group(4).lower()
+            call.api, call.model_name = verb.capitalize(), name
             if verb == "predict":
-                return self._predict(spec, body)
+                return self._predict(spec, body, call)
             if verb == "classify":
-                return self._classify(spec, body)
-            return self._regress(spec, body)
+                return self._classify(spec, body, call)
+            return self._regress(spec, body, call)
         if not name:
             raise invalid_argument("Missing model name in request.")
         if match.group(4):
@@ -638,10 +719,11 @@ class RestApi:
         request = get_model_status_pb2.GetModelStatusRequest(model_spec=spec)
         return _message_json(self._core.get_model_status(request))
 
-    def _predict(self, spec: model_pb2.ModelSpec, body: bytes) -> Any:
+    def _predict(self, spec: model_pb2.ModelSpec, body: bytes, call: _Call) -> Any:
         request = predict_pb2.PredictRequest(model_spec=spec)
 
         def get_inputs(signature_name: str) -> Mapping[str, meta_graph_pb2.TensorInfo]:
+            call.signature_name = signature_name or DEFAULT_SIGNATURE
             servable = self._core.servable(request.model_spec)
             key = signature_name or DEFAULT_SIGNATURE
             if key not in servable.signature_defs:
@@ -650,12 +732,12 @@ class RestApi:
                 )
             return servable.signature_defs[key].inputs
 
-        format_ = fill_predict_request_from_json(body, get_inputs, request)
+        format_ = fill_predict_request_from_json(body, get_inputs, request, self._max_depth)
         return predict_response_to_json(self._core.predict(request), format_)
 
-    def _classify(self, spec: model_pb2.ModelSpec, body: bytes) -> Any:
+    def _classify(self, spec: model_pb2.ModelSpec, body: bytes, call: _Call) -> Any:
         request = classification_pb2.ClassificationRequest(model_spec=spec)
-        fill_examples_request_from_json(body, request)
+        self._fill_examples(body, request, call)
         result = self._core.classify(request).result
         if not result.classifications:
             raise invalid_argument("Cannot convert empty ClassificationResults to JSON")
@@ -666,13 +748,19 @@ class RestApi:
             ]
         }
 
-    def _regress(self, spec: model_pb2.ModelSpec, body: bytes) -> Any:
+    def _regress(self, spec: model_pb2.ModelSpec, body: bytes, call: _Call) -> Any:
         request = regression_pb2.RegressionRequest(model_spec=spec)
-        fill_examples_request_from_json(body, request)
+        self._fill_examples(body, request, call)
         result = self._core.regress(request).result
         if not result.regressions:
             raise invalid_argument("Cannot convert empty RegressionResults to JSON")
         return {"results": [float(str(np.float32(r.value))) for r in result.regressions]}
+
+    def _fill_examples(self, body: bytes, request: Any, call: _Call) -> None:
+        try:
+            fill_examples_request_from_json(body, request, self._max_depth)
+        finally:
+            call.signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
 
     def _metadata(self, spec: model_pb2.ModelSpec) -> Any:
         request = get_model_metadata_pb2.GetModelMetadataRequest(
@@ -687,90 +775,30 @@ class RestApi:
         }
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """One HTTP/1.0 request (the connection closes after the answer)."""
-
-    api: RestApi
-    metrics: Metrics | None = None
-    prometheus_path: str | None = None
-    timeout = 60
-
-    def do_GET(self) -> None:  # noqa: N802  (http.server's method names)
-        self._answer("GET")
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._answer("POST")
-
-    # Other methods get stock's `Malformed request: METHOD PATH` (http_rest_api_handler.cc).
-    def do_PUT(self) -> None:  # noqa: N802
-        self._answer("PUT")
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        self._answer("DELETE")
-
-    def do_PATCH(self) -> None:  # noqa: N802
-        self._answer("PATCH")
-
-    def _answer(self, method: str) -> None:
-        path = urlsplit(self.path).path
-        if method == "GET" and self.prometheus_path and path == self.prometheus_path:
-            self._send(200, self.metrics.exposition().encode("utf-8"), PROMETHEUS_CONTENT_TYPE)
-            return
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = -1
-        if length < 0:
-            answer = 400, {"error": "Invalid Content-Length header"}
-        else:
-            body = self.rfile.read(length) if length > 0 else b""
-            answer = self.api.handle(method, path, body)
-        if answer is None:
-            status, payload = 404, {"error": f"Not found: {method} {path}"}
-        else:
-            status, payload = answer
-        data = (json.dumps(payload, indent=4, ensure_ascii=False) + "\n").encode("utf-8")
-        self._send(status, data, "application/json")
-
-    def _send(self, status: int, data: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (base signature)
-        logger.debug("%s - %s", self.address_string(), format % args)
-
-
-class RestServer(ThreadingHTTPServer):
-    """A threading HTTP server whose `server_close()` waits for in-flight requests."""
-
-    daemon_threads = False
-    block_on_close = True
-    allow_reuse_address = True
-
-
 def make_rest_server(
     core: ServingCore,
     host: str,
     port: int,
+    *,
     metrics: Metrics | None = None,
     prometheus_path: str | None = None,
     timeout_seconds: float | None = DEFAULT_REST_TIMEOUT_S,
-) -> RestServer:
-    """Binds a REST server for `core` on host:port (0: a free port); call `serve_forever()`.
+    num_threads: int = 16,
+    track: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+) -> HttpServer:
+    """A REST server for `core` on host:port (0: a free port); call `start()`, then `stop()`.
 
-    With `metrics` and `prometheus_path`, `GET <prometheus_path>` answers the metrics in the
-    Prometheus text format (stock `http_server.cc` serves them at the `MonitoringConfig` path).
+    Bodies are capped at `core.limits.max_request_bytes` (HTTP 413 beyond it), requests are
+    answered by `num_threads` threads, and each request runs inside `track()` when given (the
+    model server counts the requests in flight with it, to drain them on shutdown).
     """
-    attributes = {
-        "api": RestApi(core, metrics, timeout_seconds),
-        "metrics": metrics,
-        "prometheus_path": prometheus_path if metrics is not None else None,
-    }
-    handler = type("RestHandler", (_Handler,), attributes)
-    server_class = RestServer
-    if ":" in host:
-        server_class = type("RestServer6", (RestServer,), {"address_family": socket.AF_INET6})
-    return server_class((host, port), handler)
+    api = RestApi(core, metrics, timeout_seconds, prometheus_path)
+    limits = core.limits or RequestLimits()
+
+    def handler(request: HttpRequest) -> HttpResponse:
+        with track() if track is not None else contextlib.nullcontext():
+            return api.respond(request)
+
+    return HttpServer(
+        handler, host, port, num_threads=num_threads, max_body_bytes=limits.max_request_bytes
+    )
