@@ -19,6 +19,7 @@ also runs on its own: `python -m keras_attn.serving.cli serve ...`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import signal
@@ -26,7 +27,16 @@ import sys
 import threading
 from typing import Any
 
+from keras_attn.serving.limits import RequestLimits
+
 DEFAULT_MODEL_NAME = "translator"
+_LIMIT_HELP = {
+    "max_request_bytes": "largest gRPC message or REST body in bytes",
+    "max_rows_per_request": "largest first dimension of an input tensor, or number of examples",
+    "max_string_bytes": "longest string element in bytes",
+    "max_fill_bytes": "bytes a tensor may grow by when it declares more elements than it carries",
+    "max_json_depth": "deepest nesting of a REST body's JSON",
+}
 _TARGET = re.compile(r"^(?:dns:///)?(?:\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(\d{1,5})$")
 
 
@@ -66,6 +76,16 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text}")
+    return value
+
+
+def _positive_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected an integer > 0, got {value}")
     return value
 
 
@@ -192,6 +212,19 @@ def add_parsers(subparsers: Any) -> None:
         "--grpc_max_threads", type=_count, default=16, help="threads answering gRPC (default 16)"
     )
     serve.add_argument(
+        "--rest_api_num_threads",
+        type=_positive_count,
+        default=16,
+        help="threads answering REST requests (default 16)",
+    )
+    for field in dataclasses.fields(RequestLimits):
+        serve.add_argument(
+            f"--{field.name}",
+            type=_positive_count,
+            default=field.default,
+            help=f"{_LIMIT_HELP[field.name]} (default {field.default:,}; docs/serving.md)",
+        )
+    serve.add_argument(
         "--monitoring_config_file",
         default="",
         help="a text MonitoringConfig; prometheus_config { enable: true } serves metrics on "
@@ -229,7 +262,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from keras_attn.serving.servable import LoadError
-    from keras_attn.serving.server import ModelServer
+    from keras_attn.serving.server import ModelServer, StartInterrupted
 
     server = ModelServer(
         args.model_name,
@@ -252,23 +285,35 @@ def run_serve(args: argparse.Namespace) -> int:
         grpc_channel_arguments=args.grpc_channel_arguments,
         monitoring_config_file=args.monitoring_config_file or None,
         rest_api_timeout_in_ms=args.rest_api_timeout_in_ms,
+        rest_api_num_threads=args.rest_api_num_threads,
+        limits=RequestLimits(
+            **{f.name: getattr(args, f.name) for f in dataclasses.fields(RequestLimits)}
+        ),
     )
-    try:
-        server.start()
-    except (LoadError, OSError, ValueError) as error:
-        raise UserError(str(error)) from None
-
     stop = threading.Event()
-    previous = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        previous[signum] = signal.signal(signum, lambda *_: stop.set())
+
+    def on_signal(*_: object) -> None:
+        stop.set()
+        server.interrupt()  # a start-up still loading gives up after the current version
+
+    previous = {
+        signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
-        print(f"Serving {server.describe_models()} on {server.describe()}")
-        sys.stdout.flush()
-        while not stop.wait(1.0):
-            pass
+        try:
+            server.start()
+        except StartInterrupted:
+            print("Stopped before serving (interrupted while loading).", flush=True)
+            return 0
+        except (LoadError, OSError, ValueError) as error:
+            raise UserError(str(error)) from None
+        try:
+            print(f"Serving {server.describe_models()} on {server.describe()}", flush=True)
+            while not stop.wait(1.0):
+                pass
+        finally:
+            server.stop()
     finally:
-        server.stop()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     names = ", ".join(model.name for model in server.manager.config.model_config_list.config)

@@ -29,6 +29,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -45,7 +46,13 @@ from keras_attn.serving.config import (
 )
 from keras_attn.serving.core import VersionStatus, find_servable
 from keras_attn.serving.servable import LoadError, Servable, list_versions, load_servable
-from keras_attn.serving.status import ServingStatus, failed_precondition, invalid_argument
+from keras_attn.serving.status import (
+    SHUTTING_DOWN_MESSAGE,
+    ServingStatus,
+    failed_precondition,
+    invalid_argument,
+    unavailable,
+)
 from keras_attn.serving.warmup import run_warmup
 
 logger = logging.getLogger(__name__)
@@ -112,6 +119,9 @@ class ModelManager:
         self._labels: dict[str, dict[str, int]] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        # The signature functions of every version loaded and not yet collected, unloaded ones
+        # included (requests may still run on them): `cancel_runs` closes them at shutdown.
+        self._loaded_functions: weakref.WeakSet = weakref.WeakSet()
 
     # ------------------------------------------------------------------ lookups (any thread)
 
@@ -132,6 +142,19 @@ class ModelManager:
         with self._lock:
             entries = sorted(self._versions.get(name, {}).items(), reverse=True)
             return [VersionStatus(v, e.state, e.error_code, e.error_message) for v, e in entries]
+
+    def signature_keys(self, name: str) -> set[str] | None:
+        """The signature keys of `name`'s available versions; None for a model never configured."""
+        with self._lock:
+            versions = self._versions.get(name)
+            if versions is None:
+                return None
+            return {
+                key
+                for entry in versions.values()
+                if entry.servable is not None
+                for key in entry.servable.signature_defs
+            }
 
     def available(self) -> dict[str, list[int]]:
         """Model name -> AVAILABLE versions, ascending."""
@@ -317,7 +340,10 @@ class ModelManager:
         attempt = 0
         while True:
             try:
-                servable = self._prepare(self._loader(name, base_path, version))
+                loaded = self._loader(name, base_path, version)
+                if hasattr(loaded.functions, "close"):
+                    self._loaded_functions.add(loaded.functions)
+                servable = self._prepare(loaded)
                 break
             except (LoadError, ServingStatus) as error:
                 code, message = error.code, getattr(error, "message", str(error))
@@ -407,6 +433,21 @@ class ModelManager:
         config = read_model_server_config(self._config_file)
         if config != self._config:
             self.reload_config(config)
+
+    def interrupt(self) -> None:
+        """Makes a start-up or reload stop waiting (for a base path, between load retries) and
+        stops loading further versions; safe to call from a signal handler (it only sets an
+        event). `stop()` still has to be called."""
+        self._stop.set()
+
+    def cancel_runs(self) -> None:
+        """Cancels every model run in flight and fails every queued batch task (UNAVAILABLE);
+        later requests fail the same way. The last step of a shutdown's drain."""
+        self._stop.set()
+        if self._scheduler is not None:
+            self._scheduler.cancel_queued(unavailable(SHUTTING_DOWN_MESSAGE))
+        for functions in list(self._loaded_functions):
+            functions.close()
 
     def stop(self) -> None:
         """Stops polling and the batch threads (loaded versions stay usable until dropped)."""

@@ -21,7 +21,12 @@ from google.protobuf import message, text_format
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
 from keras_attn.serving.deadline import deadline_exceeded, remaining_seconds
-from keras_attn.serving.status import ServingStatus, code_from_number
+from keras_attn.serving.status import (
+    SHUTTING_DOWN_MESSAGE,
+    ServingStatus,
+    code_from_number,
+    unavailable,
+)
 
 SERVE_TAG = "serve"
 INIT_OP_SIGNATURE_KEY = "__saved_model_init_op"
@@ -235,7 +240,7 @@ class SignatureFunctions:
 
 
 def _closed() -> ServingStatus:
-    return ServingStatus(grpc.StatusCode.UNAVAILABLE, "The model server is shutting down")
+    return unavailable(SHUTTING_DOWN_MESSAGE)
 
 
 def _as_numpy(value: Any) -> np.ndarray:

@@ -18,14 +18,16 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from tensorflow_serving.apis import (
     model_management_pb2,
@@ -44,29 +46,68 @@ from keras_attn.serving.config import (
     single_model_config,
 )
 from keras_attn.serving.core import DEFAULT_SIGNATURE, ServingCore
-from keras_attn.serving.deadline import request_deadline
+from keras_attn.serving.deadline import check_deadline, request_deadline
+from keras_attn.serving.health import HealthService
+from keras_attn.serving.limits import RequestLimits
 from keras_attn.serving.manager import ModelManager
 from keras_attn.serving.metrics import Metrics
 from keras_attn.serving.servable import LoadError, Servable, load_servable
-from keras_attn.serving.status import ServingStatus
+from keras_attn.serving.status import INTERNAL_ERROR_MESSAGE, ServingStatus
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_GRACE_PERIOD_S = 10.0
 MAX_MESSAGE_LENGTH = 2**31 - 1
+# After the grace period, how long a stop waits for cancelled runs and connections to close.
+_CANCEL_WAIT_S = 2.0
 PREDICTION_SERVICE = prediction_service_pb2.DESCRIPTOR.services_by_name[
     "PredictionService"
 ].full_name
 MODEL_SERVICE = model_service_pb2.DESCRIPTOR.services_by_name["ModelService"].full_name
 
 
-class _Calls:
-    """Runs requests for the servicers: deadline, metrics, and any failure as the call's status."""
+class InFlight:
+    """Counts the requests being answered, so a shutdown can wait for them to finish."""
 
-    def __init__(self, core: ServingCore, metrics: Metrics | None):
+    def __init__(self) -> None:
+        self._count = 0
+        self._idle = threading.Condition()
+
+    @contextlib.contextmanager
+    def track(self) -> Iterator[None]:
+        """Counts the block as one request in flight."""
+        with self._idle:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._count -= 1
+                if not self._count:
+                    self._idle.notify_all()
+
+    def wait_idle(self, timeout: float | None) -> bool:
+        """Waits until no request is in flight (or `timeout` passes); True when idle."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._count, timeout)
+
+
+class StartInterrupted(Exception):
+    """`ModelServer.start()` gave up because `interrupt()` was called (e.g. on SIGTERM)."""
+
+
+class _Calls:
+    """Runs requests for the servicers: deadline, metrics, and any failure as the call's status.
+
+    A request whose deadline has passed while it waited for a thread is answered
+    DEADLINE_EXCEEDED without running.
+    """
+
+    def __init__(self, core: ServingCore, metrics: Metrics | None, in_flight: InFlight):
         self.core = core
         self.metrics = metrics
+        self.in_flight = in_flight
 
     def __call__(
         self, context: grpc.ServicerContext, method: Any, request: Any, api: str | None = None
@@ -74,18 +115,19 @@ class _Calls:
         start = time.perf_counter()
         code = grpc.StatusCode.OK
         try:
-            with request_deadline(context.time_remaining()):
+            with self.in_flight.track(), request_deadline(context.time_remaining()):
+                check_deadline()
                 return method(request)
         except ServingStatus as status:
             code = status.code
             context.abort(status.code, status.grpc_message)
-        except Exception as error:  # Never let a bad request take the server down.
+        except Exception:  # Never let a bad request take the server down.
             code = grpc.StatusCode.INTERNAL
             logger.exception("Request failed")
-            context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
+            context.abort(grpc.StatusCode.INTERNAL, INTERNAL_ERROR_MESSAGE)
         finally:
             if api is not None and self.metrics is not None:
-                name, signature = _model_and_signature(request)
+                name, signature = self.core.metric_labels(*_model_and_signature(request))
                 latency = time.perf_counter() - start
                 self.metrics.record(name, signature, api, "GRPC", code.name, latency)
 
@@ -150,42 +192,6 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
         return self._call(context, reload, request)
 
 
-class _HealthServicer(health.HealthServicer):
-    """`grpc.health.v1.Health` whose graceful shutdown also ends the open Watch streams.
-
-    `enter_graceful_shutdown` sends NOT_SERVING to every watcher (as the base class does), then
-    finishes each Watch call with OK, so a client-side health checker learns the server is going
-    away and its stream does not hold the drain open until the grace period cancels it.
-    """
-
-    def Watch(self, request, context, send_response_callback=None):  # noqa: N802
-        if send_response_callback is None:  # a server without non-blocking streams
-            return super().Watch(request, context)
-        ended = False
-        lock = threading.Lock()
-
-        def send_once(response):
-            # The stream ends once (a None response); later sends, such as the base class's
-            # on-close callback, are dropped.
-            nonlocal ended
-            with lock:
-                if ended:
-                    return
-                ended = response is None
-                send_response_callback(response)
-
-        return super().Watch(request, context, send_once)
-
-    def enter_graceful_shutdown(self) -> None:
-        with self._lock:
-            super().enter_graceful_shutdown()
-            watchers = [
-                c for callbacks in self._send_response_callbacks.values() for c in callbacks
-            ]
-        for send_response_callback in watchers:
-            send_response_callback(None)  # ends the stream with OK (grpc's non-blocking API)
-
-
 def format_address(host: str, port: int) -> str:
     """`host:port`, with brackets around an IPv6 host."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -247,6 +253,9 @@ class ModelServer:
             (default `/monitoring/prometheus/metrics`).
         prometheus_path: the same without a file (None: no metrics endpoint).
         rest_api_timeout_in_ms: the deadline of each REST request (stock default 30 s).
+        rest_api_num_threads: threads answering REST requests (stock flag; 16).
+        limits: the caps on each request (`RequestLimits()` by default; see
+            `keras_attn.serving.limits`).
     """
 
     def __init__(
@@ -276,6 +285,8 @@ class ModelServer:
         monitoring_config_file: str | None = None,
         prometheus_path: str | None = None,
         rest_api_timeout_in_ms: int = 30_000,
+        rest_api_num_threads: int = 16,
+        limits: RequestLimits | None = None,
     ):
         self.model_name = model_name
         self.model_base_path = model_base_path
@@ -301,12 +312,15 @@ class ModelServer:
         self._monitoring_file = monitoring_config_file
         self._prometheus_path = prometheus_path
         self._rest_timeout = rest_api_timeout_in_ms / 1000
+        self._rest_threads = rest_api_num_threads
+        self.limits = limits or RequestLimits()
+        self._in_flight = InFlight()
+        self._interrupted = threading.Event()
         self.manager: ModelManager | None = None
         self.metrics = Metrics()
         self._grpc: grpc.Server | None = None
-        self._health: health.HealthServicer | None = None
+        self._health: HealthService | None = None
         self._rest: Any = None
-        self._rest_thread: threading.Thread | None = None
         self.port: int | None = None
         self.rest_api_port: int | None = None
         self._stopped = threading.Event()
@@ -381,12 +395,27 @@ class ModelServer:
             )
         except ServingStatus as status:
             raise LoadError(status.message, status.code) from None
+        self.manager = manager
+        if self._interrupted.is_set():
+            manager.interrupt()
         try:
             manager.reload_config(config, wait_for_versions=True)
         except ServingStatus as status:
             manager.stop()
+            if self._interrupted.is_set():  # the load gave up because it was interrupted
+                raise StartInterrupted("stopped while loading the models") from None
             raise LoadError(status.message, status.code) from None
+        if self._interrupted.is_set():
+            manager.stop()
+            raise StartInterrupted("stopped while loading the models")
         return manager
+
+    def interrupt(self) -> None:
+        """Makes a `start()` in progress give up as soon as the version being loaded is done
+        (it raises `StartInterrupted`). Safe to call from a signal handler."""
+        self._interrupted.set()
+        if self.manager is not None:
+            self.manager.interrupt()
 
     def start(self) -> ModelServer:
         """Loads the models, binds the ports and starts answering. Returns self.
@@ -395,19 +424,29 @@ class ModelServer:
             keras_attn.serving.servable.LoadError: a bad config, or a model that did not load.
             OSError: a port could not be bound.
             ValueError: malformed `grpc_channel_arguments`.
+            StartInterrupted: `interrupt()` was called while the models loaded.
         """
         channel_arguments = parse_grpc_channel_arguments(self._channel_arguments)
-        self.manager = self._load_models()
-        core = ServingCore(self.manager, enable_signature_method_name_check=self._method_check)
-        calls = _Calls(core, self.metrics)
+        self._load_models()
+        core = ServingCore(
+            self.manager,
+            enable_signature_method_name_check=self._method_check,
+            limits=self.limits,
+        )
+        calls = _Calls(core, self.metrics, self._in_flight)
         options = dict(
             [
                 ("grpc.max_send_message_length", MAX_MESSAGE_LENGTH),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_LENGTH),
                 ("grpc.so_reuseport", 0),
                 *channel_arguments,
             ]
         )
+        # --max_request_bytes caps the message, unless the channel arguments set a smaller cap.
+        given = options.get("grpc.max_receive_message_length")
+        receive = self.limits.max_request_bytes
+        if isinstance(given, int) and given >= 0:
+            receive = min(receive, given)
+        options["grpc.max_receive_message_length"] = receive
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="grpc"),
             options=list(options.items()),
@@ -418,10 +457,7 @@ class ModelServer:
         model_service_pb2_grpc.add_ModelServiceServicer_to_server(
             ModelServicer(calls, self.manager), server
         )
-        self._health = _HealthServicer(
-            experimental_non_blocking=True,
-            experimental_thread_pool=futures.ThreadPoolExecutor(max_workers=1),
-        )
+        self._health = HealthService()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection(
             (
@@ -454,21 +490,18 @@ class ModelServer:
                     metrics=self.metrics,
                     prometheus_path=self._prometheus_path,
                     timeout_seconds=self._rest_timeout,
-                )
+                    num_threads=self._rest_threads,
+                    track=self._in_flight.track,
+                ).start()
             except OSError as error:
                 server.stop(None)  # release the gRPC port bound above
                 self.manager.stop()
                 raise OSError(
                     f"cannot bind REST address {rest_address}: {error.strerror or error}"
                 ) from None
-            self.rest_api_port = self._rest.server_address[1]
+            self.rest_api_port = self._rest.port
         server.start()
         self._grpc = server
-        if self._rest is not None:
-            self._rest_thread = threading.Thread(
-                target=self._rest.serve_forever, name="rest", daemon=True
-            )
-            self._rest_thread.start()
         self.manager.start()
         for service in ("", PREDICTION_SERVICE, MODEL_SERVICE):
             self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
@@ -483,21 +516,34 @@ class ModelServer:
         return text
 
     def stop(self, grace: float | None = DEFAULT_GRACE_PERIOD_S) -> None:
-        """Stops gracefully: health NOT_SERVING, refuse new calls, finish in-flight ones.
+        """Stops gracefully within `grace` seconds, whatever the clients do.
+
+        Health turns NOT_SERVING and new calls and connections are refused at once; REST
+        connections that are idle or still sending their request are closed at once; requests
+        in flight (gRPC and REST) may finish for `grace` seconds. Then the model runs still in
+        flight are cancelled, queued batch tasks fail with UNAVAILABLE, and every remaining
+        connection is closed; the whole stop takes `grace` plus at most a few seconds.
 
         Args:
-            grace: seconds in-flight gRPC calls may take before they are cancelled
-                (None: no limit). In-flight REST requests are always finished.
+            grace: seconds in-flight requests may take (None: no limit).
         """
         if self._stopped.is_set() or self._grpc is None:
             return
         self._stopped.set()
         self._health.enter_graceful_shutdown()
-        stopped = self._grpc.stop(grace)
+        grpc_stopped = self._grpc.stop(grace)
+        rest_stop = None
         if self._rest is not None:
-            self._rest.shutdown()
-            self._rest.server_close()
-        stopped.wait()
+            rest_stop = threading.Thread(
+                target=self._rest.stop, args=(grace,), name="rest-stop", daemon=True
+            )
+            rest_stop.start()
+        self._in_flight.wait_idle(grace)
+        self.manager.cancel_runs()
+        self._in_flight.wait_idle(_CANCEL_WAIT_S)
+        grpc_stopped.wait(_CANCEL_WAIT_S)
+        if rest_stop is not None:
+            rest_stop.join(_CANCEL_WAIT_S)
         self.manager.stop()
         self._terminated.set()
 

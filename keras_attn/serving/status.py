@@ -13,6 +13,8 @@ import grpc
 ERROR_MESSAGE_LIMIT = 1024
 # What a client is told of a failure that is the server's fault (the log has the traceback).
 INTERNAL_ERROR_MESSAGE = "Internal error (the server's log has the details)"
+# What requests get once a shutdown has cancelled the model runs (UNAVAILABLE).
+SHUTTING_DOWN_MESSAGE = "The model server is shutting down"
 
 _HTTP_STATUS = {
     grpc.StatusCode.OK: 200,
