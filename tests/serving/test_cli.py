@@ -229,3 +229,20 @@ def test_serve_flag_mistakes_are_one_line(model_base_path, capsys, extra, messag
     err = capsys.readouterr().err
     assert err.startswith(f"keras-attn serve: error: {message.format(base=model_base_path)}")
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--max_rows_per_request", "0", "expected an integer > 0, got 0"),
+        ("--max_request_bytes", "-5", "expected an integer > 0, got -5"),
+        ("--max_fill_bytes", "lots", "expected an integer, got 'lots'"),
+        ("--rest_api_num_threads", "0", "expected an integer > 0, got 0"),
+    ],
+)
+def test_serve_limit_flags_must_be_positive_integers(model_base_path, capsys, flag, value, message):
+    with pytest.raises(SystemExit) as exit_code:
+        main(["serve", "--model_base_path", model_base_path, flag, value])
+    assert exit_code.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == f"keras-attn serve: error: argument {flag}: {message}"

@@ -1,4 +1,5 @@
-"""Request size limits, deadlines, Prometheus metrics and warm-up replay, as the stock server."""
+"""Request size limits (the stock gRPC message cap and the server's own caps on rows, strings,
+filling, bodies and JSON nesting), deadlines, Prometheus metrics and warm-up replay."""
 
 from __future__ import annotations
 
@@ -13,13 +14,16 @@ import grpc
 import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import (
+    classification_pb2,
     get_model_status_pb2,
     model_service_pb2_grpc,
     predict_pb2,
     prediction_log_pb2,
     prediction_service_pb2_grpc,
+    regression_pb2,
 )
 
+from keras_attn.serving.limits import RequestLimits
 from keras_attn.serving.servable import LoadError, load_servable
 from keras_attn.serving.server import ModelServer
 from keras_attn.serving.warmup import run_warmup, warmup_path
@@ -211,3 +215,153 @@ def test_a_failing_warmup_fails_the_load(warm_base, records, code, message):
         server.start()
     assert error.value.code == grpc.StatusCode.UNKNOWN
     assert f"due to error: {code.name}: {message}" in error.value.message
+
+
+# ---------------------------------------------------------------------- request caps
+
+
+def test_request_limits_must_be_positive_ints():
+    assert RequestLimits().max_rows_per_request == 1024
+    for bad in (0, -1, 1.5, True, "8"):
+        with pytest.raises(ValueError, match="Expected max_rows_per_request to be a positive int"):
+            RequestLimits(max_rows_per_request=bad)
+
+
+SMALL = RequestLimits(
+    max_request_bytes=4096,
+    max_rows_per_request=4,
+    max_string_bytes=10,
+    max_fill_bytes=100,
+    max_json_depth=5,
+)
+
+
+def declared_strings(dims, values=()):
+    proto = tf.make_tensor_proto(list(values), dtype=tf.string)
+    del proto.tensor_shape.dim[:]
+    for size in dims:
+        proto.tensor_shape.dim.add(size=size)
+    return proto
+
+
+@pytest.mark.parametrize(
+    "proto, message",
+    [
+        (
+            tf.make_tensor_proto(["a"] * 5, dtype=tf.string),
+            "Input tensor alias: text has 5 rows, more than the server's limit of 4 per request "
+            "(--max_rows_per_request)",
+        ),
+        (
+            tf.make_tensor_proto(["a", "x" * 11], dtype=tf.string),
+            "Input tensor alias: text has a string of 11 bytes, more than the server's limit of "
+            "10 (--max_string_bytes)",
+        ),
+        (
+            declared_strings([4], ["abcd"]),
+            "Input tensor alias: text declares shape [4] (4 elements) but carries 1 values; "
+            "filling the rest would take 108 bytes, more than the server's limit of 100 "
+            "(--max_fill_bytes)",
+        ),
+    ],
+    ids=["rows", "string bytes", "fill"],
+)
+def test_each_cap_is_resource_exhausted_on_grpc_and_429_on_rest(
+    serve, model_base_path, proto, message
+):
+    server, stub = serve(MODEL_NAME, model_base_path, rest_api_port=0, limits=SMALL)
+    message_request = request([])
+    message_request.inputs["text"].CopyFrom(proto)
+    with pytest.raises(grpc.RpcError) as error:
+        stub.Predict(message_request, timeout=TIMEOUT)
+    assert (error.value.code(), error.value.details()) == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        message,
+    )
+    if not message.startswith("Input tensor alias: text declares"):  # JSON always carries all
+        values = [v.decode() for v in tf.make_ndarray(proto).tolist()]
+        url = f"http://127.0.0.1:{server.rest_api_port}/v1/models/{MODEL_NAME}:predict"
+        with pytest.raises(urllib.error.HTTPError) as http_error:
+            urllib.request.urlopen(url, json.dumps({"instances": values}).encode(), TIMEOUT)
+        assert http_error.value.code == 429
+        assert json.loads(http_error.value.read()) == {"error": message}
+    # Within the caps (a fill of 3 x 33 = 99 bytes included), the same server answers.
+    within = request([])
+    within.inputs["text"].CopyFrom(declared_strings([4], ["a"]))
+    assert translations(stub.Predict(within, timeout=TIMEOUT)) == [b"a"] * 4
+    assert translations(stub.Predict(request(["a b"] * 4), timeout=TIMEOUT)) == [b"b a"] * 4
+
+
+def test_the_request_size_cap_bounds_grpc_messages_and_rest_bodies(serve, model_base_path):
+    server, stub = serve(MODEL_NAME, model_base_path, rest_api_port=0, limits=SMALL)
+    with pytest.raises(grpc.RpcError) as error:
+        stub.Predict(request(["abc"] * 2000), timeout=TIMEOUT)
+    assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert re.fullmatch(
+        r"(SERVER: )?Received message larger than max \(\d+ vs\. 4096\)", error.value.details()
+    )
+    url = f"http://127.0.0.1:{server.rest_api_port}/v1/models/{MODEL_NAME}:predict"
+    body = json.dumps({"instances": ["a"], "pad": "x" * 5000}).encode()
+    with pytest.raises(urllib.error.HTTPError) as http_error:
+        urllib.request.urlopen(url, body, TIMEOUT)
+    assert http_error.value.code == 413
+    assert set(json.loads(http_error.value.read())) == {"error"}
+    # A smaller gRPC cap from the channel arguments wins; a larger one does not lift the limit.
+    _, small = serve(
+        MODEL_NAME, model_base_path, limits=SMALL,
+        grpc_channel_arguments="grpc.max_receive_message_length=1000",
+    )  # fmt: skip
+    with pytest.raises(grpc.RpcError) as error:
+        small.Predict(request(["abc"] * 300), timeout=TIMEOUT)
+    assert "vs. 1000)" in error.value.details()
+    _, large = serve(
+        MODEL_NAME, model_base_path, limits=SMALL,
+        grpc_channel_arguments="grpc.max_receive_message_length=100000000",
+    )  # fmt: skip
+    with pytest.raises(grpc.RpcError) as error:
+        large.Predict(request(["abc"] * 2000), timeout=TIMEOUT)
+    assert "vs. 4096)" in error.value.details()
+
+
+def test_json_nesting_is_capped(serve, model_base_path):
+    server, _ = serve(MODEL_NAME, model_base_path, rest_api_port=0, limits=SMALL)
+    url = f"http://127.0.0.1:{server.rest_api_port}/v1/models/{MODEL_NAME}:predict"
+    with pytest.raises(urllib.error.HTTPError) as http_error:
+        urllib.request.urlopen(url, b'{"instances": [[[[["a"]]]]]}', TIMEOUT)  # 6 levels
+    assert http_error.value.code == 400
+    assert json.loads(http_error.value.read()) == {
+        "error": "JSON Parse error: The document is nested more than 5 levels deep "
+        "(--max_json_depth)"
+    }
+    with pytest.raises(urllib.error.HTTPError) as http_error:
+        urllib.request.urlopen(url, b'{"instances": [[[["a"]]]]}', TIMEOUT)  # 5: a shape error
+    assert "expects shape [-1]" in json.loads(http_error.value.read())["error"]
+
+
+def test_examples_count_against_rows_and_shared_context_against_fill(serve, calculator_base_path):
+    _, stub = serve("calculator", calculator_base_path, limits=SMALL)
+    classify = classification_pb2.ClassificationRequest()
+    classify.model_spec.name, classify.model_spec.signature_name = "calculator", "classify"
+    for value in range(5):
+        classify.input.example_list.examples.add().features.feature["x"].float_list.value.append(
+            value
+        )
+    with pytest.raises(grpc.RpcError) as error:
+        stub.Classify(classify, timeout=TIMEOUT)
+    assert (error.value.code(), error.value.details()) == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "Input has 5 rows, more than the server's limit of 4 per request (--max_rows_per_request)",
+    )
+    regress = regression_pb2.RegressionRequest()
+    regress.model_spec.name, regress.model_spec.signature_name = "calculator", "regress"
+    with_context = regress.input.example_list_with_context
+    with_context.context.features.feature["pad"].bytes_list.value.append(b"p" * 60)
+    for value in range(3):
+        with_context.examples.add().features.feature["x"].float_list.value.append(value)
+    with pytest.raises(grpc.RpcError) as error:
+        stub.Regress(regress, timeout=TIMEOUT)
+    assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert error.value.details().startswith("Input has 3 examples sharing a context of ")
+    del with_context.examples[2]  # one copy of the context more than the request: 70 bytes
+    response = stub.Regress(regress, timeout=TIMEOUT)
+    assert [r.value for r in response.result.regressions] == [0.0, 2.0]

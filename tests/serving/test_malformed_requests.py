@@ -31,6 +31,7 @@ TIMEOUT = 20
 ROUNDS = 36
 MAX_MESSAGE = 64 * 1024
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
+EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +109,29 @@ def unknown_output():
     return request
 
 
+def predict_proto(proto):
+    request = predict()
+    request.inputs["text"].CopyFrom(proto)
+    return request
+
+
+def string_bomb(dims, value=None):
+    """A DT_STRING proto declaring `dims`, carrying `value` once (or nothing)."""
+    proto = tf.make_tensor_proto([value] if value is not None else [], dtype=tf.string)
+    del proto.tensor_shape.dim[:]
+    for size in dims:
+        proto.tensor_shape.dim.add(size=size)
+    return proto
+
+
+def float_bomb(dims):
+    proto = tf.make_tensor_proto(np.ones([1], np.float32))
+    proto.ClearField("tensor_content")
+    proto.float_val.append(1.0)
+    proto.tensor_shape.dim[0].size = dims[0]
+    return proto
+
+
 def metadata_field():
     request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["nope"])
     request.model_spec.name = "translator"
@@ -155,6 +179,14 @@ GRPC_CASES = [
     ("wrong method", "Classify", classify_translator, INVALID, "Expected one or two output"),
     ("unsupported metadata field", "GetModelMetadata", metadata_field, INVALID,
      "Metadata field %s is not supportednope"),
+    ("rows bomb", "Predict", lambda: predict_proto(string_bomb([10_000_000])), EXHAUSTED,
+     "Input tensor alias: text has 10000000 rows, more than the server's limit of 1024 per "
+     "request (--max_rows_per_request)"),
+    ("fill bomb", "Predict", lambda: predict_proto(string_bomb([30], "x" * 50_000)), EXHAUSTED,
+     "Input tensor alias: text declares shape [30] (30 elements) but carries 1 values; filling "
+     "the rest would take 1450928 bytes, more than the server's limit of 1048576"),
+    ("dtype bomb", "Predict", lambda: predict_proto(float_bomb([10**9])), INVALID,
+     "Expects arg[0] to be string but float is provided"),
 ]  # fmt: skip
 
 
@@ -208,6 +240,14 @@ REST_CASES = [
      "StringToNumberOp could not correctly convert string: "),
     ("wrong method", "PUT", P, instances(["a"]), 400, "Malformed request: PUT " + P),
     ("GET on predict", "GET", P, b"", 400, "Malformed request: GET " + P),
+    ("nested 10,000 deep", "POST", P, b'{"instances": ' + b"[" * 10_000 + b"]" * 10_000 + b"}",
+     400, "JSON Parse error: The document is nested more than 64 levels deep (--max_json_depth)"),
+    ("5000-digit number", "POST", P, b'{"instances": [' + b"7" * 5000 + b"]}", 400,
+     "JSON Parse error: Number too big to be stored in double."),
+    ("version beyond int64", "POST", "/v1/models/translator/versions/99999999999999999999:predict",
+     instances(["a"]), 400, "Failed to convert version: 99999999999999999999 to numeric."),
+    ("rows over the limit", "POST", P, instances(["a"] * 1025), 429,
+     "Input tensor alias: text has 1025 rows, more than the server's limit of 1024 per request"),
 ]  # fmt: skip
 
 
@@ -268,5 +308,7 @@ def test_malformed_requests_get_stock_codes_and_valid_ones_keep_working(server, 
             answered[f"REST {category}"] += 1
     assert sum(answered.values()) >= 1000
     assert set(answered) == categories
-    # The metrics saw every gRPC/REST predict error with its code.
-    assert server.metrics.count("nope", "NOT_FOUND") == 2 * ROUNDS
+    # The metrics saw every gRPC/REST predict error with its code; names the server does not
+    # serve are counted under one label.
+    assert server.metrics.count("<unknown>", "NOT_FOUND") == 2 * ROUNDS
+    assert server.metrics.count("nope", "NOT_FOUND") == 0

@@ -29,7 +29,7 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
-from keras_attn.serving.core import session_message
+from keras_attn.serving.core import ServingCore, session_message
 from keras_attn.serving.servable import load_servable
 from keras_attn.serving.server import ModelServer
 
@@ -709,3 +709,39 @@ def test_session_errors_are_worded_as_session_run():
         "StringToNumberOp could not correctly convert string: x\n\t [[{{node StringToNumber}}]]"
     )
     assert session_message("plain message") == "plain message"
+
+
+def test_stop_cancels_runs_that_outlive_the_grace_period(spinner_base_path):
+    model_server = ModelServer("spinner", spinner_base_path, port=0, rest_api_port=0).start()
+    with grpc.insecure_channel(f"127.0.0.1:{model_server.port}") as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        request = predict_request(["1000000000"], name="spinner")  # hours, unless cancelled
+        endless = stub.Predict.future(request, timeout=120)
+        rest = threading.Thread(
+            target=lambda: _rest_post(model_server.rest_api_port, "spinner", "1000000000")
+        )
+        rest.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        model_server.stop(grace=1.0)
+        assert time.monotonic() - started < 1.0 + 4.0
+        with pytest.raises(grpc.RpcError):
+            endless.result(timeout=5)
+        rest.join(5)
+        assert not rest.is_alive()
+    assert model_server.wait_for_termination(0)
+
+
+def _rest_post(port, name, text):
+    url = f"http://127.0.0.1:{port}/v1/models/{name}:predict"
+    try:
+        urllib.request.urlopen(url, json.dumps({"instances": [text]}).encode(), timeout=60)
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        pass  # cut by the stop
+
+
+def test_metric_labels_name_only_what_is_served(server):
+    core = ServingCore(server.manager)
+    assert core.metric_labels(MODEL_NAME, "translate") == (MODEL_NAME, "translate")
+    assert core.metric_labels(MODEL_NAME, "x" * 1000) == (MODEL_NAME, "<unknown>")
+    assert core.metric_labels("y" * 1000, "translate") == ("<unknown>", "<unknown>")
