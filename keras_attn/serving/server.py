@@ -541,6 +541,9 @@ class ModelServer:
         self._in_flight.wait_idle(grace)
         self.manager.cancel_runs()
         self._in_flight.wait_idle(_CANCEL_WAIT_S)
+        # Every request is answered: end the calls left (streams such as reflection's) and the
+        # connections now, not when the grace period is over (stop(None) blocks until done).
+        threading.Thread(target=self._grpc.stop, args=(None,), daemon=True).start()
         grpc_stopped.wait(_CANCEL_WAIT_S)
         if rest_stop is not None:
             rest_stop.join(_CANCEL_WAIT_S)
