@@ -680,21 +680,25 @@ def test_sigterm_with_slow_half_open_and_idle_connections_exits_within_the_drain
         server.close()
 
 
+def exit_after_signal(server, logged: str, signum: int) -> float:
+    """Waits for the server to log `logged`, sends `signum`, checks it exits 0; the seconds the
+    exit took."""
+    deadline = time.monotonic() + 60
+    while not any(logged in line for line in server.errors):
+        assert time.monotonic() < deadline and server.process.poll() is None, server.stderr_text()
+        time.sleep(0.1)
+    started = time.monotonic()
+    server.process.send_signal(signum)
+    assert server.process.wait(timeout=10) == 0, server.stderr_text()
+    return time.monotonic() - started
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_while_waiting_for_a_model_stops_the_start_up(tmp_path, signum):
     missing = tmp_path / "not-yet"
     server = ServerProcess("--model_name", "late", "--model_base_path", str(missing), ready=False)
     try:
-        deadline = time.monotonic() + 60
-        while not any("Could not find base path" in line for line in server.errors):
-            assert time.monotonic() < deadline and server.process.poll() is None, (
-                server.stderr_text()
-            )
-            time.sleep(0.1)
-        started = time.monotonic()
-        server.process.send_signal(signum)
-        assert server.process.wait(timeout=10) == 0, server.stderr_text()
-        assert time.monotonic() - started < 5
+        assert exit_after_signal(server, "Could not find base path", signum) < 5
         assert server.lines.get(timeout=5) == "Stopped before serving (interrupted while loading)."
     finally:
         server.close()
@@ -709,15 +713,7 @@ def test_a_signal_between_load_retries_stops_the_start_up(tmp_path):
         "--max_num_load_retries", "5", "--load_retry_interval_micros", "60000000", ready=False,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while not any("Retry 1 of 5" in line for line in server.errors):
-            assert time.monotonic() < deadline and server.process.poll() is None, (
-                server.stderr_text()
-            )
-            time.sleep(0.1)
-        started = time.monotonic()
-        server.process.send_signal(signal.SIGTERM)
-        assert server.process.wait(timeout=10) == 0, server.stderr_text()
-        assert time.monotonic() - started < 5
+        assert exit_after_signal(server, "Retry 1 of 5", signal.SIGTERM) < 5
+        assert server.lines.get(timeout=5) == "Stopped before serving (interrupted while loading)."
     finally:
         server.close()
