@@ -67,7 +67,7 @@ PREDICTION_SERVICE = prediction_service_pb2.DESCRIPTOR.services_by_name[
 MODEL_SERVICE = model_service_pb2.DESCRIPTOR.services_by_name["ModelService"].full_name
 
 
-class InFlight:
+class _InFlight:
     """Counts the requests being answered, so a shutdown can wait for them to finish."""
 
     def __init__(self) -> None:
@@ -104,7 +104,7 @@ class _Calls:
     DEADLINE_EXCEEDED without running.
     """
 
-    def __init__(self, core: ServingCore, metrics: Metrics | None, in_flight: InFlight):
+    def __init__(self, core: ServingCore, metrics: Metrics | None, in_flight: _InFlight):
         self.core = core
         self.metrics = metrics
         self.in_flight = in_flight
@@ -314,7 +314,7 @@ class ModelServer:
         self._rest_timeout = rest_api_timeout_in_ms / 1000
         self._rest_threads = rest_api_num_threads
         self.limits = limits or RequestLimits()
-        self._in_flight = InFlight()
+        self._in_flight = _InFlight()
         self._interrupted = threading.Event()
         self.manager: ModelManager | None = None
         self.metrics = Metrics()

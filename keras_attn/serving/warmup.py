@@ -74,7 +74,7 @@ def run_warmup(servable: Servable, num_request_iterations: int = 1) -> int:
     if not os.path.isfile(path):
         return 0
     records = read_warmup_records(path)
-    core = ServingCore(_ThisServable(servable))
+    core = ServingCore(_ThisServable(servable), limits=None)  # the model's own requests
     runs = 0
     for _ in range(max(num_request_iterations, 1)):
         for log in records:

@@ -359,3 +359,19 @@ def test_examples_count_against_rows_and_shared_context_against_fill(serve, calc
     del with_context.examples[2]  # one copy of the context more than the request: 70 bytes
     response = stub.Regress(regress, timeout=TIMEOUT)
     assert [r.value for r in response.result.regressions] == [0.0, 2.0]
+
+
+def test_warmup_records_are_the_models_own_and_not_capped(serve, warm_base):
+    rows = RequestLimits().max_rows_per_request + 3  # over the default cap and the server's
+    write_warmup(warm_base / "4", [predict_log(["a b"] * rows)])
+    servable = load_servable(MODEL_NAME, str(warm_base))
+    functions = RecordingFunctions(servable.functions)
+    _, stub = serve(
+        MODEL_NAME,
+        str(warm_base),
+        servable=dataclasses.replace(servable, functions=functions),
+        limits=SMALL,
+        max_num_load_retries=0,
+    )
+    assert functions.batch_sizes == [rows]
+    assert translations(stub.Predict(request(["x y"]), timeout=TIMEOUT)) == [b"y x"]
