@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras_attn.cli import main as cli
 from keras_attn.training.checkpoints import restore_newest
 from keras_attn.training.trainer import RunDirectory, TrainConfig, read_train_log, train
+from tests.training.test_resume import checkpoint_values
 
 TINY = dict(
     model="rnn-plain", steps=6, checkpoint_every=2, batch_size=8, units=8, embedding_dim=8,
@@ -32,15 +33,8 @@ def recorded(run: Path) -> list[str]:
     return [Path(path).name for path in state.all_model_checkpoint_paths]
 
 
-def variables(run: Path) -> dict[str, np.ndarray]:
-    """Every variable of the latest checkpoint but the save counter."""
-    reader = tf.train.load_checkpoint(str(run / "checkpoints"))
-    names = [n for n in reader.get_variable_to_shape_map() if "OBJECT_GRAPH" not in n]
-    return {n: reader.get_tensor(n) for n in names if "save_counter" not in n}
-
-
 def assert_same_run(run: Path, reference: Path) -> None:
-    ours, theirs = variables(run), variables(reference)
+    ours, theirs = checkpoint_values(run), checkpoint_values(reference)
     assert sorted(ours) == sorted(theirs)
     for name, value in theirs.items():
         np.testing.assert_array_equal(ours[name], value, err_msg=name)
