@@ -10,10 +10,12 @@ order. Sources followed (tensorflow/serving): `model_servers/server_core.cc`
 example serialization), `get_model_metadata_impl.cc`, `model_servers/get_model_status_impl.cc`,
 `classifier.cc`, `regressor.cc` and `multi_inference.cc`.
 
-Two checks go beyond the stock server, which hands tensors to `Session::Run` unchecked: an input
-whose dtype differs from the signature gets the message `Session::Run` would give
-("Expects arg[i] to be string but float is provided"), and an input whose rank or fixed dims do
-not fit the signature is refused with INVALID_ARGUMENT before anything runs.
+The inputs are checked beyond what the stock server checks (it builds every tensor, then hands
+them to `Session::Run`), and before any tensor is built: an input whose dtype differs from the
+signature gets the message `Session::Run` would give ("Expects arg[i] to be string but float is
+provided"), one whose rank or fixed dims do not fit the signature INVALID_ARGUMENT, and one over
+the `RequestLimits` caps (rows, string bytes, filling) RESOURCE_EXHAUSTED; so what a request
+costs stays proportional to its size.
 """
 
 from __future__ import annotations
