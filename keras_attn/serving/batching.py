@@ -43,6 +43,7 @@ from keras_attn.serving.deadline import (
     remaining_seconds,
 )
 from keras_attn.serving.status import ServingStatus, invalid_argument
+from keras_attn.serving.tensors import as_ndarray
 
 BatchFunction = Callable[[dict[str, np.ndarray]], Mapping[str, Any]]
 
@@ -243,7 +244,7 @@ class BatchScheduler:
         try:
             merged, padded_size = self._merge(queue, tasks)
             with deadline_at(deadline):
-                outputs = {name: _as_numpy(value) for name, value in queue.run(merged).items()}
+                outputs = {name: as_ndarray(value) for name, value in queue.run(merged).items()}
             offset = 0
             splits = []
             for task in tasks:
@@ -327,10 +328,6 @@ def _pad_to_largest(parts: list[np.ndarray]) -> list[np.ndarray]:
     return padded
 
 
-def _as_numpy(value: Any) -> np.ndarray:
-    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
-
-
 class BatchingFunctions:
     """Signature functions of one servable whose calls go through a `BatchScheduler`.
 
@@ -365,7 +362,7 @@ class BatchingFunctions:
                 self._queues[key] = queue
 
         def batched(**tensors: Any) -> dict[str, np.ndarray]:
-            return self._scheduler.run(queue, {k: _as_numpy(v) for k, v in tensors.items()})
+            return self._scheduler.run(queue, {k: as_ndarray(v) for k, v in tensors.items()})
 
         return batched
 

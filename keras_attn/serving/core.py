@@ -55,6 +55,7 @@ from keras_attn.serving.status import (
     unimplemented,
 )
 from keras_attn.serving.tensors import (
+    as_ndarray,
     dtype_from_numpy,
     dtype_name,
     dtype_string,
@@ -569,7 +570,7 @@ def _run(servable: Servable, signature_name: str, feeds: Sequence[_Feed]) -> dic
     check_deadline()
     try:
         outputs = function(**{feed.alias: feed.array for feed in feeds})
-        return {alias: _as_numpy(tensor) for alias, tensor in outputs.items()}
+        return {alias: as_ndarray(tensor) for alias, tensor in outputs.items()}
     except tf.errors.OpError as error:
         raise ServingStatus(
             code_from_number(error.error_code), session_message(error.message)
@@ -603,11 +604,6 @@ def session_message(message: str) -> str:
         else:
             lines = [line for line in lines[1:] if line and not line.startswith("Detected at")]
     return _OP_SUFFIX.sub("", "\n".join(lines))
-
-
-def _as_numpy(value: Any) -> np.ndarray:
-    """A signature output as NumPy (batched calls already return arrays)."""
-    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
 
 
 def _find_signature(

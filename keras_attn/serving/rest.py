@@ -644,8 +644,10 @@ class RestApi:
         self._metrics = metrics
         self._timeout = timeout_seconds
         self._prometheus_path = prometheus_path if metrics is not None else None
-        limits = core.limits or RequestLimits()
-        self._max_depth = limits.max_json_depth
+        # The caps of the core (the defaults where it has none): JSON depth here, body size in
+        # the HTTP server.
+        self.limits = core.limits or RequestLimits()
+        self._max_depth = self.limits.max_json_depth
 
     def respond(self, request: HttpRequest) -> HttpResponse:
         """The HTTP response to a request (a JSON body, or the metrics page)."""
@@ -793,12 +795,11 @@ def make_rest_server(
     model server counts the requests in flight with it, to drain them on shutdown).
     """
     api = RestApi(core, metrics, timeout_seconds, prometheus_path)
-    limits = core.limits or RequestLimits()
 
     def handler(request: HttpRequest) -> HttpResponse:
         with track() if track is not None else contextlib.nullcontext():
             return api.respond(request)
 
     return HttpServer(
-        handler, host, port, num_threads=num_threads, max_body_bytes=limits.max_request_bytes
+        handler, host, port, num_threads=num_threads, max_body_bytes=api.limits.max_request_bytes
     )

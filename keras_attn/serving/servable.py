@@ -27,6 +27,7 @@ from keras_attn.serving.status import (
     code_from_number,
     unavailable,
 )
+from keras_attn.serving.tensors import as_ndarray
 
 SERVE_TAG = "serve"
 INIT_OP_SIGNATURE_KEY = "__saved_model_init_op"
@@ -215,7 +216,7 @@ class SignatureFunctions:
         def run(**inputs: Any) -> dict[str, np.ndarray]:
             import tensorflow as tf
 
-            feeds = {signature.inputs[alias].name: _as_numpy(v) for alias, v in inputs.items()}
+            feeds = {signature.inputs[alias].name: as_ndarray(v) for alias, v in inputs.items()}
             options = None
             left = remaining_seconds()
             if left is not None:
@@ -241,7 +242,3 @@ class SignatureFunctions:
 
 def _closed() -> ServingStatus:
     return unavailable(SHUTTING_DOWN_MESSAGE)
-
-
-def _as_numpy(value: Any) -> np.ndarray:
-    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -41,6 +42,11 @@ _TYPES: dict[int, tuple[np.dtype, str]] = {
 }
 _HALF_TYPES = (types_pb2.DT_HALF, types_pb2.DT_BFLOAT16)
 _COMPLEX_TYPES = (types_pb2.DT_COMPLEX64, types_pb2.DT_COMPLEX128)
+
+
+def as_ndarray(value: Any) -> np.ndarray:
+    """A tensor (anything with `.numpy()`) or array-like as a NumPy array."""
+    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
 
 
 def dtype_name(dtype: int) -> str:
