@@ -2,12 +2,18 @@
 
 `tensor_proto_to_ndarray` accepts what `Tensor::FromProto` accepts (typed `*_val` fields or
 `tensor_content`; fewer values than elements repeat the last one, none at all means zeros) and
-rejects the rest with `ValueError`; `tensor_proto_layout` reads the same facts (shape, values
-carried, bytes the filling would add) without materialising anything, so a server can refuse a
-35-byte proto that declares ten million elements before it allocates them.
-`ndarray_to_tensor_proto` writes typed `*_val` fields like `Tensor::AsProtoField`, which is how
-stock TensorFlow Serving fills `PredictResponse.outputs`.
-Both are plain NumPy; no TensorFlow runtime is needed.
+rejects the rest with `ValueError`; `tf.make_ndarray` builds the array.
+
+Written here because TensorFlow has no public function for it:
+
+- `tensor_proto_layout` reads a proto's shape, the values it carries and the bytes filling it
+  would add without materialising anything, so a server can refuse a 35-byte proto that
+  declares ten million elements before it allocates them (`tf.make_ndarray` expands first).
+- `ndarray_to_tensor_proto` writes the typed `*_val` fields like `Tensor::AsProtoField`, which
+  is how stock TensorFlow Serving fills `PredictResponse.outputs`; `tf.make_tensor_proto`
+  writes numbers to `tensor_content` instead.
+- `dtype_string` and `format_shape` print dtypes and shapes as TensorFlow's C++ code does, so
+  error messages read word for word as stock TensorFlow Serving's.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
 
 # DataType -> (NumPy dtype of the values, TensorProto field holding them).
@@ -68,10 +75,10 @@ def dtype_from_numpy(dtype: np.dtype) -> int:
     dtype = np.dtype(dtype)
     if dtype.kind in "OSU":
         return types_pb2.DT_STRING
-    for enum, (np_dtype, _) in _TYPES.items():
-        if np_dtype == dtype and enum != types_pb2.DT_STRING:
-            return enum
-    raise ValueError(f"No TensorFlow DataType for NumPy dtype {dtype}.")
+    try:
+        return tf.as_dtype(dtype).as_datatype_enum
+    except TypeError:
+        raise ValueError(f"No TensorFlow DataType for NumPy dtype {dtype}.") from None
 
 
 def shape_dims(shape: tensor_shape_pb2.TensorShapeProto) -> list[int] | None:
@@ -173,37 +180,38 @@ def tensor_proto_to_ndarray(proto: tensor_pb2.TensorProto) -> np.ndarray:
         ValueError: where TensorFlow's `Tensor::FromProto` would fail (see `tensor_proto_layout`).
     """
     layout = tensor_proto_layout(proto)
-    np_dtype, field = _TYPES[proto.dtype]
-    if proto.tensor_content and proto.dtype != types_pb2.DT_STRING:
-        return np.frombuffer(proto.tensor_content, dtype=np_dtype).reshape(layout.dims).copy()
-
-    values = getattr(proto, field)
-    if proto.dtype == types_pb2.DT_STRING:
-        flat = np.array(list(values), dtype=object) if values else np.array([], dtype=object)
-    elif proto.dtype in _HALF_TYPES:
-        flat = np.array(list(values), dtype=np.uint16).view(np_dtype)
-    elif proto.dtype in _COMPLEX_TYPES:
-        pairs = np.array(list(values), dtype=np_dtype.type(0).real.dtype).reshape(-1, 2)
-        flat = (pairs[:, 0] + 1j * pairs[:, 1]).astype(np_dtype)
-    else:
-        flat = np.array(list(values), dtype=np_dtype)
-    return _fill(flat, layout.elements, np_dtype).reshape(layout.dims)
+    is_string = proto.dtype == types_pb2.DT_STRING
+    if layout.carried > layout.elements or (
+        is_string and (proto.tensor_content or not layout.carried)
+    ):
+        proto = _as_make_ndarray_reads_it(proto, layout.elements)
+    return tf.make_ndarray(proto)
 
 
-def _fill(values: np.ndarray, count: int, dtype: np.dtype) -> np.ndarray:
-    """Fits `values` to `count` elements: cut extra ones, repeat the last, or zeros if none."""
-    if values.size >= count:
-        return values[:count]
-    if values.size == 0:
-        if dtype == np.dtype(object):
-            return np.full(count, b"", dtype=object)
-        return np.zeros(count, dtype=dtype)
-    padding = np.full(count - values.size, values[-1], dtype=values.dtype)
-    return np.concatenate([values, padding])
+def _as_make_ndarray_reads_it(
+    proto: tensor_pb2.TensorProto, elements: int
+) -> tensor_pb2.TensorProto:
+    """A copy of `proto` that `tf.make_ndarray` reads as `Tensor::FromProto` reads `proto`.
+
+    `tf.make_ndarray` refuses more values than elements (`Tensor::FromProto` ignores the extra
+    ones), fills a string tensor carrying no value with `str` rather than `bytes`, and fails on
+    a string tensor's `tensor_content`; the copy keeps the first `elements` values of the typed
+    field only, and one empty string where a non-empty string tensor carries none.
+    """
+    field = _TYPES[proto.dtype][1]
+    numbers_per_value = 2 if proto.dtype in _COMPLEX_TYPES else 1
+    copy = tensor_pb2.TensorProto(dtype=proto.dtype, tensor_shape=proto.tensor_shape)
+    getattr(copy, field).extend(getattr(proto, field)[: elements * numbers_per_value])
+    if proto.dtype == types_pb2.DT_STRING and not copy.string_val and elements:
+        copy.string_val.append(b"")
+    return copy
 
 
 def ndarray_to_tensor_proto(array: np.ndarray, dtype: int | None = None) -> tensor_pb2.TensorProto:
     """Converts an array to a TensorProto with its values in the typed `*_val` field.
+
+    This is the layout of `Tensor::AsProtoField`, which stock TensorFlow Serving uses for
+    `PredictResponse.outputs`; `tf.make_tensor_proto` would write numbers to `tensor_content`.
 
     Args:
         array: the values; strings may be `bytes` or `str` (encoded as UTF-8).
