@@ -15,6 +15,8 @@ side together, so the English is a function of the Spanish string alone:
 Tenses are present (simple present), preterite (simple past; "ser"/"estar"/"haber" use the
 imperfect) and future ("will"). Most sentences have 5–20 tokens; a few per cent, built from nested
 clauses, run past 30 and up to about 60 tokens (punctuation counted as tokens).
+
+The words come from the tables in `keras_attn/text/data/` (see `keras_attn.text._lexicon`).
 """
 
 from __future__ import annotations
@@ -22,705 +24,30 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from keras_attn.text._lexicon import (
+    ADJECTIVES,
+    ADVERBS,
+    CONJUNCTIONS,
+    COPULAS,
+    DETERMINERS,
+    HABER,
+    LOCATIONS,
+    NAMES,
+    NOUNS,
+    NUMBERS,
+    PRE_ADVERBS,
+    PRONOUNS,
+    SLOTS,
+    TENSES,
+    VERBS,
+    Noun,
+)
+
 __all__ = ["generate_pairs", "load_splits"]
 
-# Spanish person/number slots of a finite verb, and the three tenses.
-_SLOTS = ("1s", "2s", "3s", "1p", "3p")
-_TENSES = ("pres", "past", "fut")
-
-# Noun kinds: P person, A animal, T thing, S count food, F mass food, D mass drink, L place.
-_MASS_KINDS = frozenset("FD")
-
-# Nouns: es_sg es_pl gender en_sg en_pl kind tags ("-" = no plural / no tags). Masculine plurals
-# that would mean a mixed group ("hermanos", "padres", "hijos", "abuelos") are left out. Tags:
-# fam (family: mostly possessives), nopos (no possessive: "mi mujer" is "my wife"), read (can be
-# read or written), open (can be opened), surf (has a surface: "sobre"), mark (a landmark).
-_NOUN_TABLE = """
-hombre hombres m man men P nopos
-mujer mujeres f woman women P nopos
-niño niños m boy children P -
-niña niñas f girl girls P -
-profesor profesores m teacher teachers P -
-profesora profesoras f teacher teachers P -
-médico médicos m doctor doctors P -
-médica médicas f doctor doctors P -
-amigo amigos m friend friends P -
-amiga amigas f friend friends P -
-vecino vecinos m neighbor neighbors P -
-vecina vecinas f neighbor neighbors P -
-hermano - m brother - P fam
-hermana hermanas f sister sisters P fam
-padre - m father - P fam
-madre madres f mother mothers P fam
-abuelo - m grandfather - P fam
-abuela abuelas f grandmother grandmothers P fam
-hijo - m son - P fam
-hija hijas f daughter daughters P fam
-rey reyes m king kings P -
-reina reinas f queen queens P -
-camarero camareros m waiter waiters P -
-camarera camareras f waitress waitresses P -
-granjero granjeros m farmer farmers P -
-pintor pintores m painter painters P -
-soldado soldados m soldier soldiers P -
-enfermera enfermeras f nurse nurses P -
-abogado abogados m lawyer lawyers P -
-alumno alumnos m student students P -
-alumna alumnas f student students P -
-ladrón ladrones m thief thieves P -
-príncipe príncipes m prince princes P -
-princesa princesas f princess princesses P -
-gato gatos m cat cats A -
-perro perros m dog dogs A -
-caballo caballos m horse horses A -
-vaca vacas f cow cows A -
-pájaro pájaros m bird birds A -
-ratón ratones m mouse mice A -
-lobo lobos m wolf wolves A -
-oveja ovejas f sheep sheep A -
-pato patos m duck ducks A -
-gallina gallinas f hen hens A -
-cerdo cerdos m pig pigs A -
-conejo conejos m rabbit rabbits A -
-oso osos m bear bears A -
-león leones m lion lions A -
-tigre tigres m tiger tigers A -
-elefante elefantes m elephant elephants A -
-mono monos m monkey monkeys A -
-zorro zorros m fox foxes A -
-serpiente serpientes f snake snakes A -
-tortuga tortugas f turtle turtles A -
-rana ranas f frog frogs A -
-pez peces m fish fish A -
-ardilla ardillas f squirrel squirrels A -
-burro burros m donkey donkeys A -
-libro libros m book books T read,open
-carta cartas f letter letters T read
-periódico periódicos m newspaper newspapers T read
-revista revistas f magazine magazines T read
-mapa mapas m map maps T read
-mesa mesas f table tables T surf,mark
-silla sillas f chair chairs T surf,mark
-puerta puertas f door doors T open,mark
-ventana ventanas f window windows T open,mark
-caja cajas f box boxes T open,surf,mark
-coche coches m car cars T mark
-bicicleta bicicletas f bicycle bicycles T -
-barco barcos m boat boats T mark
-tren trenes m train trains T mark
-lápiz lápices m pencil pencils T -
-cuaderno cuadernos m notebook notebooks T open
-bolsa bolsas f bag bags T open
-taza tazas f cup cups T -
-vaso vasos m glass glasses T -
-plato platos m plate plates T -
-cuchillo cuchillos m knife knives T -
-cuchara cucharas f spoon spoons T -
-llave llaves f key keys T -
-reloj relojes m clock clocks T -
-lámpara lámparas f lamp lamps T -
-cama camas f bed beds T surf,mark
-sombrero sombreros m hat hats T -
-camisa camisas f shirt shirts T -
-zapato zapatos m shoe shoes T -
-pelota pelotas f ball balls T -
-juguete juguetes m toy toys T -
-flor flores f flower flowers T -
-árbol árboles m tree trees T mark
-piedra piedras f stone stones T surf,mark
-guitarra guitarras f guitar guitars T -
-regalo regalos m gift gifts T open
-botella botellas f bottle bottles T open
-teléfono teléfonos m phone phones T -
-computadora computadoras f computer computers T -
-cuadro cuadros m painting paintings T -
-espejo espejos m mirror mirrors T -
-abrigo abrigos m coat coats T -
-vestido vestidos m dress dresses T -
-manzana manzanas f apple apples S -
-naranja naranjas f orange oranges S -
-plátano plátanos m banana bananas S -
-huevo huevos m egg eggs S -
-galleta galletas f cookie cookies S -
-pastel pasteles m cake cakes S -
-tomate tomates m tomato tomatoes S -
-zanahoria zanahorias f carrot carrots S -
-pan - m bread - F -
-queso - m cheese - F -
-carne - f meat - F -
-pescado - m fish - F -
-arroz - m rice - F -
-sopa - f soup - F -
-fruta - f fruit - F -
-ensalada - f salad - F -
-chocolate - m chocolate - F -
-leche - f milk - D -
-café - m coffee - D -
-té - m tea - D -
-jugo - m juice - D -
-vino - m wine - D -
-jardín jardines m garden gardens L -
-parque parques m park parks L -
-cocina cocinas f kitchen kitchens L -
-casa casas f house houses L -
-ciudad ciudades f city cities L -
-bosque bosques m forest forests L -
-pueblo pueblos m village villages L -
-habitación habitaciones f room rooms L -
-biblioteca bibliotecas f library libraries L -
-tienda tiendas f shop shops L -
-mercado mercados m market markets L -
-oficina oficinas f office offices L -
-hospital hospitales m hospital hospitals L -
-museo museos m museum museums L -
-restaurante restaurantes m restaurant restaurants L -
-escuela escuelas f school schools L -
-castillo castillos m castle castles L -
-iglesia iglesias f church churches L -
-lago lagos m lake lakes L -
-"""
-
-# Adjectives: forms english kinds copula. Forms ending in -o/-e inflect regularly; others list
-# m_sg/f_sg/m_pl/f_pl. The copula ("ser" or "estar") is fixed per adjective.
-_ADJECTIVE_TABLE = """
-negro black ATS ser
-blanco white ATSF ser
-rojo red ATS ser
-azul/azul/azules/azules blue AT ser
-verde green ATS ser
-amarillo yellow ATS ser
-gris/gris/grises/grises gray AT ser
-marrón/marrón/marrones/marrones brown AT ser
-morado purple ATS ser
-grande big PATSL ser
-pequeño small PATSL ser
-enorme enormous PATSL ser
-alto tall PAT ser
-largo long T ser
-gordo fat PA ser
-delgado thin PA ser
-viejo old PATL ser
-nuevo new TL ser
-joven/joven/jóvenes/jóvenes young PA ser
-bonito pretty PATL ser
-feo ugly PATL ser
-hermoso beautiful PATL ser
-inteligente intelligent PA ser
-simpático nice P ser
-amable kind P ser
-fuerte strong PA ser
-débil/débil/débiles/débiles weak PA ser
-rápido fast AT ser
-lento slow AT ser
-caro expensive TSFDL ser
-barato cheap TSFDL ser
-pesado heavy T ser
-redondo round TS ser
-suave soft AT ser
-duro hard TS ser
-famoso famous PAL ser
-valiente brave PA ser
-tímido shy PA ser
-perezoso lazy PA ser
-serio serious P ser
-divertido funny PA ser
-moderno modern TL ser
-cómodo comfortable T ser
-peligroso dangerous AL ser
-ruidoso noisy PAL ser
-oscuro dark TL ser
-elegante elegant PTL ser
-extraño strange PATSFDL ser
-pobre poor P ser
-delicioso delicious SF ser
-dulce sweet SFD ser
-limpio clean PATL estar
-sucio dirty PATL estar
-caliente hot SFD estar
-frío cold SFD estar
-lleno full TL estar
-vacío empty TL estar
-roto broken T estar
-abierto open T estar
-cerrado closed TL estar
-cansado tired PA estar
-contento happy PA estar
-triste sad PA estar
-enfermo sick PA estar
-enfadado angry PA estar
-ocupado busy P estar
-nervioso nervous PA estar
-preocupado worried P estar
-sorprendido surprised PA estar
-asustado scared PA estar
-tranquilo calm PA estar
-"""
-
-_NAMES = {
-    "m": "Juan Pedro Carlos Pablo Diego Miguel Luis Tomás Jorge Andrés".split(),
-    "f": "Ana Elena Lucía Marta Sofía Laura Clara Isabel Carmen Julia".split(),
-}
-
-# Subject pronouns: spanish, slot, english, english agreement ("1s", "3s" or "pl"), gender (None =
-# either, chosen per sentence).
-_PRONOUNS = (
-    ("yo", "1s", "I", "1s", None),
-    ("tú", "2s", "you", "pl", None),
-    ("usted", "3s", "you", "pl", None),
-    ("él", "3s", "he", "3s", "m"),
-    ("ella", "3s", "she", "3s", "f"),
-    ("nosotros", "1p", "we", "pl", "m"),
-    ("nosotras", "1p", "we", "pl", "f"),
-    ("ellos", "3p", "they", "pl", "m"),
-    ("ellas", "3p", "they", "pl", "f"),
-    ("ustedes", "3p", "you", "pl", None),
-)
-
-_NUMBERS = tuple(
-    zip(
-        (
-            "dos tres cuatro cinco seis siete ocho nueve diez once doce trece catorce quince "
-            "dieciséis diecisiete dieciocho diecinueve veinte treinta cuarenta cincuenta cien"
-        ).split(),
-        [
-            [w]
-            for w in (
-                "two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-                "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty"
-            ).split()
-        ]
-        + [["one", "hundred"]],
-        strict=True,
-    )
-)
-
-# Determiners: name -> ((m_sg, f_sg, m_pl, f_pl) Spanish, english singular, english plural).
-_DETERMINERS = {
-    "def": (("el", "la", "los", "las"), "the", "the"),
-    "indef": (("un", "una", "unos", "unas"), "a", "some"),
-    "this": (("este", "esta", "estos", "estas"), "this", "these"),
-    "that": (("ese", "esa", "esos", "esas"), "that", "those"),
-    "my": (("mi", "mi", "mis", "mis"), "my", "my"),
-    "your": (("tu", "tu", "tus", "tus"), "your", "your"),
-    "our": (("nuestro", "nuestra", "nuestros", "nuestras"), "our", "our"),
-    "many": ((None, None, "muchos", "muchas"), None, "many"),
-    "few": ((None, None, "pocos", "pocas"), None, "few"),
-    "several": ((None, None, "varios", "varias"), None, "several"),
-    "all": ((None, None, "todos los", "todas las"), None, "all the"),
-}
-
-# Location prepositions: spanish, english, noun kinds / tags they take.
-_LOCATIONS = (
-    ("en", "in", "L"),
-    ("sobre", "on", "surf"),
-    ("debajo de", "under", "mark"),
-    ("cerca de", "near", "markL"),
-    ("detrás de", "behind", "markL"),
-    ("delante de", "in front of", "markL"),
-    ("junto a", "next to", "markL"),
-    ("lejos de", "far from", "L"),
-)
-
-# Adverbs placed after the verb phrase: spanish, english, tenses allowed.
-_ADVERBS = (
-    ("rápidamente", "quickly", "pres past fut"),
-    ("lentamente", "slowly", "pres past fut"),
-    ("bien", "well", "pres past fut"),
-    ("mal", "badly", "pres past fut"),
-    ("mucho", "a lot", "pres past fut"),
-    ("tranquilamente", "calmly", "pres past fut"),
-    ("hoy", "today", "pres past fut"),
-    ("ayer", "yesterday", "past"),
-    ("mañana", "tomorrow", "fut"),
-    ("ahora", "now", "pres"),
-)
-
-# Adverbs placed before the verb, in affirmative statements only.
-_PRE_ADVERBS = (("siempre", "always"), ("nunca", "never"))
-
-_CONJUNCTIONS = {
-    "porque": "because",
-    "cuando": "when",
-    "si": "if",
-    "aunque": "although",
-    "mientras": "while",
-    "pero": "but",
-    "y": "and",
-}
-
-_COPULAS = {
-    "ser": {
-        "pres": ("soy", "eres", "es", "somos", "son"),
-        "past": ("era", "eras", "era", "éramos", "eran"),
-        "fut": ("seré", "serás", "será", "seremos", "serán"),
-    },
-    "estar": {
-        "pres": ("estoy", "estás", "está", "estamos", "están"),
-        "past": ("estaba", "estabas", "estaba", "estábamos", "estaban"),
-        "fut": ("estaré", "estarás", "estará", "estaremos", "estarán"),
-    },
-}
 # Clause embeddings (relative, complement or adverbial clauses) a sentence may use, with the
 # share of sentences drawn with each budget: most sentences get 0–2, a few per cent get 6–8.
 _BUDGET_WEIGHTS = {0: 46, 1: 30, 2: 13, 3: 5, 6: 3, 8: 3}
-
-_HABER = {"pres": "hay", "past": "había", "fut": "habrá"}
-
-
-@dataclass(frozen=True, eq=False)
-class _Noun:
-    es_sg: str
-    es_pl: str | None
-    gender: str
-    en_sg: str
-    en_pl: str | None
-    kind: str
-    tags: frozenset[str]
-
-    @property
-    def mass(self) -> bool:
-        return self.kind in _MASS_KINDS
-
-
-@dataclass(frozen=True, eq=False)
-class _Adjective:
-    forms: tuple[str, str, str, str]
-    en: str
-    kinds: str
-    copula: str
-
-    def form(self, gender: str, plural: bool) -> str:
-        return self.forms[(gender == "f") + 2 * plural]
-
-
-@dataclass(frozen=True, eq=False)
-class _Verb:
-    forms: dict[tuple[str, str], str]
-    en: tuple[str, str, str]  # base, 3rd singular, past
-    frame: str  # "intr", "trans" or "comp"
-    subjects: str  # noun kinds allowed as subject
-    objects: str = ""  # noun kinds (or one tag) allowed as object
-    loc: bool = False  # takes an optional location phrase
-    live: bool = False  # "vivir en" + place
-    core: bool = False  # also conjugated for "yo", "tú" and "nosotros"
-
-
-def _parse_nouns() -> tuple[_Noun, ...]:
-    nouns = []
-    for line in _NOUN_TABLE.strip().splitlines():
-        es_sg, es_pl, gender, en_sg, en_pl, kind, tags = line.split()
-        nouns.append(
-            _Noun(
-                es_sg,
-                None if es_pl == "-" else es_pl,
-                gender,
-                en_sg,
-                None if en_pl == "-" else en_pl,
-                kind,
-                frozenset() if tags == "-" else frozenset(tags.split(",")),
-            )
-        )
-    return tuple(nouns)
-
-
-def _parse_adjectives() -> tuple[_Adjective, ...]:
-    adjectives = []
-    for line in _ADJECTIVE_TABLE.strip().splitlines():
-        spec, en, kinds, copula = line.split()
-        if "/" in spec:
-            forms = tuple(spec.split("/"))
-        elif spec.endswith("o"):
-            stem = spec[:-1]
-            forms = (spec, stem + "a", stem + "os", stem + "as")
-        elif spec.endswith("e"):
-            forms = (spec, spec, spec + "s", spec + "s")
-        else:
-            raise ValueError(f"Adjective {spec!r} needs its four forms spelled out.")
-        adjectives.append(_Adjective(forms, en, kinds, copula))
-    return tuple(adjectives)
-
-
-_PRESENT_ENDINGS = {
-    "ar": ("o", "as", "a", "amos", "an"),
-    "er": ("o", "es", "e", "emos", "en"),
-    "ir": ("o", "es", "e", "imos", "en"),
-}
-_PAST_ENDINGS = {
-    "ar": ("é", "aste", "ó", "amos", "aron"),
-    "er": ("í", "iste", "ió", "imos", "ieron"),
-    "ir": ("í", "iste", "ió", "imos", "ieron"),
-}
-_FUTURE_ENDINGS = ("é", "ás", "á", "emos", "án")
-_PAST_1S_SPELLING = {"car": "qué", "gar": "gué", "zar": "cé"}
-
-
-def _verb(
-    infinitive: str,
-    en: str,
-    frame: str,
-    subjects: str,
-    objects: str = "",
-    *,
-    pres: str | None = None,
-    past: str | None = None,
-    fut: str | None = None,
-    loc: bool = False,
-    live: bool = False,
-    core: bool = False,
-) -> _Verb:
-    """Conjugates a verb: regular endings unless `pres`/`past` list all five forms."""
-    stem, ending = infinitive[:-2], infinitive[-2:]
-    present = pres.split() if pres else [stem + e for e in _PRESENT_ENDINGS[ending]]
-    if past:
-        preterite = past.split()
-    else:
-        preterite = [stem + e for e in _PAST_ENDINGS[ending]]
-        spelling = _PAST_1S_SPELLING.get(infinitive[-3:])
-        if spelling:
-            preterite[0] = infinitive[:-3] + spelling
-    future_stem = fut or infinitive
-    future = [future_stem + e for e in _FUTURE_ENDINGS]
-    forms = {}
-    for tense, paradigm in (("pres", present), ("past", preterite), ("fut", future)):
-        for slot, form in zip(_SLOTS, paradigm, strict=True):
-            forms[tense, slot] = form
-    # "caminamos" is both "we walk" and "we walked": keep only the present reading.
-    if forms["past", "1p"] == forms["pres", "1p"]:
-        del forms["past", "1p"]
-    base, third, past_en = en.split("/")
-    return _Verb(forms, (base, third, past_en), frame, subjects, objects, loc, live, core)
-
-
-_VERBS = (
-    # Intransitive.
-    _verb(
-        "dormir",
-        "sleep/sleeps/slept",
-        "intr",
-        "PA",
-        pres="duermo duermes duerme dormimos duermen",
-        past="dormí dormiste durmió dormimos durmieron",
-        loc=True,
-        core=True,
-    ),
-    _verb("correr", "run/runs/ran", "intr", "PA", loc=True, core=True),
-    _verb("caminar", "walk/walks/walked", "intr", "PA", loc=True),
-    _verb("nadar", "swim/swims/swam", "intr", "PA", loc=True),
-    _verb("cantar", "sing/sings/sang", "intr", "P", loc=True),
-    _verb("bailar", "dance/dances/danced", "intr", "P", loc=True),
-    _verb("llorar", "cry/cries/cried", "intr", "P", loc=True),
-    _verb(
-        "reír",
-        "laugh/laughs/laughed",
-        "intr",
-        "P",
-        pres="río ríes ríe reímos ríen",
-        past="reí reíste rio reímos rieron",
-        fut="reir",
-        loc=True,
-    ),
-    _verb("trabajar", "work/works/worked", "intr", "P", loc=True, core=True),
-    _verb("gritar", "shout/shouts/shouted", "intr", "P", loc=True),
-    _verb("saltar", "jump/jumps/jumped", "intr", "PA", loc=True),
-    _verb(
-        "jugar",
-        "play/plays/played",
-        "intr",
-        "PA",
-        pres="juego juegas juega jugamos juegan",
-        loc=True,
-    ),
-    _verb("estudiar", "study/studies/studied", "intr", "P", loc=True),
-    _verb("descansar", "rest/rests/rested", "intr", "PA", loc=True),
-    _verb("llegar", "arrive/arrives/arrived", "intr", "PA", core=True),
-    _verb(
-        "salir",
-        "leave/leaves/left",
-        "intr",
-        "PA",
-        pres="salgo sales sale salimos salen",
-        fut="saldr",
-    ),
-    _verb(
-        "volver",
-        "return/returns/returned",
-        "intr",
-        "PA",
-        pres="vuelvo vuelves vuelve volvemos vuelven",
-    ),
-    _verb("viajar", "travel/travels/traveled", "intr", "P"),
-    _verb(
-        "caer",
-        "fall/falls/fell",
-        "intr",
-        "PAT",
-        pres="caigo caes cae caemos caen",
-        past="caí caíste cayó caímos cayeron",
-    ),
-    _verb("crecer", "grow/grows/grew", "intr", "PA", pres="crezco creces crece crecemos crecen"),
-    _verb("vivir", "live/lives/lived", "intr", "PA", live=True, core=True),
-    # Transitive.
-    _verb("comer", "eat/eats/ate", "trans", "PA", "SF", loc=True, core=True),
-    _verb("beber", "drink/drinks/drank", "trans", "PA", "D", loc=True, core=True),
-    _verb(
-        "ver",
-        "see/sees/saw",
-        "trans",
-        "PA",
-        "PATL",
-        pres="veo ves ve vemos ven",
-        past="vi viste vio vimos vieron",
-        loc=True,
-        core=True,
-    ),
-    _verb("mirar", "watch/watches/watched", "trans", "PA", "PAT", loc=True),
-    _verb(
-        "encontrar",
-        "find/finds/found",
-        "trans",
-        "PA",
-        "PATS",
-        pres="encuentro encuentras encuentra encontramos encuentran",
-        loc=True,
-    ),
-    _verb("comprar", "buy/buys/bought", "trans", "P", "ATSFD", loc=True, core=True),
-    _verb("vender", "sell/sells/sold", "trans", "P", "ATSFD", loc=True),
-    _verb(
-        "traer",
-        "bring/brings/brought",
-        "trans",
-        "P",
-        "ATSFD",
-        pres="traigo traes trae traemos traen",
-        past="traje trajiste trajo trajimos trajeron",
-    ),
-    _verb("romper", "break/breaks/broke", "trans", "PA", "T", loc=True),
-    _verb("abrir", "open/opens/opened", "trans", "P", "open"),
-    _verb(
-        "cerrar",
-        "close/closes/closed",
-        "trans",
-        "P",
-        "open",
-        pres="cierro cierras cierra cerramos cierran",
-    ),
-    _verb("lavar", "wash/washes/washed", "trans", "P", "ATS", loc=True),
-    _verb("pintar", "paint/paints/painted", "trans", "P", "TL", loc=True),
-    _verb("dibujar", "draw/draws/drew", "trans", "P", "PATSL", loc=True),
-    _verb("usar", "use/uses/used", "trans", "P", "T", loc=True),
-    _verb("necesitar", "need/needs/needed", "trans", "PA", "TSFD", core=True),
-    _verb(
-        "querer",
-        "want/wants/wanted",
-        "trans",
-        "PA",
-        "TSFD",
-        pres="quiero quieres quiere queremos quieren",
-        past="quise quisiste quiso quisimos quisieron",
-        fut="querr",
-        core=True,
-    ),
-    _verb(
-        "tener",
-        "have/has/had",
-        "trans",
-        "PA",
-        "ATS",
-        pres="tengo tienes tiene tenemos tienen",
-        past="tuve tuviste tuvo tuvimos tuvieron",
-        fut="tendr",
-        core=True,
-    ),
-    _verb(
-        "mover",
-        "move/moves/moved",
-        "trans",
-        "PA",
-        "T",
-        pres="muevo mueves mueve movemos mueven",
-    ),
-    _verb("empujar", "push/pushes/pushed", "trans", "PA", "PAT", loc=True),
-    _verb(
-        "leer",
-        "read/reads/read",
-        "trans",
-        "P",
-        "read",
-        past="leí leíste leyó leímos leyeron",
-        loc=True,
-        core=True,
-    ),
-    _verb("escribir", "write/writes/wrote", "trans", "P", "read", loc=True, core=True),
-    _verb("ayudar", "help/helps/helped", "trans", "PA", "PA", loc=True),
-    _verb("llamar", "call/calls/called", "trans", "P", "PA"),
-    _verb("visitar", "visit/visits/visited", "trans", "P", "PL"),
-    _verb("abrazar", "hug/hugs/hugged", "trans", "P", "PA"),
-    _verb("besar", "kiss/kisses/kissed", "trans", "P", "PA"),
-    _verb(
-        "oír",
-        "hear/hears/heard",
-        "trans",
-        "PA",
-        "PA",
-        pres="oigo oyes oye oímos oyen",
-        past="oí oíste oyó oímos oyeron",
-        fut="oir",
-    ),
-    _verb("cortar", "cut/cuts/cut", "trans", "P", "SF"),
-    _verb("esconder", "hide/hides/hid", "trans", "PA", "TS", loc=True),
-    _verb("atrapar", "catch/catches/caught", "trans", "PA", "AT", loc=True),
-    _verb("lanzar", "throw/throws/threw", "trans", "P", "T"),
-    _verb("olvidar", "forget/forgets/forgot", "trans", "P", "T", loc=True),
-    _verb(
-        "perder",
-        "lose/loses/lost",
-        "trans",
-        "PA",
-        "T",
-        pres="pierdo pierdes pierde perdemos pierden",
-        loc=True,
-    ),
-    _verb("preparar", "prepare/prepares/prepared", "trans", "P", "SF"),
-    # Verbs taking a "que" clause.
-    _verb(
-        "decir",
-        "say/says/said",
-        "comp",
-        "P",
-        pres="digo dices dice decimos dicen",
-        past="dije dijiste dijo dijimos dijeron",
-        fut="dir",
-        core=True,
-    ),
-    _verb(
-        "pensar",
-        "think/thinks/thought",
-        "comp",
-        "P",
-        pres="pienso piensas piensa pensamos piensan",
-        core=True,
-    ),
-    _verb(
-        "saber",
-        "know/knows/knew",
-        "comp",
-        "P",
-        pres="sé sabes sabe sabemos saben",
-        past="supe supiste supo supimos supieron",
-        fut="sabr",
-        core=True,
-    ),
-    _verb(
-        "creer",
-        "believe/believes/believed",
-        "comp",
-        "P",
-        past="creí creíste creyó creímos creyeron",
-    ),
-)
-
-_NOUNS = _parse_nouns()
-_ADJECTIVES = _parse_adjectives()
 
 
 @dataclass
@@ -735,7 +62,7 @@ class _NP:
     plural: bool
     kind: str
     person: bool  # takes "who" and the personal "a"
-    noun: _Noun | None = None
+    noun: Noun | None = None
 
 
 @dataclass
@@ -814,12 +141,10 @@ class _Grammar:
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
         self.budget = 0  # clause embeddings still allowed in the current sentence
-        self.noun_lists: dict[str, list[_Noun]] = {}
-        self.kind_adjectives = {k: [a for a in _ADJECTIVES if k in a.kinds] for k in "PATSFDL"}
+        self.noun_lists: dict[str, list[Noun]] = {}
+        self.kind_adjectives = {k: [a for a in ADJECTIVES if k in a.kinds] for k in "PATSFDL"}
         self.object_nouns = {
-            verb: frozenset(self.nouns_for(verb.objects))
-            for verb in _VERBS
-            if verb.frame == "trans"
+            verb: frozenset(self.nouns_for(verb.objects)) for verb in VERBS if verb.frame == "trans"
         }
 
     # ---- small helpers -------------------------------------------------------------------
@@ -839,15 +164,15 @@ class _Grammar:
             return True
         return False
 
-    def nouns_for(self, spec: str) -> list[_Noun]:
+    def nouns_for(self, spec: str) -> list[Noun]:
         """Nouns of the kinds in `spec` (letters), with the tag `spec`, or ("markL") either."""
         if spec not in self.noun_lists:
             if spec in ("read", "open", "surf", "mark"):
-                nouns = [n for n in _NOUNS if spec in n.tags]
+                nouns = [n for n in NOUNS if spec in n.tags]
             elif spec == "markL":
-                nouns = [n for n in _NOUNS if "mark" in n.tags or n.kind == "L"]
+                nouns = [n for n in NOUNS if "mark" in n.tags or n.kind == "L"]
             else:
-                nouns = [n for n in _NOUNS if n.kind in spec]
+                nouns = [n for n in NOUNS if n.kind in spec]
             self.noun_lists[spec] = nouns
         return self.noun_lists[spec]
 
@@ -902,7 +227,7 @@ class _Grammar:
             np.en += en_rel
         return np
 
-    def determiner(self, noun: _Noun, plural: bool, role: str) -> tuple[list[str], list[str]]:
+    def determiner(self, noun: Noun, plural: bool, role: str) -> tuple[list[str], list[str]]:
         idx = (noun.gender == "f") + 2 * plural
         rng = self.rng
         if role == "bare_pl":
@@ -934,13 +259,13 @@ class _Grammar:
         if choice == "bare":
             return [], []
         if choice == "num":
-            es_num, en_num = rng.choice(_NUMBERS)
+            es_num, en_num = rng.choice(NUMBERS)
             if role != "exist" and self.chance(0.2):
                 pre = rng.choice(["def", "this"] if "nopos" in noun.tags else ["def", "this", "my"])
-                forms, _, en_pl = _DETERMINERS[pre]
+                forms, _, en_pl = DETERMINERS[pre]
                 return [forms[idx], es_num], [en_pl] + en_num
             return [es_num], list(en_num)
-        forms, en_sg, en_pl = _DETERMINERS[choice]
+        forms, en_sg, en_pl = DETERMINERS[choice]
         return forms[idx].split(), (en_pl if plural else en_sg).split()
 
     def subject(self, kinds: str, allow_rel: bool = True, core: bool = True) -> _NP:
@@ -951,14 +276,14 @@ class _Grammar:
         """
         r = self.rng.random()
         if "P" in kinds and r < 0.22:
-            pronouns = _PRONOUNS if core else [p for p in _PRONOUNS if p[1] in ("3s", "3p")]
+            pronouns = PRONOUNS if core else [p for p in PRONOUNS if p[1] in ("3s", "3p")]
             es, slot, en, agr, gender = self.rng.choice(pronouns)
             gender = gender or self.rng.choice("mf")
             plural = slot in ("1p", "3p")
             return _NP([es], [en], slot, agr, gender, plural, "P", True)
         if "P" in kinds and r < 0.36:
             gender = self.rng.choice("mf")
-            name = self.rng.choice(_NAMES[gender])
+            name = self.rng.choice(NAMES[gender])
             return _NP([name], [name], "3s", "3s", gender, False, "P", True)
         weights = {"P": 5, "A": 4, "T": 2, "S": 1, "F": 1, "D": 1, "L": 1}
         pool = [k for k in kinds for _ in range(weights[k])]
@@ -968,7 +293,7 @@ class _Grammar:
         """An object noun phrase; people and animals take the personal "a" ("al" before "el")."""
         if "P" in spec and self.chance(0.25):
             gender = self.rng.choice("mf")
-            name = self.rng.choice(_NAMES[gender])
+            name = self.rng.choice(NAMES[gender])
             np = _NP([name], [name], "3s", "3s", gender, False, "P", True)
         else:
             np = self.noun_phrase(spec, "obj")
@@ -977,7 +302,7 @@ class _Grammar:
         return np.es, np.en
 
     def location(self) -> tuple[list[str], list[str]]:
-        es_prep, en_prep, spec = self.rng.choice(_LOCATIONS)
+        es_prep, en_prep, spec = self.rng.choice(LOCATIONS)
         np = self.noun_phrase(spec, "loc", plural=self.chance(0.15))
         return _contract(es_prep.split(), np.es), en_prep.split() + np.en
 
@@ -1011,7 +336,7 @@ class _Grammar:
         return es, en
 
     def tense(self) -> str:
-        return self.rng.choices(_TENSES, weights=(45, 35, 20))[0]
+        return self.rng.choices(TENSES, weights=(45, 35, 20))[0]
 
     def predicate(
         self,
@@ -1047,12 +372,12 @@ class _Grammar:
             else:
                 es_rest, en_rest = self.location()
                 copula = "estar"
-            verb_es = _COPULAS[copula][tense][_SLOTS.index(subj.slot)]
+            verb_es = COPULAS[copula][tense][SLOTS.index(subj.slot)]
             return _Predicate(not_ + [verb_es] + es_rest, "be", None, [], en_rest, tense, neg)
 
         verbs = [
             v
-            for v in _VERBS
+            for v in VERBS
             if v.frame == frame
             and subj.kind in v.subjects
             and (v.core or subj.slot in ("3s", "3p"))
@@ -1067,7 +392,7 @@ class _Grammar:
         if frame == "comp":
             neg, not_ = False, []
         elif allow_pre_adverb and not neg and tense != "fut" and self.chance(0.06):
-            es_adv, en_adv = self.rng.choice(_PRE_ADVERBS)
+            es_adv, en_adv = self.rng.choice(PRE_ADVERBS)
             es_pre, en_pre = [es_adv], [en_adv]
         es_rest: list[str] = []
         en_rest: list[str] = []
@@ -1090,9 +415,7 @@ class _Grammar:
             en_rest += en_loc
         elif frame != "comp" and self.chance(0.15):
             options = [
-                a
-                for a in _ADVERBS
-                if tense in a[2].split() and (frame == "intr" or a[0] != "mucho")
+                a for a in ADVERBS if tense in a[2].split() and (frame == "intr" or a[0] != "mucho")
             ]
             es_adv, en_adv, _ = self.rng.choice(options)
             es_rest.append(es_adv)
@@ -1125,10 +448,10 @@ class _Grammar:
             np = self.noun_phrase(spec, "bare_pl", plural=spec != "FD")
             agr = "pl" if np.plural else "3s"
             be = _en_be_statement(tense, agr)
-            return ["no", _HABER[tense]] + np.es + es_loc, ["there"] + be + ["no"] + np.en + en_loc
+            return ["no", HABER[tense]] + np.es + es_loc, ["there"] + be + ["no"] + np.en + en_loc
         np = self.noun_phrase("PATSFD", "exist")
         be = _en_be_statement(tense, np.agr)
-        return [_HABER[tense]] + np.es + es_loc, ["there"] + be + np.en + en_loc
+        return [HABER[tense]] + np.es + es_loc, ["there"] + be + np.en + en_loc
 
     # ---- sentences ------------------------------------------------------------------------
 
@@ -1155,7 +478,7 @@ class _Grammar:
         tense = self.tense()
         if not self.spend(0.55):
             return self.statement(tense)
-        conj = self.rng.choice(list(_CONJUNCTIONS))
+        conj = self.rng.choice(list(CONJUNCTIONS))
         if conj == "cuando":
             tense = self.rng.choice(["pres", "past"])
             sub_tense = tense
@@ -1170,17 +493,17 @@ class _Grammar:
         es_sub, en_sub = self.statement(sub_tense)
         if conj in ("cuando", "si", "aunque", "mientras") and self.chance(0.4):
             es = [conj] + es_sub + [","] + es_main
-            en = [_CONJUNCTIONS[conj]] + en_sub + [","] + en_main
+            en = [CONJUNCTIONS[conj]] + en_sub + [","] + en_main
         else:
             comma = [","] if conj == "pero" else []
             es = es_main + comma + [conj] + es_sub
-            en = en_main + comma + [_CONJUNCTIONS[conj]] + en_sub
+            en = en_main + comma + [CONJUNCTIONS[conj]] + en_sub
         while self.spend(0.5):
             conj = self.rng.choice(["porque", "pero", "y"])
             comma = [","] if conj == "pero" else []
             es_more, en_more = self.statement(self.tense())
             es += comma + [conj] + es_more
-            en += comma + [_CONJUNCTIONS[conj]] + en_more
+            en += comma + [CONJUNCTIONS[conj]] + en_more
         return es, en
 
     def yes_no_question(self) -> tuple[list[str], list[str]]:
@@ -1191,7 +514,7 @@ class _Grammar:
             es_loc, en_loc = self.location()
             np = self.noun_phrase("PATSFD", "exist")
             be = _en_be_statement(tense, np.agr)
-            return [_HABER[tense]] + np.es + es_loc, be[:1] + ["there"] + be[1:] + np.en + en_loc
+            return [HABER[tense]] + np.es + es_loc, be[:1] + ["there"] + be[1:] + np.en + en_loc
         kinds = self.rng.choices(["P", "PA", "PATSFDL"], weights=(5, 3, 2))[0]
         # No relative clause on the subject: the auxiliary in front depends on the verb after it.
         subj = self.subject(kinds, allow_rel=False)
@@ -1223,7 +546,7 @@ class _Grammar:
             return self.how_many(tense)
         if kind == "color":
             subj = self.noun_phrase("AT", "subj", allow_rel=False)
-            verb_es = _COPULAS["ser"][tense][_SLOTS.index(subj.slot)]
+            verb_es = COPULAS["ser"][tense][SLOTS.index(subj.slot)]
             pred = _Predicate([verb_es], "be", None, [], [], tense, False)
             before, after = _en_verb_group(pred, subj.agr)
             es = ["de", "qué", "color", verb_es] + subj.es
@@ -1231,13 +554,13 @@ class _Grammar:
         if kind == "donde":
             subj = self.subject(self.rng.choice(["P", "PA", "PAT"]), allow_rel=False)
             if self.chance(0.5) or subj.kind not in "PA":
-                verb_es = _COPULAS["estar"][tense][_SLOTS.index(subj.slot)]
+                verb_es = COPULAS["estar"][tense][SLOTS.index(subj.slot)]
                 pred = _Predicate([verb_es], "be", None, [], [], tense, False)
             else:
                 verb = self.rng.choice(
                     [
                         v
-                        for v in _VERBS
+                        for v in VERBS
                         if v.frame == "intr"
                         and (v.loc or v.live)
                         and subj.kind in v.subjects
@@ -1284,8 +607,8 @@ class _Grammar:
             es_loc, en_loc = self.location()
             be = _en_be_statement(tense, "pl")
             en = ["how", "many"] + np.en + be[:1] + ["there"] + be[1:] + en_loc
-            return es_q + np.es + [_HABER[tense]] + es_loc, en
-        verbs = [v for v in _VERBS if v.frame == "trans" and set(v.objects) & set("ATS")]
+            return es_q + np.es + [HABER[tense]] + es_loc, en
+        verbs = [v for v in VERBS if v.frame == "trans" and set(v.objects) & set("ATS")]
         verb = self.rng.choice(verbs)
         spec = "".join(k for k in verb.objects if k in "ATS")
         np = self.noun_phrase(spec, "bare_pl", plural=True)

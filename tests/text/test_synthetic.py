@@ -1,3 +1,5 @@
+import hashlib
+import json
 import re
 import statistics
 
@@ -21,6 +23,21 @@ def test_generation_is_deterministic_from_the_seed():
     assert first == generate_pairs(500, seed=7)
     assert first != generate_pairs(500, seed=8)
     assert generate_pairs(200, seed=7) == first[:200]
+
+
+@pytest.mark.parametrize(
+    "seed, digest",
+    [
+        (0, "6a99c2d2491f7db5665ac02bb1f510c5fef5e47412668c7c6155edd09a676e31"),
+        (7, "a0140912b1202e38382ab297ad95a17d8ecfa81d5c58e2f269e1a1a82e081db1"),
+    ],
+)
+def test_corpus_is_unchanged(seed, digest):
+    # Models trained on the corpus (the demo's translator among them) depend on every byte of it:
+    # a change to the grammar or to the word tables in keras_attn/text/data/ must be deliberate.
+    pairs = generate_pairs(2000, seed=seed)
+    text = json.dumps(pairs, ensure_ascii=False).encode()
+    assert hashlib.sha256(text).hexdigest() == digest
 
 
 def test_corpus_size_vocabulary_and_lengths(pairs):
