@@ -7,13 +7,19 @@ exporter (`util/prometheus_exporter.cc`) writes the names with `:` for `/`. Both
 under those names, plus `:keras_attn:serving:request_latency`, the same histogram by
 `model_name`, `signature_name`, `API`, `entrypoint` and `status`, so a dashboard can split
 latency by signature and outcome.
+
+The values are `prometheus_client` metrics in a `CollectorRegistry` of each `Metrics` (never the
+process-wide default registry, so two servers in one process count apart). The page itself is
+written from that registry's samples here, in stock's form: `prometheus_client.generate_latest`
+would name the counter `:tensorflow:serving:request_count_total`, add `_created` series and sort
+the labels, while dashboards made for stock TensorFlow Serving query stock's names.
 """
 
 from __future__ import annotations
 
-import bisect
-import threading
-from collections.abc import Sequence
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 REQUEST_COUNT = ":tensorflow:serving:request_count"
 REQUEST_LATENCY = ":tensorflow:serving:request_latency"
@@ -21,22 +27,13 @@ SIGNATURE_LATENCY = ":keras_attn:serving:request_latency"
 BUCKETS = tuple(10 * 1.8**i for i in range(33))  # microseconds, as stock
 
 
-class _Histogram:
-    def __init__(self) -> None:
-        self.counts = [0] * (len(BUCKETS) + 1)
-        self.total = 0.0
-        self.count = 0
-
-    def add(self, value: float) -> None:
-        self.counts[bisect.bisect_left(BUCKETS, value)] += 1
-        self.total += value
-        self.count += 1
-
-
-def _labels(names: Sequence[str], values: Sequence[str], extra: str = "") -> str:
-    parts = [f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True)]
-    if extra:
-        parts.append(extra)
+def _labels(labels: Mapping[str, str]) -> str:
+    """`{name="value",...}` in the metric's label order (the bucket bound `le` last)."""
+    parts = []
+    for name, value in labels.items():
+        if name == "le" and value != "+Inf":
+            value = _number(float(value))
+        parts.append(f'{name}="{_escape(value)}"')
     return "{" + ",".join(parts) + "}"
 
 
@@ -45,20 +42,39 @@ def _escape(value: str) -> str:
 
 
 def _number(value: float) -> str:
+    """A whole number without a decimal point (`4`, `10`), any other as Python writes it."""
     return repr(float(value)) if value != int(value) else str(int(value))
 
 
 class Metrics:
-    """Thread-safe request counters and latency histograms."""
+    """Request counters and latency histograms of one server (thread-safe).
 
-    _LATENCY_LABELS = ("model_name", "API", "entrypoint")
-    _SIGNATURE_LABELS = ("model_name", "signature_name", "API", "entrypoint", "status")
+    Attributes:
+        registry: the `prometheus_client.CollectorRegistry` holding this server's metrics.
+    """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: dict[tuple[str, str], int] = {}
-        self._latency: dict[tuple[str, ...], _Histogram] = {}
-        self._by_signature: dict[tuple[str, ...], _Histogram] = {}
+        self.registry = CollectorRegistry()
+        self._requests = Counter(
+            REQUEST_COUNT,
+            "The total number of requests.",
+            ("model_name", "status"),
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            REQUEST_LATENCY,
+            "Distribution of wall time (in microseconds) for TensorFlow Serving request.",
+            ("model_name", "API", "entrypoint"),
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self._by_signature = Histogram(
+            SIGNATURE_LATENCY,
+            "Distribution of wall time (in microseconds) by signature and status.",
+            ("model_name", "signature_name", "API", "entrypoint", "status"),
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
 
     def record(
         self,
@@ -80,38 +96,25 @@ class Metrics:
             latency_seconds: wall time of the request.
         """
         micros = latency_seconds * 1e6
-        with self._lock:
-            key = (model_name, status)
-            self._counts[key] = self._counts.get(key, 0) + 1
-            self._latency.setdefault((model_name, api, entrypoint), _Histogram()).add(micros)
-            signature_key = (model_name, signature_name, api, entrypoint, status)
-            self._by_signature.setdefault(signature_key, _Histogram()).add(micros)
+        self._requests.labels(model_name, status).inc()
+        self._latency.labels(model_name, api, entrypoint).observe(micros)
+        self._by_signature.labels(model_name, signature_name, api, entrypoint, status).observe(
+            micros
+        )
 
     def count(self, model_name: str, status: str) -> int:
         """Requests counted for a model with a status."""
-        with self._lock:
-            return self._counts.get((model_name, status), 0)
+        labels = {"model_name": model_name, "status": status}
+        return int(self.registry.get_sample_value(f"{REQUEST_COUNT}_total", labels) or 0)
 
     def exposition(self) -> str:
-        """Every metric in the Prometheus text exposition format (version 0.0.4)."""
-        lines = [f"# TYPE {REQUEST_COUNT} counter"]
-        with self._lock:
-            for (model, status), value in sorted(self._counts.items()):
-                labels = _labels(("model_name", "status"), (model, status))
-                lines.append(f"{REQUEST_COUNT}{labels} {value}")
-            for name, names, series in (
-                (REQUEST_LATENCY, self._LATENCY_LABELS, self._latency),
-                (SIGNATURE_LATENCY, self._SIGNATURE_LABELS, self._by_signature),
-            ):
-                lines.append(f"# TYPE {name} histogram")
-                for key, histogram in sorted(series.items()):
-                    cumulative = 0
-                    for bound, count in zip(BUCKETS, histogram.counts, strict=False):
-                        cumulative += count
-                        labels = _labels(names, key, f'le="{_number(bound)}"')
-                        lines.append(f"{name}_bucket{labels} {cumulative}")
-                    labels = _labels(names, key, 'le="+Inf"')
-                    lines.append(f"{name}_bucket{labels} {histogram.count}")
-                    lines.append(f"{name}_sum{_labels(names, key)} {_number(histogram.total)}")
-                    lines.append(f"{name}_count{_labels(names, key)} {histogram.count}")
+        """Every metric in the Prometheus text exposition format (version 0.0.4), as stock."""
+        lines = []
+        for family in self.registry.collect():
+            lines.append(f"# TYPE {family.name} {family.type}")
+            for sample in family.samples:
+                if sample.name.endswith("_created"):
+                    continue
+                name = family.name if family.type == "counter" else sample.name
+                lines.append(f"{name}{_labels(sample.labels)} {_number(sample.value)}")
         return "\n".join(lines) + "\n"
