@@ -1,11 +1,12 @@
 """The stock model server's configuration files: model config, batching and monitoring.
 
-`--model_config_file` holds a `ModelServerConfig` (text format, the message shipped in
-tensorflow-serving-api). `--batching_parameters_file` holds a `BatchingParameters` and
-`--monitoring_config_file` a `MonitoringConfig`; tensorflow-serving-api does not ship those two
-messages, so they are rebuilt here from `servables/tensorflow/session_bundle_config.proto` and
-`config/monitoring_config.proto` (same package, names, numbers and types), which is all the
-text-format parser needs to accept exactly the files the stock server accepts.
+`--model_config_file` holds a `ModelServerConfig` (text format), the message shipped in
+`tensorflow_serving.config.model_server_config_pb2`. `--batching_parameters_file` holds a
+`BatchingParameters` and `--monitoring_config_file` a `MonitoringConfig`; tensorflow-serving-api
+does not ship `servables/tensorflow/session_bundle_config.proto` nor
+`config/monitoring_config.proto`, so the two messages are declared below in the schema's own
+terms (same package, names, field numbers and types), which is all `text_format` needs to accept
+exactly the files the stock server accepts.
 
 Validation follows tensorflow/serving `model_servers/server_core.cc` (`ValidateModelConfigList`,
 `GetPlatform`, `CreateStoragePathRoutes`) and `servables/tensorflow/bundle_factory_util.cc`
@@ -36,67 +37,52 @@ DEFAULT_PROMETHEUS_PATH = "/monitoring/prometheus/metrics"
 ModelServerConfig = model_server_config_pb2.ModelServerConfig
 ModelConfig = model_server_config_pb2.ModelConfig
 
-_FIELD = descriptor_pb2.FieldDescriptorProto
+# The messages of tensorflow/serving's `session_bundle_config.proto` and `monitoring_config.proto`
+# that the server reads, as `FileDescriptorProto`s in text format.
+_SESSION_BUNDLE_CONFIG_PROTO = """
+name: "tensorflow_serving/servables/tensorflow/session_bundle_config.proto"
+package: "tensorflow.serving"
+syntax: "proto3"
+dependency: "google/protobuf/wrappers.proto"
+message_type {
+  name: "BatchingParameters"
+  field { name: "max_batch_size" number: 1 label: LABEL_OPTIONAL
+          type: TYPE_MESSAGE type_name: ".google.protobuf.Int64Value" }
+  field { name: "batch_timeout_micros" number: 2 label: LABEL_OPTIONAL
+          type: TYPE_MESSAGE type_name: ".google.protobuf.Int64Value" }
+  field { name: "max_enqueued_batches" number: 3 label: LABEL_OPTIONAL
+          type: TYPE_MESSAGE type_name: ".google.protobuf.Int64Value" }
+  field { name: "num_batch_threads" number: 4 label: LABEL_OPTIONAL
+          type: TYPE_MESSAGE type_name: ".google.protobuf.Int64Value" }
+  field { name: "thread_pool_name" number: 5 label: LABEL_OPTIONAL
+          type: TYPE_MESSAGE type_name: ".google.protobuf.StringValue" }
+  field { name: "allowed_batch_sizes" number: 6 label: LABEL_REPEATED type: TYPE_INT64 }
+  field { name: "pad_variable_length_inputs" number: 7 label: LABEL_OPTIONAL type: TYPE_BOOL }
+}
+"""
+_MONITORING_CONFIG_PROTO = """
+name: "tensorflow_serving/config/monitoring_config.proto"
+package: "tensorflow.serving"
+syntax: "proto3"
+message_type {
+  name: "PrometheusConfig"
+  field { name: "enable" number: 1 label: LABEL_OPTIONAL type: TYPE_BOOL }
+  field { name: "path" number: 2 label: LABEL_OPTIONAL type: TYPE_STRING }
+}
+message_type {
+  name: "MonitoringConfig"
+  field { name: "prometheus_config" number: 1 label: LABEL_OPTIONAL
+          type: TYPE_MESSAGE type_name: ".tensorflow.serving.PrometheusConfig" }
+}
+"""
 
 
 def _message_classes() -> dict[str, type[message.Message]]:
-    """Builds `tensorflow.serving.BatchingParameters` and `MonitoringConfig` in a private pool."""
+    """`tensorflow.serving.BatchingParameters` and `MonitoringConfig`, from a private pool."""
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
-
-    batching = descriptor_pb2.FileDescriptorProto(
-        name="tensorflow_serving/servables/tensorflow/session_bundle_config.proto",
-        package="tensorflow.serving",
-        syntax="proto3",
-        dependency=["google/protobuf/wrappers.proto"],
-    )
-    parameters = batching.message_type.add(name="BatchingParameters")
-    for number, name, wrapper in (
-        (1, "max_batch_size", "Int64Value"),
-        (2, "batch_timeout_micros", "Int64Value"),
-        (3, "max_enqueued_batches", "Int64Value"),
-        (4, "num_batch_threads", "Int64Value"),
-        (5, "thread_pool_name", "StringValue"),
-    ):
-        parameters.field.add(
-            name=name,
-            number=number,
-            label=_FIELD.LABEL_OPTIONAL,
-            type=_FIELD.TYPE_MESSAGE,
-            type_name=f".google.protobuf.{wrapper}",
-        )
-    parameters.field.add(
-        name="allowed_batch_sizes", number=6, label=_FIELD.LABEL_REPEATED, type=_FIELD.TYPE_INT64
-    )
-    parameters.field.add(
-        name="pad_variable_length_inputs",
-        number=7,
-        label=_FIELD.LABEL_OPTIONAL,
-        type=_FIELD.TYPE_BOOL,
-    )
-    pool.Add(batching)
-
-    monitoring = descriptor_pb2.FileDescriptorProto(
-        name="tensorflow_serving/config/monitoring_config.proto",
-        package="tensorflow.serving",
-        syntax="proto3",
-    )
-    prometheus = monitoring.message_type.add(name="PrometheusConfig")
-    prometheus.field.add(
-        name="enable", number=1, label=_FIELD.LABEL_OPTIONAL, type=_FIELD.TYPE_BOOL
-    )
-    prometheus.field.add(
-        name="path", number=2, label=_FIELD.LABEL_OPTIONAL, type=_FIELD.TYPE_STRING
-    )
-    config = monitoring.message_type.add(name="MonitoringConfig")
-    config.field.add(
-        name="prometheus_config",
-        number=1,
-        label=_FIELD.LABEL_OPTIONAL,
-        type=_FIELD.TYPE_MESSAGE,
-        type_name=".tensorflow.serving.PrometheusConfig",
-    )
-    pool.Add(monitoring)
+    for schema in (_SESSION_BUNDLE_CONFIG_PROTO, _MONITORING_CONFIG_PROTO):
+        pool.Add(text_format.Parse(schema, descriptor_pb2.FileDescriptorProto()))
     return {
         name: message_factory.GetMessageClass(
             pool.FindMessageTypeByName(f"tensorflow.serving.{name}")
