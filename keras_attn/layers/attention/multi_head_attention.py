@@ -16,7 +16,7 @@ from keras_attn.ops.masking import apply_query_mask, merge_masks
 
 @keras_attn_export("keras_attn.layers.MultiHeadAttention")
 class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
-    """Multi-head scaled dot-product attention (thesis eqs. 2.23-2.26, Vaswani et al. 2017).
+    """Multi-head scaled dot-product attention (Vaswani et al., 2017, section 3.2.2).
 
     For every head `i` (shapes for one batch element):
 
@@ -26,9 +26,6 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         A_i = softmax(Q_i K_i^T / sqrt(key_dim))         (T_q, T_k), masked positions get 0
         H_i = A_i V_i                                    (T_q, value_dim)
         out = concat_i(H_i) W^O + b^O                    (T_q, d_out)
-
-    The thesis' eq. 2.25 writes `V_i = E_V W_i^K`; the standard (and implemented) form projects
-    the values with their own matrix `W_i^V`.
 
     Projections are fused: when `query`, `value` and `key` are the same tensor (self-attention) one
     einsum computes Q, K and V; when only `key` is `value` one einsum computes K and V. The weights
@@ -44,6 +41,11 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     With `use_causal_mask=True` the query at position `i + t` sees cache positions `<= i + t`,
     which also hides the not yet written part of the cache; `value_mask` and `attention_mask` then
     describe the `S` cache positions.
+
+    Building blocks for callers that keep projected tensors themselves (e.g. a decoder that
+    projects the encoder output once per source sentence): `project_query`, `project_key_value`
+    and `compute_attention`; `call` is `compute_attention(project_query(query),
+    *project_key_value(value, key))` with the causal mask and the cache update in between.
 
     Args:
         num_heads: number of heads `h`.
@@ -184,21 +186,83 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         splits = [sum(sizes[: i + 1]) for i in range(len(sizes) - 1)]
         return ops.split(projected, splits, axis=-1)
 
+    def _biases(self):
+        """The query, key and value biases, or Nones without biases."""
+        if self.use_bias:
+            return self.query_bias, self.key_bias, self.value_bias
+        return None, None, None
+
     def _projections(self, query, value, key):
-        qb, kb, vb = (
-            (self.query_bias, self.key_bias, self.value_bias) if self.use_bias else (None,) * 3
-        )
+        """Q, K, V `(batch, heads, T, e)`; one fused matmul for self-attention (`query is value`,
+        no `key`)."""
         if key is None and query is value:
             return self._project(
-                query, [self.query_kernel, self.key_kernel, self.value_kernel], [qb, kb, vb]
+                query, [self.query_kernel, self.key_kernel, self.value_kernel], self._biases()
             )
-        (q,) = self._project(query, [self.query_kernel], [qb])
+        return (self.project_query(query), *self.project_key_value(value, key))
+
+    def project_query(self, query):
+        """The heads' queries `Q_i = E_Q W_i^Q + b_i^Q`: `(batch, T_q, d_q)` ->
+        `(batch, heads, T_q, key_dim)`. The layer must be built."""
+        (projected,) = self._project(query, [self.query_kernel], self._biases()[:1])
+        return projected
+
+    def project_key_value(self, value, key=None):
+        """The heads' keys and values, `(batch, heads, T_k, key_dim)` and
+        `(batch, heads, T_k, value_dim)`.
+
+        `value` `(batch, T_k, d_v)`; `key` `(batch, T_k, d_k)` defaults to `value` (then both
+        projections are one matmul). A caller that attends to the same memory many times (cached
+        cross-attention) projects it once here and passes the result to `compute_attention`.
+        The layer must be built.
+        """
+        _, key_bias, value_bias = self._biases()
         if key is None:
-            k, v = self._project(value, [self.key_kernel, self.value_kernel], [kb, vb])
-        else:
-            (k,) = self._project(key, [self.key_kernel], [kb])
-            (v,) = self._project(value, [self.value_kernel], [vb])
-        return q, k, v
+            keys, values = self._project(
+                value, [self.key_kernel, self.value_kernel], [key_bias, value_bias]
+            )
+            return keys, values
+        (keys,) = self._project(key, [self.key_kernel], [key_bias])
+        (values,) = self._project(value, [self.value_kernel], [value_bias])
+        return keys, values
+
+    def compute_attention(
+        self,
+        query,
+        key,
+        value,
+        query_mask=None,
+        value_mask=None,
+        attention_mask=None,
+        training=None,
+    ):
+        """Scaled dot-product attention of projected tensors and the output projection.
+
+        Args:
+            query: projected queries `(batch, heads, T_q, key_dim)` (`project_query`).
+            key: projected keys `(batch, heads, T_k, key_dim)` (`project_key_value`).
+            value: projected values `(batch, heads, T_k, value_dim)`.
+            query_mask: bool `(batch, T_q)`; padded queries get a zero output.
+            value_mask: bool `(batch, T_k)`; padded keys get exactly zero weight.
+            attention_mask: bool `(batch, T_q, T_k)` (or broadcastable), True where allowed.
+            training: enables dropout on the weights.
+
+        Returns:
+            `(output, weights)`: `output` `(batch, T_q, d_out)`, `weights`
+            `(batch, heads, T_q, T_k)` before dropout.
+        """
+        query = query * ops.cast(1.0 / math.sqrt(self.key_dim), query.dtype)
+        scores = ops.einsum("bhqe,bhke->bhqk", query, key)  # (batch, heads, T_q, T_k)
+        mask = merge_masks(value_mask=value_mask, attention_mask=attention_mask)
+        if mask is not None:
+            mask = ops.expand_dims(mask, 1)  # broadcast over heads
+        weights = softmax(scores, mask=mask)  # float32 inside, compute dtype out
+        dropped = self.dropout_layer(weights, training=training)
+        context = ops.einsum("bhqk,bhke->bqhe", dropped, value)  # (batch, T_q, heads, dv)
+        output = ops.einsum("bqhe,heo->bqo", context, self.output_kernel)
+        if self.use_bias:
+            output = output + self.output_bias
+        return apply_query_mask(output, query_mask), weights
 
     def call(
         self,
@@ -225,9 +289,6 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             k = ops.slice_update(ops.cast(key_cache, k.dtype), start, k)  # (batch, heads, S, dk)
             v = ops.slice_update(ops.cast(value_cache, v.dtype), start, v)
             cache = (k, v)
-        q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
-        scores = ops.einsum("bhqe,bhke->bhqk", q, k)  # (batch, heads, T_q, T_k)
-
         if attention_mask is not None:
             attention_mask = ops.cast(attention_mask, "bool")
         if use_causal_mask:
@@ -236,17 +297,9 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             attention_mask = (
                 causal if attention_mask is None else ops.logical_and(attention_mask, causal)
             )
-        mask = merge_masks(value_mask=value_mask, attention_mask=attention_mask)
-        if mask is not None:
-            mask = ops.expand_dims(mask, 1)  # broadcast over heads
-        weights = softmax(scores, mask=mask)  # float32 inside, compute dtype out
-        dropped = self.dropout_layer(weights, training=training)
-        context = ops.einsum("bhqk,bhke->bqhe", dropped, v)  # (batch, T_q, heads, dv)
-        output = ops.einsum("bqhe,heo->bqo", context, self.output_kernel)
-        if self.use_bias:
-            output = output + self.output_bias
-        output = apply_query_mask(output, query_mask)
-
+        output, weights = self.compute_attention(
+            q, k, v, query_mask, value_mask, attention_mask, training=training
+        )
         result = (output, weights) if return_attention_scores else (output,)
         if cache is not None:
             return (*result, cache)

@@ -214,15 +214,7 @@ class TransformerDecoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
     def memory_cache(self, memory) -> dict:
         """`{"cross_key", "cross_value"}`: `memory` projected by the cross-attention's key and
         value maps, `(batch, heads, T_x, d / heads)` each; computed once per source."""
-        memory = ops.convert_to_tensor(memory)
-        shape = ops.shape(memory)
-        empty = ops.zeros((shape[0], self.num_heads, shape[1], self.head_dim), self.compute_dtype)
-        query = ops.zeros((shape[0], 1, self.cross_attention_layer.query_kernel.shape[0]))
-        # One query against an empty cache at index 0: the layer writes the projections of
-        # every memory position into the cache and returns it.
-        _, (keys, values) = self.cross_attention_layer(
-            query, memory, cache=(empty, empty), cache_update_index=0
-        )
+        keys, values = self.cross_attention_layer.project_key_value(ops.convert_to_tensor(memory))
         return {"cross_key": keys, "cross_value": values}
 
     def call(
@@ -279,23 +271,27 @@ class TransformerDecoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
         if self.cross_attention:
 
             def cross_attend(h):
-                kwargs = dict(
+                attention = self.cross_attention_layer
+                if memory is not None:
+                    return attention(
+                        h,
+                        memory,
+                        query_mask=padding,
+                        value_mask=memory_mask,
+                        return_attention_scores=True,
+                        training=training,
+                    )
+                # The cache holds the projected memory: attend to it directly.
+                keys, values = cache["cross_key"], cache["cross_value"]
+                new_cache.update(cross_key=keys, cross_value=values)
+                return attention.compute_attention(
+                    attention.project_query(h),
+                    keys,
+                    values,
                     query_mask=padding,
                     value_mask=memory_mask,
-                    return_attention_scores=True,
                     training=training,
                 )
-                if memory is not None:
-                    return self.cross_attention_layer(h, memory, **kwargs)
-                # The cache holds the projected memory: nothing new to write (an empty update).
-                keys, values = cache["cross_key"], cache["cross_value"]
-                width = self.cross_attention_layer.key_kernel.shape[0]
-                nothing = ops.zeros((ops.shape(h)[0], 0, width), h.dtype)
-                output, weights, _ = self.cross_attention_layer(
-                    h, nothing, cache=(keys, values), cache_update_index=0, **kwargs
-                )
-                new_cache.update(cross_key=keys, cross_value=values)
-                return output, weights
 
             x, cross_weights = residual(
                 x,

@@ -36,7 +36,7 @@ def randomise(layer, seed=0):
 
 
 def reference(layer, query, value, key=None, mask=None):
-    """Eqs. 2.23-2.26 in NumPy (float64) with the layer's own weights."""
+    """Multi-head attention (Vaswani et al., 2017) in NumPy (float64), the layer's weights."""
     key = value if key is None else key
     w = {name: getattr(layer, name).numpy().astype("float64") for name in _WEIGHT_NAMES}
     q = np.einsum("btd,dhe->bhte", query, w["query_kernel"]) + w["query_bias"][:, None]
@@ -125,6 +125,36 @@ def test_fused_self_attention_equals_separate_projections():
     expected, _ = reference(layer, X, X)
     np.testing.assert_allclose(fused, expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(fused, separate, rtol=1e-6, atol=1e-6)
+
+
+def test_projection_and_attention_methods_compose_to_call():
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3)
+    layer(X, V, key=K)
+    randomise(layer, seed=5)
+    query = layer.project_query(X)
+    keys, values = layer.project_key_value(V, K)
+    assert tuple(query.shape) == (B, 2, T_Q, 4)
+    assert (tuple(keys.shape), tuple(values.shape)) == ((B, 2, T_K, 4), (B, 2, T_K, 3))
+    output, weights = layer.compute_attention(query, keys, values, value_mask=VALUE_MASK)
+    expected, expected_weights = layer(
+        X, V, key=K, value_mask=VALUE_MASK, return_attention_scores=True
+    )
+    np.testing.assert_array_equal(output.numpy(), expected.numpy())
+    np.testing.assert_array_equal(weights.numpy(), expected_weights.numpy())
+    reference_output, _ = reference(
+        layer, X, V, K, mask=np.broadcast_to(VALUE_MASK[:, None], (B, T_Q, T_K))
+    )
+    np.testing.assert_allclose(output.numpy(), reference_output, rtol=1e-5, atol=1e-5)
+
+
+def test_project_key_value_without_key_projects_the_value_twice():
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    layer(X, V)
+    randomise(layer, seed=6)
+    fused = layer.project_key_value(V)
+    separate = layer.project_key_value(V, np.array(V))
+    for a, b in zip(fused, separate, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6)
 
 
 def test_cached_decoding_equals_full_causal_pass():
