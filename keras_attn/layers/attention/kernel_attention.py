@@ -7,9 +7,11 @@ import math
 import keras
 from keras import ops
 
-from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
+from keras_attn.layers.attention.multi_head_attention import (
+    MultiHeadAttention,
+    _check_positive_int,
+)
 from keras_attn.ops.masking import apply_query_mask
 
 # Stands in for log(0) inside exp(): exp(-1e9) is exactly 0 in float32, and the value itself is
@@ -18,12 +20,14 @@ _LOG_ZERO = -1e9
 
 
 @keras_attn_export("keras_attn.layers.KernelAttention")
-class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
+class KernelAttention(MultiHeadAttention):
     """Multi-head attention with Performer's positive orthogonal random features (FAVOR+).
 
-    Projections are those of `MultiHeadAttention`; per head (shapes for one batch element), with
-    `q_t = Q_t / key_dim^(1/4)`, `k_s = K_s / key_dim^(1/4)` and random features `w_1..w_m`
-    (`m = num_features`, rows of `random_features` `(m, key_dim)`):
+    A `MultiHeadAttention` whose softmax attention is replaced by its random-feature estimate:
+    the projections (weights, `project_query`, `project_key_value`) are `MultiHeadAttention`'s.
+    Per head (shapes for one batch element), with `q_t = Q_t / key_dim^(1/4)`,
+    `k_s = K_s / key_dim^(1/4)` and random features `w_1..w_m` (`m = num_features`, rows of
+    `random_features` `(m, key_dim)`):
 
         phi(x) = exp(w_j^T x - ||x||^2 / 2)_j / sqrt(m)          (m,), positive
         E[phi(q_t)^T phi(k_s)] = exp(q_t^T k_s) = exp(Q_t^T K_s / sqrt(key_dim))
@@ -54,9 +58,7 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     numerator `sum_s phi(k_s) V_s^T` only; the normaliser keeps every key. The output is then
     exactly `sum_s alpha_ts (m_s / (1 - p)) V_s` with the undropped weights `alpha` — Keras'
     `dropout(alpha) V` with one mask per key shared by all queries instead of one per (query,
-    key) pair — and its expectation is the undropped output. (Dropping in the normaliser too would
-    renormalise the survivors and bias the expectation; dropping features of `phi` would perturb
-    the kernel estimate rather than the attention.)
+    key) pair — and its expectation is the undropped output.
 
     Padded keys get `phi(k) = 0` and so contribute nothing; a query with no real key gets a zero
     context. With `return_attention_scores=True` the implied weights
@@ -137,14 +139,7 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         dropout: float = 0.0,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        for name, value in (("num_heads", num_heads), ("key_dim", key_dim)):
-            _check_positive_int(name, value)
         _check_positive_int("num_features", num_features)
-        if value_dim is not None:
-            _check_positive_int("value_dim", value_dim)
-        if output_shape is not None:
-            _check_positive_int("output_shape", output_shape)
         if not isinstance(causal, bool):
             raise ValueError(f"Expected causal to be a bool. Received: causal={causal!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
@@ -153,34 +148,28 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             _check_positive_int("redraw_interval", redraw_interval)
         if isinstance(dropout, bool) or not 0.0 <= float(dropout) < 1.0:
             raise ValueError(f"Expected dropout in [0, 1). Received: dropout={dropout!r}")
-        self.num_heads = int(num_heads)
-        self.key_dim = int(key_dim)
-        self.value_dim = None if value_dim is None else int(value_dim)
+        # The parent's dropout acts on a weight matrix this layer never forms: it gets rate 0 and
+        # `dropout` drops keys from the numerator instead (see above).
+        super().__init__(
+            num_heads,
+            key_dim,
+            value_dim=value_dim,
+            use_bias=use_bias,
+            output_shape=output_shape,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            **kwargs,
+        )
+        self.dropout = float(dropout)
         self.num_features = int(num_features)
         self.causal = causal
-        self.use_bias = bool(use_bias)
-        self._output_shape = None if output_shape is None else int(output_shape)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = seed
         self.redraw_interval = None if redraw_interval is None else int(redraw_interval)
-        self.dropout = float(dropout)
         # Two generators, so that dropout draws never shift the sequence of feature draws.
         self.feature_seed_generator = keras.random.SeedGenerator(seed, name="feature_seed")
         self.dropout_seed_generator = keras.random.SeedGenerator(
             None if seed is None else seed + 1, name="dropout_seed"
         )
-        self.supports_masking = True
-
-    @property
-    def output_shape(self) -> int | None:
-        """The configured size of the output's last axis (None = the query's)."""
-        return self._output_shape
-
-    @property
-    def head_value_dim(self) -> int:
-        """Size of each head's values (`value_dim`, or `key_dim` when not given)."""
-        return self.key_dim if self.value_dim is None else self.value_dim
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
@@ -198,20 +187,12 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             "value": (heads, dv),
             "output": (d_out,),
         }
+        # Kernel and bias of each projection in turn (MultiHeadAttention creates all kernels
+        # first): the order of the weights in saved models.
         for name, shape in kernels.items():
-            kernel = self.add_weight(
-                name=f"{name}_kernel",
-                shape=shape,
-                initializer=clone_initializer(self.kernel_initializer),
-            )
-            setattr(self, f"{name}_kernel", kernel)
+            setattr(self, f"{name}_kernel", self._kernel(f"{name}_kernel", shape))
             if self.use_bias:
-                bias = self.add_weight(
-                    name=f"{name}_bias",
-                    shape=biases[name],
-                    initializer=clone_initializer(self.bias_initializer),
-                )
-                setattr(self, f"{name}_bias", bias)
+                setattr(self, f"{name}_bias", self._bias(f"{name}_bias", biases[name]))
         self.random_features = self.add_weight(
             name="random_features",
             shape=(self.num_features, dk),
@@ -267,13 +248,6 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         # Drawn every call (a few tiny QRs) and kept only when due: no data-dependent branch.
         self.random_features.assign(ops.where(redraw, self._draw_features(), self.random_features))
 
-    def _project(self, x, name):
-        # (batch, T, d) x (d, heads, e) -> (batch, heads, T, e)
-        projected = ops.einsum("btd,dhe->bhte", x, getattr(self, f"{name}_kernel"))
-        if self.use_bias:
-            projected = projected + ops.expand_dims(getattr(self, f"{name}_bias"), 1)
-        return projected
-
     def _features(self, x, mask=None, is_query=False):
         """phi(x) in float32 for `x` `(batch, heads, T, key_dim)` -> `(batch, heads, T, m)`."""
         x = ops.cast(x, "float32") * (self.key_dim**-0.25)
@@ -315,10 +289,9 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             )
         if training and self.redraw_interval is not None:
             self._count_training_call()
-        key = value if key is None else key
-        q = self._project(query, "query")  # (batch, heads, T_q, dk)
-        k = self._project(key, "key")  # (batch, heads, T_k, dk)
-        v = ops.cast(self._project(value, "value"), "float32")  # (batch, heads, T_k, dv)
+        q = self.project_query(query)  # (batch, heads, T_q, dk)
+        k, v = self.project_key_value(value, key)  # (batch, heads, T_k, dk), (..., dv)
+        v = ops.cast(v, "float32")
         key_mask = None
         if value_mask is not None:
             key_mask = ops.cast(value_mask, "bool")[:, None, :, None]  # (batch, 1, T_k, 1)
@@ -371,29 +344,9 @@ class KernelAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            num_heads=self.num_heads,
-            key_dim=self.key_dim,
-            value_dim=self.value_dim,
             num_features=self.num_features,
             causal=self.causal,
-            use_bias=self.use_bias,
-            output_shape=self._output_shape,
-            kernel_initializer=keras.saving.serialize_keras_object(self.kernel_initializer),
-            bias_initializer=keras.saving.serialize_keras_object(self.bias_initializer),
             seed=self.seed,
             redraw_interval=self.redraw_interval,
-            dropout=self.dropout,
         )
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for name in ("kernel_initializer", "bias_initializer"):
-            config[name] = keras.saving.deserialize_keras_object(config[name])
-        return cls(**config)
-
-
-def _check_positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"Expected {name} to be a positive int. Received: {name}={value!r}")
