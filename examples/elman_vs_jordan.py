@@ -1,15 +1,19 @@
 """Elman (hidden state fed back) vs Jordan (output fed back) on delayed recall.
 
-    python examples/elman_vs_jordan.py [--steps 300] [--delay 2] [--units 32]
+    python examples/elman_vs_jordan.py [--steps 300] [--delay 2] [--units 32] [--seed 0]
 
 The task needs memory beyond the current output: at step t the network must output the symbol
 it read at step t - delay (a random string of 4 symbols, one-hot). An Elman network
-(`keras_attn.layers.ElmanRNN`, thesis fig. 2.2a) can keep the last `delay` symbols in its
-hidden state. A Jordan network (`keras_attn.layers.JordanRNN`, fig. 2.2b) only sees its own
+(`keras_attn.layers.ElmanRNN`; Elman, 1990) can keep the last `delay` symbols in its
+hidden state. A Jordan network (`keras_attn.layers.JordanRNN`; Jordan, 1986) only sees its own
 previous output o^(t-1), a softmax over the 4 symbols trained to predict the symbol of step
 t - 1 - delay: the symbols read since then must survive in that prediction, which training pushes
 towards one-hot. Both networks have the same hidden size, outputs and training budget; the
 script prints the per-step accuracy of each (on steps t >= delay) and chance level.
+
+References:
+    Elman, 1990, "Finding structure in time", Cognitive Science 14(2).
+    Jordan, 1986, "Serial order: a parallel distributed processing approach", ICS report 8604.
 """
 
 from __future__ import annotations
@@ -75,13 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=300, help="training steps per network")
     parser.add_argument("--delay", type=int, default=2, help="recall the symbol this far back")
     parser.add_argument("--units", type=int, default=32, help="hidden units of both networks")
+    parser.add_argument("--seed", type=int, default=0, help="weights, training and test batches")
     args = parser.parse_args(argv)
     if not 1 <= args.delay < LENGTH:
         parser.error(f"--delay must be in [1, {LENGTH - 1}]. Received: {args.delay}")
 
     print(f"delayed recall: output x(t-{args.delay}), {SYMBOLS} symbols, chance {1 / SYMBOLS:.0%}")
     for kind in ("elman", "jordan"):
-        result = train_one(kind, args.steps, args.delay, args.units)
+        result = train_one(kind, args.steps, args.delay, args.units, args.seed)
         print(
             f"{kind:>7}: accuracy {result['accuracy']:.1%} ({result['seconds']:.1f} s)",
             flush=True,

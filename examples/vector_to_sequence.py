@@ -1,14 +1,18 @@
 """Generate a sequence from one vector: the decimal digits of a number from its binary code.
 
     python examples/vector_to_sequence.py [--steps 600] [--conditioning both] [--units 128]
+                                          [--seed 0]
 
-`keras_attn.layers.VectorToSequence` (thesis fig. 2.3, the image-captioning shape) reads one
-vector, the 10 bits of a number n in [0, 1000), and writes the 3 decimal digits of n (e.g.
+`keras_attn.layers.VectorToSequence` (the image-captioning shape of Vinyals et al., 2015) reads
+one vector, the 10 bits of a number n in [0, 1000), and writes the 3 decimal digits of n (e.g.
 0b1111011 -> "1 2 3"). Training is teacher forced (the true previous digit is fed back);
 generation is free running and greedy (the decoder feeds back its own argmax), through a second
 functional model that shares the layer and passes no targets. 800 numbers train, the other 200
 are held out; the script prints the exact-match (all digits right) and per-digit accuracy of
 greedy generation on both sets and a few generated examples.
+
+References:
+    Vinyals et al., 2015, "Show and tell: a neural image caption generator", arXiv:1411.4555.
 """
 
 from __future__ import annotations
@@ -76,9 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--conditioning", default="both", choices=["every_step", "initial_state", "both"]
     )
+    parser.add_argument("--seed", type=int, default=0, help="weights, split and batches")
     args = parser.parse_args(argv)
 
-    results = run(args.steps, args.units, args.conditioning)
+    results = run(args.steps, args.units, args.conditioning, args.seed)
     print(f"binary -> decimal digits, conditioning={args.conditioning}, {args.steps} steps")
     for name in ("train", "held_out"):
         print(
