@@ -1,0 +1,99 @@
+"""The user documentation: the README's example runs, links resolve, the license is there."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+USER_DOCS = sorted(
+    [README, ROOT / "benchmarks" / "README.md", ROOT / "serving" / "README.md"]
+    + list((ROOT / "docs").glob("*.md"))
+)
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+# Words that speak of how the work was organised rather than of the library (a TF
+# `Session::Run` and a random `seed=` are fine).
+ORGANISATIONAL = re.compile(
+    r"\bthesis\b|\bslides?\b|\bdecks?\b|\bseed 0\d\d\b|\bseed documents?\b|\bsessions?\b"
+    r"|\bissues?\b|\bCEO\b|\bhelpers?\b",
+    re.IGNORECASE,
+)
+
+
+def _readme_python_block() -> str:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
+    assert blocks, "README.md has no python example"
+    return blocks[0]
+
+
+def _anchors(markdown: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    anchors = set()
+    for heading in re.findall(r"^#+\s+(.*)$", markdown.read_text(encoding="utf-8"), re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        anchors.add(slug)
+    return anchors
+
+
+def test_readme_is_short_and_stays_inside_the_repository():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 120
+    assert "../" not in text
+    assert "make demo" in text and "make test" in text
+
+
+def test_readme_example_runs_and_prints_what_the_readme_says():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    result = subprocess.run(
+        [sys.executable, "-c", _readme_python_block()],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == ["(1, 3, 1000)", "[[1. 1. 1.]] True"]
+    readme = README.read_text(encoding="utf-8")
+    assert "`(1, 3, 1000)`" in readme and "`[[1. 1. 1.]] True`" in readme
+
+
+@pytest.mark.parametrize("markdown", USER_DOCS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_relative_links_resolve(markdown: Path):
+    broken = []
+    for target in LINK.findall(markdown.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path_part, _, anchor = target.partition("#")
+        resolved = (markdown.parent / path_part).resolve() if path_part else markdown
+        if not resolved.exists() or ROOT not in (resolved, *resolved.parents):
+            broken.append(target)
+        elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+            broken.append(target)
+    assert not broken, f"{markdown.relative_to(ROOT)}: links that do not resolve: {broken}"
+
+
+@pytest.mark.parametrize("markdown", USER_DOCS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_docs_speak_to_users(markdown: Path):
+    text = markdown.read_text(encoding="utf-8").replace("Session::Run", "")
+    found = [
+        f"line {text.count(chr(10), 0, match.start()) + 1}: {match.group(0)!r}"
+        for match in ORGANISATIONAL.finditer(text)
+    ]
+    assert not found, f"{markdown.relative_to(ROOT)}: {found}"
+
+
+def test_license_is_the_apache_2_text():
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.lstrip().startswith("Apache License")
+    assert "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    assert "Copyright 2026 The keras_attn Authors" in text
+    assert "license = Apache-2.0" in (ROOT / "setup.cfg").read_text(encoding="utf-8")
