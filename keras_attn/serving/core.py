@@ -6,9 +6,9 @@ GetModelStatus, Classify, Regress, MultiInference) from loaded `Servable`s and f
 order. Sources followed (tensorflow/serving): `model_servers/server_core.cc`
 (`ServableRequestFromModelSpec`, version labels), `core/manager.h` (`Latest(..)`/`Specific(..)`),
 `servables/tensorflow/predict_impl.cc` and `predict_util.cc`, TensorFlow's
-`cc/saved_model/util.cc::GetInputValues`, `servables/tensorflow/util.cc` (`MakeModelSpec`,
-example serialization), `get_model_metadata_impl.cc`, `model_servers/get_model_status_impl.cc`,
-`classifier.cc`, `regressor.cc` and `multi_inference.cc`.
+`cc/saved_model/util.cc::GetInputValues`, `servables/tensorflow/util.cc` (`MakeModelSpec`),
+`get_model_metadata_impl.cc`, `model_servers/get_model_status_impl.cc` and `multi_inference.cc`;
+the tf.Example side of Classify / Regress lives in `keras_attn.serving.example_inference`.
 
 The inputs are checked beyond what the stock server checks (it builds every tensor, then hands
 them to `Session::Run`), and before any tensor is built: an input whose dtype differs from the
@@ -27,7 +27,6 @@ from typing import Any, Protocol
 
 import grpc
 import numpy as np
-from google.protobuf import text_format
 from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow_serving.apis import (
@@ -35,13 +34,20 @@ from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     get_model_status_pb2,
     inference_pb2,
-    input_pb2,
     model_pb2,
     predict_pb2,
     regression_pb2,
 )
 
+from keras_attn.serving import example_inference
 from keras_attn.serving.deadline import check_deadline
+from keras_attn.serving.example_inference import (
+    classification_aliases,
+    fill_classification_result,
+    fill_regression_result,
+    regression_aliases,
+    serialized_examples,
+)
 from keras_attn.serving.limits import RequestLimits
 from keras_attn.serving.servable import Servable
 from keras_attn.serving.status import (
@@ -51,13 +57,10 @@ from keras_attn.serving.status import (
     internal,
     invalid_argument,
     not_found,
-    resource_exhausted,
     unimplemented,
 )
 from keras_attn.serving.tensors import (
     as_ndarray,
-    dtype_from_numpy,
-    dtype_name,
     dtype_string,
     format_shape,
     ndarray_to_tensor_proto,
@@ -73,11 +76,12 @@ PREDICT_METHOD = "tensorflow/serving/predict"
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
 SIGNATURE_DEF_FIELD = "signature_def"
-CLASSIFY_INPUTS = "inputs"
-CLASSIFY_OUTPUT_CLASSES = "classes"
-CLASSIFY_OUTPUT_SCORES = "scores"
-REGRESS_INPUTS = "inputs"
-REGRESS_OUTPUTS = "outputs"
+# The Classify / Regress signature keys, defined beside the tf.Example handling.
+CLASSIFY_INPUTS = example_inference.CLASSIFY_INPUTS
+CLASSIFY_OUTPUT_CLASSES = example_inference.CLASSIFY_OUTPUT_CLASSES
+CLASSIFY_OUTPUT_SCORES = example_inference.CLASSIFY_OUTPUT_SCORES
+REGRESS_INPUTS = example_inference.REGRESS_INPUTS
+REGRESS_OUTPUTS = example_inference.REGRESS_OUTPUTS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -321,14 +325,14 @@ class ServingCore:
                 f"Expected classification signature method_name to be {CLASSIFY_METHOD}. "
                 f"Was: {signature.method_name}"
             )
-        input_alias, output_aliases = _preprocess_classification(signature)
+        input_alias, output_aliases = classification_aliases(signature)
         response = classification_pb2.ClassificationResponse()
         _make_model_spec(
             response.model_spec, request.model_spec.name, signature_name, servable.version
         )
-        examples = _serialized_examples(request.input, self.limits)
+        examples = serialized_examples(request.input, self.limits)
         outputs = _run_on_examples(servable, signature_name, signature, input_alias, examples)
-        _fill_classification_result(
+        fill_classification_result(
             {alias: outputs[alias] for alias in output_aliases}, len(examples), response.result
         )
         return response
@@ -346,14 +350,14 @@ class ServingCore:
                 f"Expected regression signature method_name to be {REGRESS_METHOD}. "
                 f"Was: {signature.method_name}"
             )
-        input_alias, output_alias = _preprocess_regression(signature)
+        input_alias, output_alias = regression_aliases(signature)
         response = regression_pb2.RegressionResponse()
         _make_model_spec(
             response.model_spec, request.model_spec.name, signature_name, servable.version
         )
-        examples = _serialized_examples(request.input, self.limits)
+        examples = serialized_examples(request.input, self.limits)
         outputs = _run_on_examples(servable, signature_name, signature, input_alias, examples)
-        _fill_regression_result(outputs[output_alias], len(examples), response.result)
+        fill_regression_result(outputs[output_alias], len(examples), response.result)
         return response
 
     def multi_inference(
@@ -394,14 +398,14 @@ class ServingCore:
                         f"Expected classification signature method_name to be "
                         f"{CLASSIFY_METHOD}. Was: {signature.method_name}"
                     )
-                alias, outputs = _preprocess_classification(signature)
+                alias, outputs = classification_aliases(signature)
             elif task.method_name == REGRESS_METHOD:
                 if self._method_check and signature.method_name != REGRESS_METHOD:
                     raise invalid_argument(
                         f"Expected regression signature method_name to be {REGRESS_METHOD}. "
                         f"Was: {signature.method_name}"
                     )
-                alias, output = _preprocess_regression(signature)
+                alias, output = regression_aliases(signature)
                 outputs = [output]
             else:
                 raise unimplemented(f"Unsupported signature method_name: {task.method_name}")
@@ -412,7 +416,7 @@ class ServingCore:
                 raise invalid_argument("Input tensor must be the same for all Signatures.")
             plan.append((signature_name, signature, alias, outputs))
 
-        examples = _serialized_examples(request.input, self.limits)
+        examples = serialized_examples(request.input, self.limits)
         response = inference_pb2.MultiInferenceResponse()
         for task, (signature_name, signature, alias, output_aliases) in zip(
             request.tasks, plan, strict=True
@@ -420,13 +424,13 @@ class ServingCore:
             outputs = _run_on_examples(servable, signature_name, signature, alias, examples)
             result = response.results.add()
             if task.method_name == CLASSIFY_METHOD:
-                _fill_classification_result(
+                fill_classification_result(
                     {a: outputs[a] for a in output_aliases},
                     len(examples),
                     result.classification_result,
                 )
             else:
-                _fill_regression_result(
+                fill_regression_result(
                     outputs[output_aliases[0]], len(examples), result.regression_result
                 )
             _make_model_spec(
@@ -616,83 +620,6 @@ def _find_signature(
     return signature_name, signature
 
 
-def _debug_string(message: Any) -> str:
-    return text_format.MessageToString(message)
-
-
-def _preprocess_classification(signature: meta_graph_pb2.SignatureDef) -> tuple[str, list[str]]:
-    """Checks a signature can classify; returns its input alias and class/score outputs."""
-    if len(signature.inputs) != 1:
-        raise invalid_argument("Expected one input Tensor.")
-    if len(signature.outputs) not in (1, 2):
-        raise invalid_argument(
-            f"Expected one or two output Tensors, found {len(signature.outputs)}"
-        )
-    if CLASSIFY_INPUTS not in signature.inputs:
-        raise invalid_argument(
-            f"No classification inputs found in SignatureDef: {_debug_string(signature)}"
-        )
-    outputs = [
-        alias
-        for alias in (CLASSIFY_OUTPUT_CLASSES, CLASSIFY_OUTPUT_SCORES)
-        if alias in signature.outputs
-    ]
-    if not outputs:
-        raise invalid_argument(
-            "Expected classification signature outputs to contain at least one of "
-            f'"{CLASSIFY_OUTPUT_CLASSES}" or "{CLASSIFY_OUTPUT_SCORES}". '
-            f"Signature was: {_debug_string(signature)}"
-        )
-    return CLASSIFY_INPUTS, outputs
-
-
-def _preprocess_regression(signature: meta_graph_pb2.SignatureDef) -> tuple[str, str]:
-    """Checks a signature can regress; returns its input and output aliases."""
-    if len(signature.inputs) != 1:
-        raise invalid_argument("Expected one input Tensor.")
-    if len(signature.outputs) != 1:
-        raise invalid_argument("Expected one output Tensor.")
-    if REGRESS_INPUTS not in signature.inputs:
-        raise invalid_argument(
-            f"No regression inputs found in SignatureDef: {_debug_string(signature)}"
-        )
-    if REGRESS_OUTPUTS not in signature.outputs:
-        raise invalid_argument(
-            f"No regression outputs found in SignatureDef: {_debug_string(signature)}"
-        )
-    return REGRESS_INPUTS, REGRESS_OUTPUTS
-
-
-def _serialized_examples(model_input: input_pb2.Input, limits: RequestLimits | None) -> list[bytes]:
-    """The serialized tf.Examples of an Input (context bytes prepended to each example).
-
-    With `limits`, at most `max_rows_per_request` examples, and the copies of the context beyond
-    the one the request carries count against `max_fill_bytes`.
-    """
-    kind = model_input.WhichOneof("kind")
-    if limits is not None and kind is not None:
-        limits.check_rows("Input", len(getattr(model_input, kind).examples))
-    if kind == "example_list":
-        examples = [e.SerializeToString() for e in model_input.example_list.examples]
-    elif kind == "example_list_with_context":
-        with_context = model_input.example_list_with_context
-        context = with_context.context.SerializeToString()
-        copies = max(len(with_context.examples) - 1, 0) * len(context)
-        if limits is not None and copies > limits.max_fill_bytes:
-            raise resource_exhausted(
-                f"Input has {len(with_context.examples)} examples sharing a context of "
-                f"{len(context)} bytes; prepending it to each would take {copies} more bytes "
-                f"than the request, more than the server's limit of {limits.max_fill_bytes} "
-                "(--max_fill_bytes)"
-            )
-        examples = [context + e.SerializeToString() for e in with_context.examples]
-    else:
-        examples = []
-    if not examples:
-        raise invalid_argument("Input is empty.")
-    return examples
-
-
 def _run_on_examples(
     servable: Servable,
     signature_name: str,
@@ -705,62 +632,3 @@ def _run_on_examples(
     info = signature.inputs[input_alias]
     _check_fit(signature_name, [(input_alias, info, types_pb2.DT_STRING, array.shape)])
     return _run(servable, signature_name, [_Feed(input_alias, info, types_pb2.DT_STRING, array)])
-
-
-def _fill_classification_result(
-    outputs: Mapping[str, np.ndarray], num_examples: int, result: Any
-) -> None:
-    classes = outputs.get(CLASSIFY_OUTPUT_CLASSES)
-    scores = outputs.get(CLASSIFY_OUTPUT_SCORES)
-    _check_class_tensor("classes", classes, types_pb2.DT_STRING, num_examples)
-    _check_class_tensor("scores", scores, types_pb2.DT_FLOAT, num_examples)
-    if classes is not None and scores is not None and classes.shape[1] != scores.shape[1]:
-        raise invalid_argument(
-            "Tensors class and score should match in dim_size(1). "
-            f"Got {classes.shape[1]} vs. {scores.shape[1]}"
-        )
-    num_classes = (classes if classes is not None else scores).shape[1]
-    for i in range(num_examples):
-        classifications = result.classifications.add()
-        for c in range(num_classes):
-            entry = classifications.classes.add()
-            if classes is not None:
-                entry.label = bytes(classes[i, c]).decode("utf-8", errors="replace")
-            if scores is not None:
-                entry.score = float(scores[i, c])
-
-
-def _check_class_tensor(label: str, tensor: np.ndarray | None, dtype: int, batch: int) -> None:
-    if tensor is None:
-        return
-    if tensor.ndim != 2:
-        raise invalid_argument(
-            f"Expected Tensor shape: [batch_size num_classes] but got {format_shape(tensor.shape)}"
-        )
-    actual = dtype_from_numpy(tensor.dtype)
-    if actual != dtype:
-        raise invalid_argument(
-            f"Expected {label} Tensor of {dtype_name(dtype)}. Got: {dtype_name(actual)}"
-        )
-    if tensor.shape[0] != batch:
-        raise invalid_argument(
-            f"Expected {label} output batch size of {batch}. Got: {tensor.shape[0]}"
-        )
-
-
-def _fill_regression_result(tensor: np.ndarray, num_examples: int, result: Any) -> None:
-    if not (tensor.ndim == 1 or (tensor.ndim == 2 and tensor.shape[1] == 1)):
-        raise invalid_argument(
-            "Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got "
-            f"{format_shape(tensor.shape)}"
-        )
-    if tensor.shape[0] != num_examples:
-        raise invalid_argument(
-            "Input batch size did not match output batch size: "
-            f"{num_examples} vs. {tensor.shape[0]}"
-        )
-    actual = dtype_from_numpy(tensor.dtype)
-    if actual != types_pb2.DT_FLOAT:
-        raise invalid_argument(f"Expected output Tensor of DT_FLOAT.  Got: {dtype_name(actual)}")
-    for value in tensor.reshape(-1):
-        result.regressions.add(value=float(value))
