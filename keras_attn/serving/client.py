@@ -18,7 +18,7 @@ from typing import Any
 
 import grpc
 import numpy as np
-from tensorflow.core.framework import tensor_pb2, types_pb2
+import tensorflow as tf
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     get_model_status_pb2,
@@ -60,10 +60,6 @@ class ServerUnavailableError(ServingError):
     """No model server answered at the target (gRPC status UNAVAILABLE)."""
 
 
-def _to_bytes(text: str | bytes) -> bytes:
-    return text if isinstance(text, bytes) else text.encode("utf-8")
-
-
 def make_translate_request(
     texts: Sequence[str | bytes], model_name: str, signature_name: str = DEFAULT_SIGNATURE
 ) -> predict_pb2.PredictRequest:
@@ -71,9 +67,7 @@ def make_translate_request(
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model_name
     request.model_spec.signature_name = signature_name
-    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING)
-    tensor.tensor_shape.dim.add(size=len(texts))
-    tensor.string_val.extend(_to_bytes(text) for text in texts)
+    tensor = tf.make_tensor_proto(list(texts), dtype=tf.string, shape=[len(texts)])
     request.inputs[TEXT_INPUT].CopyFrom(tensor)
     return request
 
