@@ -1,4 +1,4 @@
-"""An attacker's session against `keras-attn serve` in a child process.
+"""Hostile clients against `keras-attn serve` in a child process.
 
 Each test sends one class of hostile input and asserts the status every request gets and that
 the server stays bounded: its resident memory (`/proc/PID/status`), the CPU it spends after
