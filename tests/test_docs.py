@@ -16,6 +16,10 @@ USER_DOCS = sorted(
     [README, ROOT / "benchmarks" / "README.md", ROOT / "serving" / "README.md"]
     + list((ROOT / "docs").glob("*.md"))
 )
+# A file or folder of the repository quoted in a code span, e.g. `keras_attn/serving/limits.py`.
+REPOSITORY_PATH = re.compile(
+    r"`((?:keras_attn|tests|examples|benchmarks|experiments|serving)/[\w/.\-]+)`"
+)
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 # Words that speak of how the work was organised rather than of the library (a TF
 # `Session::Run` and a random `seed=` are fine).
@@ -78,6 +82,13 @@ def test_relative_links_resolve(markdown: Path):
         elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
             broken.append(target)
     assert not broken, f"{markdown.relative_to(ROOT)}: links that do not resolve: {broken}"
+
+
+@pytest.mark.parametrize("markdown", USER_DOCS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_repository_paths_named_in_code_spans_exist(markdown: Path):
+    named = re.findall(REPOSITORY_PATH, markdown.read_text(encoding="utf-8"))
+    missing = sorted({path for path in named if not (ROOT / path).exists()})
+    assert not missing, f"{markdown.relative_to(ROOT)} names files that do not exist: {missing}"
 
 
 @pytest.mark.parametrize("markdown", USER_DOCS, ids=lambda path: str(path.relative_to(ROOT)))
