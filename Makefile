@@ -42,17 +42,19 @@ corpora: $(STAMP)
 	done
 	@echo "corpora in $(CORPORA_DIR) (set KERAS_ATTN_CORPORA_DIR if that is not the default)"
 
-# Translation quality of the nineteen translators at one training budget each, on the real corpora
-# (benchmarks/quality.py; not part of `make test`). The default is the run of docs/results.md: 18 CPU
-# minutes per model on libreoffice-es-en, two models at a time (about four hours on 2 cores,
-# extrapolated from ~130 min for ten), heatmaps of its test sentences with a noun-adjective pair.
-# QUALITY_FLAGS overrides the budget, corpora, output.
+# Research run: translation quality of the nineteen translators at one training budget each, on the
+# real corpora (experiments/quality.py; not part of `make test`). The default is the run of
+# docs/results.md: 18 CPU minutes per model on libreoffice-es-en, two models at a time (about four
+# hours on 2 cores), heatmaps of its test sentences with a noun-adjective pair. QUALITY_FLAGS
+# overrides the budget, corpora, output. `bench-quality` is the former name of the target.
 QUALITY_FLAGS ?= --budget-minutes 18 --corpora libreoffice-es-en --workers 2 \
 	--heatmap-rows 43 80 245 764 896 --out bench-quality
 
-bench-quality: corpora
+experiment-quality: corpora
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,corpora,bench]'
-	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python benchmarks/quality.py $(QUALITY_FLAGS)
+	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python experiments/quality.py $(QUALITY_FLAGS)
+
+bench-quality: experiment-quality
 
 lint: $(STAMP)
 	$(BIN)/ruff check keras_attn tests examples benchmarks

@@ -25,12 +25,12 @@ Writes into `--out`: `results.json`, `results.md` (the tables), per corpus
 per arm its run directory and `test.tsv` (source, reference, hypothesis). An arm whose
 `result.json` exists is not run again, and one whose training finished (its run directory holds
 the model and `metrics.json`, with the same configuration) is only translated and scored, so an
-interrupted benchmark continues where it stopped.
+interrupted experiment continues where it stopped.
 `--workers N` trains N arms at once, each in its own process with cores/N TensorFlow threads (a
 CPU-time budget stays per model); the vocabularies are built first, once per corpus.
 
-    python benchmarks/quality.py --corpora ding-de-en bible-es-en --budget-minutes 10 --out OUT
-    python benchmarks/quality.py --corpora ding-de-en --budget-minutes 20 --workers 2 --out OUT
+    python experiments/quality.py --corpora ding-de-en bible-es-en --budget-minutes 10 --out OUT
+    python experiments/quality.py --corpora ding-de-en --budget-minutes 20 --workers 2 --out OUT
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class Arm:
 
 
 def evaluation_pairs(splits, args) -> list:
-    """The test pairs the benchmark translates: the corpus' test split, or its first
+    """The test pairs the experiment translates: the corpus' test split, or its first
     `--test-sentences`."""
     return splits["test"][: args.test_sentences] if args.test_sentences else splits["test"]
 
@@ -90,9 +90,8 @@ RNN = {"learning_rate": 3e-3}
 TRANSFORMER = {"learning_rate": 1e-3}
 # Luong et al. (2015, section 4.1): SGD at rate 1.0 on the loss summed over a sentence's target
 # words, gradient norm clipped at 5, no warm-up. The trainer's loss is the mean over target tokens,
-# so their rate does not carry over; rate 4 with clip 1 came from short probes of the dot model
-# (docs/results.md: rate 1 with clip 5 trailed Adam, rates 2 and 10 with clip 5 and 17 with clip
-# 0.3 diverged). Halving starts after SGD_HALVING[0] passes, then every SGD_HALVING[1];
+# so their rate does not carry over; the rate and clip norm used here are chosen in
+# docs/results.md. Halving starts after SGD_HALVING[0] passes, then every SGD_HALVING[1];
 # `arm_config` turns passes into steps.
 SGD = {
     "optimizer": "sgd",
@@ -102,9 +101,8 @@ SGD = {
     "warmup_steps": 0,
 }
 SGD_HALVING = (5, 1)
-# Local-p on SGD at rate 4: the sigmoid of its position predictor saturates and p_t parks at one
-# end of the sentence (docs/results.md). Its W_p and v_p at a tenth of the rate (a factor on their
-# gradients, `--position-gradient-scale`): 0.1 came from two seed-0 runs, at 0.25 and 0.1.
+# The "slow predictor" arms train local-p's position predictor (W_p and v_p) at a tenth of the rate:
+# a factor on their gradients, `--position-gradient-scale` (docs/results.md).
 SGD_PREDICTOR_SCALE = 0.1
 ARMS = (
     Arm("no attention", "rnn-plain", RNN, attends=False),
@@ -112,9 +110,8 @@ ARMS = (
     Arm("Luong dot", "rnn-luong", {**RNN, "score": "dot"}),
     Arm("Luong general", "rnn-luong", {**RNN, "score": "general"}),
     Arm("Luong local-p", "rnn-luong", {**RNN, "score": "general", "attention": "local-p"}),
-    # Under Adam the general score's magnitude explodes at this budget (its softmax saturates; on
-    # local-p, p_t sticks at the sentence end: docs/results.md). The same two models with the
-    # 1/sqrt(d) factor on the score, and local-p on the dot score.
+    # The same two models with the 1/sqrt(d) factor on the general score, and local-p on the dot
+    # score.
     Arm("Luong general scaled", "rnn-luong", {**RNN, "score": "scaled_general"}),
     Arm(
         "Luong local-p scaled",
@@ -477,7 +474,7 @@ def finished_training(run_dir: Path, config) -> dict | None:
     """The metrics of a run in `run_dir` that finished training with `config`, else None.
 
     The trainer writes `metrics.json` after it saved `model.keras`, so both being there means the
-    budget was spent; a benchmark killed while translating then only needs the translation. A run
+    budget was spent; an experiment killed while translating then only needs the translation. A run
     with another configuration (other budget, seed or options) does not count.
     """
     from keras_attn.training.trainer import CONFIG_FILE, METRICS_FILE, MODEL_FILE, RunDirectory
@@ -582,7 +579,7 @@ def shared_vocabularies(directory: Path, train_pairs, config, log) -> dict[str, 
     """The corpus' source and target WordPiece vocabularies, built once into `directory`.
 
     Built exactly as the trainer builds a run's (`build_wordpiece_vocab` on the training side,
-    `config.vocab_size` tokens); later arms and later benchmark runs reuse the files.
+    `config.vocab_size` tokens); later arms and later experiment runs reuse the files.
     """
     from keras_attn.text.vocab import build_wordpiece_vocab, save_vocab
     from keras_attn.training.trainer import SOURCE_VOCAB, TARGET_VOCAB

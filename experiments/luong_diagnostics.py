@@ -1,8 +1,8 @@
 """The attention of trained Luong translators: score scale, peakedness, local-p's p_t.
 
-    python benchmarks/luong_diagnostics.py RUN_DIR [RUN_DIR ...] [--batches 4]
+    python experiments/luong_diagnostics.py RUN_DIR [RUN_DIR ...] [--batches 4]
 
-For every `keras-attn train` run directory of an `rnn-luong` model (a `benchmarks/quality.py` arm
+For every `keras-attn train` run directory of an `rnn-luong` model (a `experiments/quality.py` arm
 keeps it in `OUT/CORPUS/ARM/run`), runs the saved model (`model.keras`, the final weights) over the
 first `--batches` training batches of its corpus, teacher-forced, dropout off, and prints:
 

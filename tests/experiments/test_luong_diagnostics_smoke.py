@@ -1,4 +1,4 @@
-"""benchmarks/luong_diagnostics.py on tiny trained Luong translators."""
+"""experiments/luong_diagnostics.py on tiny trained Luong translators."""
 
 import importlib.util
 import pathlib
@@ -15,7 +15,7 @@ from keras_attn.scores import ResidualGeneralScore
 from keras_attn.text import corpora
 from keras_attn.training.trainer import RunDirectory, TrainConfig, _training_data, train
 
-_PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "luong_diagnostics.py"
+_PATH = pathlib.Path(__file__).resolve().parents[2] / "experiments" / "luong_diagnostics.py"
 TINY = dict(
     model="rnn-luong", steps=2, batch_size=16, units=16, embedding_dim=8, vocab_size=400,
     dropout=0.0, checkpoint_every=2, eval_sentences=0,
