@@ -1,17 +1,20 @@
-"""Thesis fig. 2.13: the sinusoidal position encoding of 2000 positions with d_model = 500.
+"""The sinusoidal position encoding of 2000 positions with d_model = 500, drawn as an image.
 
     python examples/positional_encoding.py --out positional_encoding.png [--positions 2000]
                                           [--dim 500]
 
-The matrix comes from `keras_attn.layers.SinusoidalPositionEncoding` (eq. 2.27):
+The matrix comes from `keras_attn.layers.SinusoidalPositionEncoding`:
 
     PE(pos, 2i) = sin(pos / 10000^(2i/d)),   PE(pos, 2i+1) = cos(pos / 10000^(2i/d))
 
 Each pair of features (2i, 2i+1) turns at its own frequency; the wavelengths run geometrically
 from 2π (left columns, fast stripes) to 10000·2π (right columns, nearly constant). The script
-prints the matrix's size and range, checks it against eq. 2.27 computed in NumPy, and prints the
-property that makes the encoding useful: the dot product PE(pos)·PE(pos + k) depends on the
+prints the matrix's size and range, checks it against the formula computed in NumPy, and prints
+the property that makes the encoding useful: the dot product PE(pos)·PE(pos + k) depends on the
 offset k only, not on pos (each frequency pair is rotated by the same angle whatever pos is).
+
+References:
+    Vaswani et al., 2017, "Attention is all you need", section 3.5, arXiv:1706.03762.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ def encoding_matrix(positions: int, dim: int) -> np.ndarray:
 
 
 def reference(positions: int, dim: int) -> np.ndarray:
-    """Eq. 2.27 in float64 NumPy."""
+    """The encoding formula in float64 NumPy."""
     pos = np.arange(positions)[:, None]
     pair = (np.arange(dim) // 2 * 2)[None] / dim  # 2i / d for features 2i and 2i + 1
     angle = pos / 10000.0**pair
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"encoding matrix: {matrix.shape[0]} positions x {matrix.shape[1]} dimensions")
     print(f"values in [{matrix.min():.3f}, {matrix.max():.3f}]")
     # float32 angles up to ~2000 rad carry ~1e-4 absolute rounding, hence the size of this error
-    print(f"max |layer - eq. 2.27 in float64| = {error:.2e}")
+    print(f"max |layer - formula in float64| = {error:.2e}")
     longest = 2 * np.pi * 10000 ** (2 * ((args.dim - 1) // 2) / args.dim)
     print(f"wavelengths from 2π = {2 * np.pi:.2f} to {longest:.0f} positions")
 
@@ -86,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     plot(matrix, out)
-    print(f"figure 2.13 written to {out}")
+    print(f"figure written to {out}")
     return 0
 
 

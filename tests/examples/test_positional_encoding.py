@@ -13,7 +13,7 @@ def load_example():
     return module
 
 
-def test_matrix_is_equation_2_27():
+def test_matrix_is_the_sinusoid_formula():
     example = load_example()
     matrix = example.encoding_matrix(50, 12)
     assert matrix.shape == (50, 12)
@@ -34,3 +34,16 @@ def test_runs_tiny_and_writes_the_png(tmp_path, capsys):
     products = [float(value) for value in line.split(":")[1].split(",")]
     assert len(products) >= 2
     np.testing.assert_allclose(products, products[0], atol=1e-4)
+
+
+def test_default_run_prints_the_documented_offset_10_product(tmp_path, capsys):
+    """2000 positions x 500 dimensions: PE(pos)·PE(pos+10) = sum_i cos(10 / 10000^(2i/500))."""
+    example = load_example()
+    assert example.main(["--out", str(tmp_path / "pe.png")]) == 0
+    printed = capsys.readouterr().out
+    assert "2000 positions x 500 dimensions" in printed
+    line = printed.split("PE(pos)·PE(pos+10)")[1].splitlines()[0]
+    products = [float(value) for value in line.split(":")[1].split(",")]
+    expected = np.cos(10 / 10000.0 ** (np.arange(0, 500, 2) / 500)).sum()
+    assert round(expected, 3) == 169.696  # the value docs/transformer.md reports
+    np.testing.assert_allclose(products, expected, atol=2e-3)
