@@ -1,4 +1,4 @@
-"""Four text classifiers from the slides on one real task: where does a sentence come from?
+"""Four published text classifiers on one real task: where does a sentence come from?
 
     python examples/text_classification.py [--task source|language|synthetic] [--quick]
                                            [--out text_classification]
@@ -25,9 +25,19 @@ the same number per class. The four classifiers:
 - `bert` — a 2-layer BERT encoder + [CLS] classifier trained from scratch (no pre-training).
 
 Prints the test accuracy of each and writes to `--out`: `saliency_<model>.png` (per token
-|∂ logit of the predicted class / ∂ input embedding|, the slides' saliency maps),
+|∂ logit of the predicted class / ∂ input embedding|, Simonyan et al., 2013, arXiv:1312.6034),
 `han_attention.png` (HAN word and clause weights), both for one test sentence per class (the
 first with two clauses or more, if any), and `results.md`.
+
+References:
+    Kim, 2014, "Convolutional neural networks for sentence classification", arXiv:1408.5882.
+    Zhang, Zhao & LeCun, 2015, "Character-level convolutional networks for text
+    classification", arXiv:1509.01626.
+    Yang et al., 2016, "Hierarchical attention networks for document classification", NAACL.
+    Devlin et al., 2019, "BERT: pre-training of deep bidirectional transformers for language
+    understanding", arXiv:1810.04805.
+    Simonyan et al., 2013, "Deep inside convolutional networks: visualising image
+    classification models and saliency maps", arXiv:1312.6034.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Thesis 2.2.4, training problems: warm-up, pre-LN vs post-LN, label smoothing, clipping, measured.
+"""Transformer training problems measured: warm-up, pre-LN vs post-LN, label smoothing, clipping.
 
     python examples/transformer_training.py --out runs/transformer_training [--steps 400]
         [--num-layers 4] [--d-model 64] [--learning-rate 3e-3] [--warmup-steps 50] [--quick]
@@ -30,6 +30,13 @@ cross-entropy and token accuracy on dev pairs. It writes, under --out:
 
 An arm whose loss becomes NaN or infinite stops there and is reported as diverged.
 `--quick` shrinks everything for a run of about a minute.
+
+References:
+    Vaswani et al., 2017, "Attention is all you need", arXiv:1706.03762.
+    Xiong et al., 2020, "On layer normalization in the Transformer architecture",
+    arXiv:2002.04745.
+    Szegedy et al., 2016, "Rethinking the Inception architecture for computer vision" (label
+    smoothing), arXiv:1512.00567.
 """
 
 from __future__ import annotations
