@@ -2,31 +2,27 @@
 
 from __future__ import annotations
 
-import keras
 from keras import ops
 
 from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
-from keras_attn.ops.masking import apply_query_mask
-
-_CELLS = {"lstm": keras.layers.LSTMCell, "gru": keras.layers.GRUCell}
+from keras_attn.layers.recurrent._recurrent_decoder import CELLS, AttentionDecoder
 
 
 @keras_attn_export("keras_attn.layers.BahdanauDecoder")
-class BahdanauDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
-    """Recurrent decoder with Bahdanau attention (thesis eqs. 2.17–2.21).
+class BahdanauDecoder(AttentionDecoder):
+    """Recurrent decoder with Bahdanau attention (Bahdanau et al., 2015).
 
     For every target step `t`, with encoder memory `h^(1..T_x)` `(batch, T_x, d_m)`:
 
-        alpha_t = p(a(h^(i), s^(t-1)))           (batch, T_x)     eq. 2.20, a = additive (2.21)
-        c^(t)   = sum_i alpha_t,i h^(i)          (batch, d_m)     eq. 2.19
-        s^(t)   = f(s^(t-1), [y^(t-1); c^(t)])   (batch, units)   eq. 2.18, f = LSTM or GRU cell
+        alpha_t = p(a(h^(i), s^(t-1)))           (batch, T_x)     a = additive score
+        c^(t)   = sum_i alpha_t,i h^(i)          (batch, d_m)
+        s^(t)   = f(s^(t-1), [y^(t-1); c^(t)])   (batch, units)   f = LSTM or GRU cell
         o^(t)   = [s^(t); c^(t); y^(t-1)]        (batch, units + d_m + d_y)
 
-    `o^(t)` holds every argument of the readout `g(y^(t-1), s^(t), c^(t))` of eq. 2.17; a Dense
-    layer on it gives the logits. The thesis writes `s^(t) = f(s^(t), …)` in eqs. 2.16/2.18; the
-    recurrence is on `s^(t-1)` as above.
+    `o^(t)` holds every argument of the readout `g(y^(t-1), s^(t), c^(t))`; a Dense layer on it
+    gives the logits. The attention reads the previous state `s^(t-1)` and its context enters
+    the cell (section 3.1 and appendix A of the paper).
 
     Training runs the loop over the teacher-forced inputs `y^(0..T_y-1)` (`call`); inference calls
     `step` once per generated token with the same weights, so both compute the same function.
@@ -77,36 +73,26 @@ class BahdanauDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         attention_units: int | None = None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        if not isinstance(units, int) or units <= 0:
-            raise ValueError(f"Expected units to be a positive integer. Received: units={units!r}")
-        if cell not in _CELLS:
-            raise ValueError(f"Expected cell in {sorted(_CELLS)}. Received: cell={cell!r}")
-        self.units = units
-        self.cell = cell
+        super().__init__(units, cell, **kwargs)
         self.score = score
         self.distribution = distribution
         self.attention_units = attention_units
-        self.num_states = 2 if cell == "lstm" else 1
+        self.num_states = self.num_cell_states
         score_kwargs = {"dtype": self.dtype_policy}
         if score in ("additive", "concat"):
             score_kwargs["units"] = attention_units
         self.score_fn = scores.get(score, **score_kwargs)
         self.distribution_fn = distributions.get(distribution, dtype=self.dtype_policy)
-        self.rnn_cell = _CELLS[cell](units, dtype=self.dtype_policy, name="cell")
-        self.supports_masking = True
+        self.rnn_cell = CELLS[cell](units, dtype=self.dtype_policy, name="cell")
 
     def build(self, inputs_shape, memory_shape):
         self.score_fn.build((inputs_shape[0], 1, self.units), memory_shape)
         self.rnn_cell.build((inputs_shape[0], inputs_shape[-1] + memory_shape[-1]))
         self.built = True
 
-    def get_initial_state(self, batch_size):
-        """Zero states `[(batch, units)] * num_states` in the compute dtype."""
-        return [
-            ops.zeros((batch_size, self.units), dtype=self.compute_dtype)
-            for _ in range(self.num_states)
-        ]
+    def output_size(self, inputs_size: int, memory_size: int) -> int:
+        """`units + d_m + d_y`: `o^(t) = [s^(t); c^(t); y^(t-1)]`."""
+        return self.units + memory_size + inputs_size
 
     def prepare_memory(self, memory):
         """The key-only part of the score, computed once per source sentence."""
@@ -133,62 +119,13 @@ class BahdanauDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         # (batch, 1, T_x) x (batch, T_x, d_m) -> (batch, d_m)
         context = ops.einsum("bqk,bkd->bd", weights, ops.cast(memory, weights.dtype))
         cell_inputs = ops.concatenate([inputs_t, ops.cast(context, inputs_t.dtype)], axis=-1)
-        state_t, new_states = self.rnn_cell(cell_inputs, list(states), training=training)
-        if not isinstance(new_states, (list, tuple)):
-            new_states = [new_states]
+        state_t, new_states = self.run_cell(self.rnn_cell, cell_inputs, states, training)
         output = ops.concatenate([state_t, ops.cast(context, state_t.dtype), inputs_t], axis=-1)
-        return output, weights[:, 0, :], list(new_states)
-
-    def call(
-        self,
-        inputs,
-        memory,
-        memory_mask=None,
-        initial_state=None,
-        inputs_mask=None,
-        return_attention_scores=False,
-        training=None,
-    ):
-        if initial_state is None:
-            initial_state = self.get_initial_state(ops.shape(inputs)[0])
-        if len(initial_state) != self.num_states:
-            raise ValueError(
-                f"A {self.cell} decoder takes {self.num_states} initial state tensor(s). "
-                f"Received: {len(initial_state)}"
-            )
-        states = [ops.cast(state, self.compute_dtype) for state in initial_state]
-        prepared_memory = self.prepare_memory(memory)
-        batch_size = ops.shape(inputs)[0]
-        # keras.ops.scan stacks the carry itself, so the carry also holds the step's output and
-        # alignment: (states, o^(t), alpha_t).
-        output_size = self.units + memory.shape[-1] + inputs.shape[-1]
-        initial_output = ops.zeros((batch_size, output_size), dtype=self.compute_dtype)
-        initial_alignment = ops.zeros((batch_size, ops.shape(memory)[1]), dtype=self.compute_dtype)
-
-        def body(carry, inputs_t):
-            output, alignment, new_states = self.step(
-                inputs_t, carry[0], memory, prepared_memory, memory_mask, training
-            )
-            new_carry = (new_states, output, alignment)
-            return new_carry, new_carry
-
-        # Time-major: (T_y, batch, d_y) -> outputs (T_y, batch, …), alignments (T_y, batch, T_x)
-        _, (_, outputs, alignments) = ops.scan(
-            body,
-            (states, initial_output, initial_alignment),
-            ops.transpose(inputs, (1, 0, 2)),
-        )
-        outputs = apply_query_mask(ops.transpose(outputs, (1, 0, 2)), inputs_mask)
-        alignments = ops.transpose(alignments, (1, 0, 2))
-        if return_attention_scores:
-            return outputs, alignments
-        return outputs
+        return output, weights[:, 0, :], new_states
 
     def get_config(self):
         config = super().get_config()
         config.update(
-            units=self.units,
-            cell=self.cell,
             score=scores.serialize(self.score),
             distribution=distributions.serialize(self.distribution),
             attention_units=self.attention_units,

@@ -13,16 +13,15 @@ from keras_attn.layers.attention.local_attention import (
     check_position_gradient_scale,
 )
 from keras_attn.layers.attention.luong_attentional_state import LuongAttentionalState
-from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
-from keras_attn.ops.masking import apply_query_mask, merge_masks
+from keras_attn.layers.recurrent._recurrent_decoder import AttentionDecoder
+from keras_attn.ops.masking import merge_masks
 
-_RNNS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
 # Decoder attention name -> LocalAttention mode (None: global attention).
 ATTENTIONS = {"global": None, "local-m": "monotonic", "local-p": "predictive"}
 
 
 @keras_attn_export("keras_attn.layers.LuongDecoder")
-class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
+class LuongDecoder(AttentionDecoder):
     """Recurrent decoder with Luong attention and input feeding (Luong et al., 2015).
 
     For every target step `t`, with encoder memory `h_s` `(batch, T_x, d_m)`:
@@ -40,8 +39,7 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
     `exp(-(s - p_t)^2 / (2 (D/2)^2))` (`keras_attn.layers.LocalAttention` computes the window).
 
     Unlike Bahdanau's decoder, attention comes *after* the recurrent step and reads `h_t`, not
-    `h_{t-1}`; in the thesis' notation (eq. 2.18, whose `s^(t) = f(s^(t), ...)` is a typo for
-    `s^(t-1)`) the cell input is `[y^(t-1); h~^(t-1)]` instead of `[y^(t-1); c^(t)]`.
+    `h_{t-1}`, and the cell input is `[y_{t-1}; h~_{t-1}]` instead of `[y_{t-1}; c_t]`.
     With `input_feeding=False` the cell input is `y_{t-1}` alone, so `h_1..h_{T_y}` do not depend
     on the attention: training then runs one teacher-forced `keras.layers.LSTM`/`GRU` pass
     (cuDNN-eligible on a GPU) and attends from all states at once. With input feeding it runs a
@@ -53,7 +51,10 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         score: a name from `keras_attn.scores.SCORES` or a `keras_attn.scores.Score`; `"general"`
             (`h_t^T W_a h_s`) is Luong's best global model. `"dot"` needs `units == d_m`.
         distribution: a name from `keras_attn.distributions.DISTRIBUTIONS` or a `Distribution`.
-        attention: `"global"`, `"local-m"` or `"local-p"`.
+        attention: the alignment, a `keras_attn.layers.Attention` (global) or
+            `keras_attn.layers.LocalAttention` layer; the names `"global"`, `"local-m"` and
+            `"local-p"` build one from `score`, `distribution`, `window`, `attention_units` and
+            `position_gradient_scale`, which a layer passed here does not read.
         window: `D`, the half width of a local window (the paper uses 10); ignored by global.
         input_feeding: feed `h~_{t-1}` to the cell with `y_{t-1}`.
         attention_units: hidden size of the `"concat"`/`"additive"` score network and of local-p's
@@ -97,29 +98,26 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         cell: str = "lstm",
         score="general",
         distribution="softmax",
-        attention: str = "global",
+        attention="global",
         window: int = 10,
         input_feeding: bool = True,
         attention_units: int | None = None,
         position_gradient_scale: float = 1.0,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
-            raise ValueError(f"Expected units to be a positive integer. Received: units={units!r}")
-        if cell not in _RNNS:
-            raise ValueError(f"Expected cell in {sorted(_RNNS)}. Received: cell={cell!r}")
-        if attention not in ATTENTIONS:
+        super().__init__(units, cell, **kwargs)
+        if isinstance(attention, dict):
+            attention = keras.saving.deserialize_keras_object(attention)
+        if not isinstance(attention, (Attention, LocalAttention)) and attention not in ATTENTIONS:
             raise ValueError(
-                f"Expected attention in {list(ATTENTIONS)}. Received: attention={attention!r}"
+                f"Expected attention in {list(ATTENTIONS)} or an Attention or LocalAttention "
+                f"layer. Received: attention={attention!r}"
             )
         if not isinstance(input_feeding, bool):
             raise ValueError(
                 f"Expected input_feeding to be a bool. Received: input_feeding={input_feeding!r}"
             )
         check_position_gradient_scale(position_gradient_scale)
-        self.units = units
-        self.cell = cell
         self.score = score
         self.distribution = distribution
         self.attention = attention
@@ -127,41 +125,40 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         self.input_feeding = input_feeding
         self.attention_units = attention_units
         self.position_gradient_scale = float(position_gradient_scale)
-        self.num_cell_states = 2 if cell == "lstm" else 1
+        if isinstance(attention, str):
+            attention = self._attention_from_name(attention)
+        self.attention_layer = attention
+        # local-m aligns step t with source position p_t = t: a step-wise decoder counts steps.
+        self.counts_steps = isinstance(attention, LocalAttention) and attention.mode == "monotonic"
+
+    def _attention_from_name(self, name: str) -> Attention | LocalAttention:
+        """The attention layer that `"global"`, `"local-m"` or `"local-p"` stands for."""
         score_kwargs = {"dtype": self.dtype_policy}
-        if score in ("additive", "concat"):
-            score_kwargs["units"] = attention_units
-        score_fn = scores.get(score, **score_kwargs)
-        distribution_fn = distributions.get(distribution, dtype=self.dtype_policy)
-        mode = ATTENTIONS[attention]
+        if self.score in ("additive", "concat"):
+            score_kwargs["units"] = self.attention_units
+        score_fn = scores.get(self.score, **score_kwargs)
+        distribution_fn = distributions.get(self.distribution, dtype=self.dtype_policy)
+        mode = ATTENTIONS[name]
         if mode is None:
-            self.attention_layer = Attention(
+            return Attention(
                 score=score_fn, distribution=distribution_fn, dtype=self.dtype_policy, name="align"
             )
-        else:  # LocalAttention validates the window.
-            self.attention_layer = LocalAttention(
-                mode=mode,
-                window=window,
-                score=score_fn,
-                distribution=distribution_fn,
-                units=attention_units,
-                position_gradient_scale=position_gradient_scale,
-                dtype=self.dtype_policy,
-                name="align",
-            )
-        self.supports_masking = True
+        return LocalAttention(  # LocalAttention validates the window.
+            mode=mode,
+            window=self.window,
+            score=score_fn,
+            distribution=distribution_fn,
+            units=self.attention_units,
+            position_gradient_scale=self.position_gradient_scale,
+            dtype=self.dtype_policy,
+            name="align",
+        )
 
     def build(self, inputs_shape, memory_shape):
         feed_size = self.units if self.input_feeding else 0
-        self.rnn = _RNNS[self.cell](
-            self.units,
-            return_sequences=True,
-            return_state=True,
-            dtype=self.dtype_policy,
-            name="rnn",
-        )
-        self.rnn.build((inputs_shape[0], None, inputs_shape[-1] + feed_size))
-        self.attention_layer.build((inputs_shape[0], None, self.units), memory_shape)
+        self.rnn = self.build_rnn(inputs_shape[0], inputs_shape[-1] + feed_size)
+        if not self.attention_layer.built:  # A layer passed in or deserialized may be built.
+            self.attention_layer.build((inputs_shape[0], None, self.units), memory_shape)
         self.attentional_state = LuongAttentionalState(
             self.units, dtype=self.dtype_policy, name="attentional_state"
         )
@@ -177,21 +174,17 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         feeding and the step index `t = 0` `(batch,)` int32 with local-m. Every entry is
         batch-major.
         """
-        states = [ops.cast(state, self.compute_dtype) for state in initial_state]
+        states = super().initial_step_states(initial_state)
         batch_size = ops.shape(states[0])[0]
         if self.input_feeding:
             states.append(ops.zeros((batch_size, self.units), dtype=self.compute_dtype))
-        if self.attention == "local-m":
+        if self.counts_steps:
             states.append(ops.zeros((batch_size,), dtype="int32"))
         return states
 
-    def get_initial_state(self, batch_size):
-        """`initial_step_states` of a zero cell state: what `step` takes first."""
-        zeros = [
-            ops.zeros((batch_size, self.units), dtype=self.compute_dtype)
-            for _ in range(self.num_cell_states)
-        ]
-        return self.initial_step_states(zeros)
+    def output_size(self, inputs_size: int, memory_size: int) -> int:
+        """`units`, the size of `h~_t`."""
+        return self.units
 
     def prepare_memory(self, memory):
         """The key-only part of the score, computed once per source sentence."""
@@ -200,13 +193,13 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
     def _attend(self, query, memory, prepared_memory, memory_mask, query_positions=None):
         """Context `(batch, T_q, d_m)` and weights `(batch, T_q, T_x)` for states `h_t`."""
         raw_scores = self.attention_layer.score_fn.score(query, prepared_memory)
-        if self.attention == "global":
-            mask = merge_masks(value_mask=memory_mask)
-            weights = self.attention_layer.distribution_fn(raw_scores, attention_mask=mask)
-        else:
+        if isinstance(self.attention_layer, LocalAttention):
             weights = self.attention_layer.window_weights(
                 raw_scores, query, memory_mask, query_positions
             )
+        else:
+            mask = merge_masks(value_mask=memory_mask)
+            weights = self.attention_layer.distribution_fn(raw_scores, attention_mask=mask)
         # (batch, T_q, T_x) x (batch, T_x, d_m) -> (batch, T_q, d_m)
         context = ops.einsum("bqk,bkd->bqd", weights, ops.cast(memory, weights.dtype))
         return context, weights
@@ -233,47 +226,27 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         else:  # A new tensor: an embedding's Keras mask on `inputs_t` is not the cell's business.
             cell_inputs = ops.copy(inputs_t)
         positions = None
-        if self.attention == "local-m":
+        if self.counts_steps:
             step_index = extra.pop(0)  # (batch,)
             positions = ops.expand_dims(ops.cast(step_index, "float32"), 1)  # p_t = t, (batch, 1)
-        state_t, new_cell_states = self.rnn.cell(cell_inputs, cell_states, training=training)
-        if not isinstance(new_cell_states, (list, tuple)):
-            new_cell_states = [new_cell_states]
+        state_t, new_states = self.run_cell(self.rnn.cell, cell_inputs, cell_states, training)
         query = ops.expand_dims(state_t, 1)  # h_t: (batch, 1, units)
         context, weights = self._attend(query, memory, prepared_memory, memory_mask, positions)
         attentional = self.attentional_state(ops.cast(context, query.dtype), query)[:, 0]
-        new_states = list(new_cell_states)
         if self.input_feeding:
             new_states.append(attentional)
-        if self.attention == "local-m":
+        if self.counts_steps:
             new_states.append(step_index + 1)
         return attentional, weights[:, 0, :], new_states
 
-    def _scan(self, inputs, memory, memory_mask, initial_state, training):
-        """The step loop over teacher-forced inputs: `h~` `(batch, T_y, units)`, alignments."""
-        prepared_memory = self.prepare_memory(memory)
-        batch_size = ops.shape(inputs)[0]
-        initial_output = ops.zeros((batch_size, self.units), dtype=self.compute_dtype)
-        initial_alignment = ops.zeros((batch_size, ops.shape(memory)[1]), dtype=self.compute_dtype)
+    def decode(self, inputs, memory, memory_mask, initial_state, training=None):
+        """`h~` `(batch, T_y, units)` and the alignments `(batch, T_y, T_x)`.
 
-        def body(carry, inputs_t):
-            output, alignment, new_states = self.step(
-                inputs_t, carry[0], memory, prepared_memory, memory_mask, training
-            )
-            new_carry = (new_states, output, ops.cast(alignment, self.compute_dtype))
-            return new_carry, new_carry
-
-        # keras.ops.scan stacks the carry, so it holds the step's output and alignment too.
-        # Time-major: (T_y, batch, d_y) -> outputs (T_y, batch, units), alignments (T_y, batch, T_x)
-        _, (_, outputs, alignments) = ops.scan(
-            body,
-            (self.initial_step_states(initial_state), initial_output, initial_alignment),
-            ops.transpose(inputs, (1, 0, 2)),
-        )
-        return ops.transpose(outputs, (1, 0, 2)), ops.transpose(alignments, (1, 0, 2))
-
-    def _teacher_forced(self, inputs, memory, memory_mask, initial_state, training):
-        """Without input feeding: one RNN pass, then attention from every `h_t` at once."""
+        With input feeding, `step` over every target position. Without it, one RNN pass gives
+        `h_1..h_{T_y}` and the attention reads them all at once.
+        """
+        if self.input_feeding:
+            return self.run_steps(inputs, memory, memory_mask, initial_state, training)
         # h_1..h_{T_y}: (batch, T_y, units); the final states are not needed.
         hidden, *_ = self.rnn(inputs, initial_state=initial_state, training=training)
         prepared_memory = self.prepare_memory(memory)
@@ -281,42 +254,15 @@ class LuongDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         outputs = self.attentional_state(ops.cast(context, hidden.dtype), hidden)
         return outputs, ops.cast(weights, self.compute_dtype)
 
-    def call(
-        self,
-        inputs,
-        memory,
-        memory_mask=None,
-        initial_state=None,
-        inputs_mask=None,
-        return_attention_scores=False,
-        training=None,
-    ):
-        if initial_state is None:
-            initial_state = [
-                ops.zeros((ops.shape(inputs)[0], self.units), dtype=self.compute_dtype)
-                for _ in range(self.num_cell_states)
-            ]
-        if len(initial_state) != self.num_cell_states:
-            raise ValueError(
-                f"A {self.cell} decoder takes {self.num_cell_states} initial state tensor(s). "
-                f"Received: {len(initial_state)}"
-            )
-        initial_state = [ops.cast(state, self.compute_dtype) for state in initial_state]
-        run = self._scan if self.input_feeding else self._teacher_forced
-        outputs, alignments = run(inputs, memory, memory_mask, initial_state, training)
-        outputs = apply_query_mask(outputs, inputs_mask)
-        if return_attention_scores:
-            return outputs, alignments
-        return outputs
-
     def get_config(self):
         config = super().get_config()
+        attention = self.attention
+        if not isinstance(attention, str):
+            attention = keras.saving.serialize_keras_object(attention)
         config.update(
-            units=self.units,
-            cell=self.cell,
             score=scores.serialize(self.score),
             distribution=distributions.serialize(self.distribution),
-            attention=self.attention,
+            attention=attention,
             window=self.window,
             input_feeding=self.input_feeding,
             attention_units=self.attention_units,

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
+from keras_attn.layers.recurrent._recurrent_decoder import RecurrentDecoder
 from keras_attn.ops.masking import apply_query_mask
-
-_RNNS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
 
 
 @keras_attn_export("keras_attn.layers.PlainDecoder")
-class PlainDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
+class PlainDecoder(RecurrentDecoder):
     """The encoder-decoder's decoder of Sutskever et al. and Cho et al.: no attention.
 
     The source sentence reaches the decoder only through the initial state `s^(0)` and a fixed
@@ -30,9 +27,8 @@ class PlainDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
     and a Dense layer on it gives the logits. Since `c` does not depend on the decoder, training
     runs one teacher-forced `keras.layers.LSTM`/`GRU` pass over `[y^(t-1); c]` (cuDNN-eligible on
     a GPU); inference calls `step` once per generated token with the same cell, so both compute
-    the same function. In the thesis' notation (eqs. 2.16/2.18) this is `s^(t) = f(s^(t-1),
-    y^(t-1), c)` with one `c` for every `t` instead of `c^(t)` (and `s^(t-1)`, not the typo
-    `s^(t)`).
+    the same function. It is the attention decoder's recurrence `s^(t) = f(s^(t-1), y^(t-1), c)`
+    with one `c` for every `t` instead of a context `c^(t)` per step.
 
     Args:
         units: decoder state size.
@@ -67,40 +63,19 @@ class PlainDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
     """
 
     def __init__(self, units: int, cell: str = "lstm", context_feeding: bool = True, **kwargs):
-        super().__init__(**kwargs)
-        if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
-            raise ValueError(f"Expected units to be a positive integer. Received: units={units!r}")
-        if cell not in _RNNS:
-            raise ValueError(f"Expected cell in {sorted(_RNNS)}. Received: cell={cell!r}")
+        super().__init__(units, cell, **kwargs)
         if not isinstance(context_feeding, bool):
             raise ValueError(
                 "Expected context_feeding to be a bool. "
                 f"Received: context_feeding={context_feeding!r}"
             )
-        self.units = units
-        self.cell = cell
         self.context_feeding = context_feeding
-        self.num_states = 2 if cell == "lstm" else 1
-        self.supports_masking = True
+        self.num_states = self.num_cell_states
 
     def build(self, inputs_shape, context_shape):
         feed_size = context_shape[-1] if self.context_feeding else 0
-        self.rnn = _RNNS[self.cell](
-            self.units,
-            return_sequences=True,
-            return_state=True,
-            dtype=self.dtype_policy,
-            name="rnn",
-        )
-        self.rnn.build((inputs_shape[0], None, inputs_shape[-1] + feed_size))
+        self.rnn = self.build_rnn(inputs_shape[0], inputs_shape[-1] + feed_size)
         self.built = True
-
-    def get_initial_state(self, batch_size):
-        """Zero states `[(batch, units)] * num_states` in the compute dtype."""
-        return [
-            ops.zeros((batch_size, self.units), dtype=self.compute_dtype)
-            for _ in range(self.num_states)
-        ]
 
     def step(self, inputs_t, states, context, training=None):
         """One decoder step.
@@ -119,22 +94,13 @@ class PlainDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
             cell_inputs = ops.concatenate([inputs_t, context], axis=-1)
         else:  # A new tensor: an embedding's Keras mask on `inputs_t` is not the cell's business.
             cell_inputs = ops.copy(inputs_t)
-        state_t, new_states = self.rnn.cell(cell_inputs, list(states), training=training)
-        if not isinstance(new_states, (list, tuple)):
-            new_states = [new_states]
+        state_t, new_states = self.run_cell(self.rnn.cell, cell_inputs, states, training)
         if self.context_feeding:
             state_t = ops.concatenate([state_t, ops.cast(context, state_t.dtype), inputs_t], -1)
-        return state_t, list(new_states)
+        return state_t, new_states
 
     def call(self, inputs, context, initial_state=None, inputs_mask=None, training=None):
-        if initial_state is None:
-            initial_state = self.get_initial_state(ops.shape(inputs)[0])
-        if len(initial_state) != self.num_states:
-            raise ValueError(
-                f"A {self.cell} decoder takes {self.num_states} initial state tensor(s). "
-                f"Received: {len(initial_state)}"
-            )
-        initial_state = [ops.cast(state, self.compute_dtype) for state in initial_state]
+        initial_state = self.check_initial_state(initial_state, ops.shape(inputs)[0])
         if self.context_feeding:
             context = ops.cast(context, inputs.dtype)
             # c at every step: (batch, d_c) -> (batch, T_y, d_c)
@@ -156,5 +122,5 @@ class PlainDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(units=self.units, cell=self.cell, context_feeding=self.context_feeding)
+        config.update(context_feeding=self.context_feeding)
         return config

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attn.layers import LuongDecoder
+from keras_attn.layers import Attention, LocalAttention, LuongDecoder
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
 
@@ -108,13 +108,13 @@ def test_step_by_step_equals_teacher_forced(cell, attention, input_feeding):
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_fast_path_equals_the_step_loop(cell):
-    """Without input feeding `call` runs keras.layers.LSTM/GRU; `_scan` is the step loop."""
+    """Without input feeding `call` runs keras.layers.LSTM/GRU; `run_steps` is the step loop."""
     decoder = LuongDecoder(8, cell=cell, attention="local-m", window=1, input_feeding=False)
     initial = [RNG.normal(size=(2, 8)).astype("float32")] * decoder.num_cell_states
     outputs, alignments = decoder(
         Y, MEMORY, memory_mask=MASK, initial_state=initial, return_attention_scores=True
     )
-    loop_outputs, loop_alignments = decoder._scan(Y, MEMORY, MASK, initial, None)
+    loop_outputs, loop_alignments = decoder.run_steps(Y, MEMORY, MASK, initial)
     np.testing.assert_allclose(outputs.numpy(), loop_outputs.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(alignments.numpy(), loop_alignments.numpy(), atol=1e-6)
     assert isinstance(decoder.rnn, keras.layers.LSTM if cell == "lstm" else keras.layers.GRU)
@@ -225,3 +225,39 @@ def test_every_score_and_distribution_of_the_catalog_decodes():
         output_0, _, _ = decoder.step(Y[:, 0], states, memory, decoder.prepare_memory(memory), MASK)
         np.testing.assert_allclose(output_0.numpy(), outputs.numpy()[:, 0], atol=1e-5)
         assert np.all(alignments.numpy()[1, :, 3:] == 0.0), (score, distribution)
+
+
+@pytest.mark.parametrize(
+    "attention,layer",
+    [
+        ("global", lambda: Attention(score="general")),
+        ("local-m", lambda: LocalAttention(mode="monotonic", window=2, score="general")),
+        ("local-p", lambda: LocalAttention(mode="predictive", window=2, score="general")),
+    ],
+)
+def test_an_attention_layer_equals_its_name(attention, layer):
+    """`attention=<layer>` computes what the name builds, and survives a config round trip."""
+    named = LuongDecoder(8, score="general", attention=attention, window=2)
+    expected = named(Y, MEMORY, memory_mask=MASK, return_attention_scores=True)
+    decoder = LuongDecoder(8, attention=layer())
+    decoder(Y, MEMORY, memory_mask=MASK)
+    decoder.set_weights(named.get_weights())
+    got = decoder(Y, MEMORY, memory_mask=MASK, return_attention_scores=True)
+    for a, b in zip(expected, got, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7)
+    states = decoder.get_initial_state(2)
+    prepared = decoder.prepare_memory(MEMORY)
+    output_0, _, states = decoder.step(Y[:, 0], states, MEMORY, prepared, MASK)
+    np.testing.assert_allclose(output_0.numpy(), got[0].numpy()[:, 0], atol=1e-6)
+    assert len(states) == 3 + (attention == "local-m")  # [h, c], h~ and the step index
+
+    clone = LuongDecoder.from_config(decoder.get_config())
+    assert type(clone.attention_layer) is type(decoder.attention_layer)
+    clone(Y, MEMORY, memory_mask=MASK)
+    clone.set_weights(decoder.get_weights())
+    np.testing.assert_allclose(clone(Y, MEMORY, memory_mask=MASK).numpy(), got[0].numpy())
+
+
+def test_an_attention_layer_of_another_kind_is_refused():
+    with pytest.raises(ValueError, match="attention=<Dense"):
+        LuongDecoder(8, attention=keras.layers.Dense(3))

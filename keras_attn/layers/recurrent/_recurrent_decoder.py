@@ -1,0 +1,174 @@
+"""The base of the recurrent decoders: cell choice, initial state and the step loop."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
+from keras_attn.ops.masking import apply_query_mask
+
+CELLS = {"lstm": keras.layers.LSTMCell, "gru": keras.layers.GRUCell}
+RNNS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
+
+
+class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
+    """Base of a decoder whose state `s^(t)` is an LSTM or GRU cell's state.
+
+    It validates `units` and `cell`, builds the recurrent layer, checks and zero-fills the initial
+    state, and runs one step of the cell. A subclass defines what enters the cell at each step
+    and what it outputs (`step`).
+
+    Args:
+        units: decoder state size.
+        cell: `"lstm"` or `"gru"`; the cell's state is `[h, c]` or `[h]`, each `(batch, units)`.
+    """
+
+    def __init__(self, units: int, cell: str = "lstm", **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
+            raise ValueError(f"Expected units to be a positive integer. Received: units={units!r}")
+        if cell not in CELLS:
+            raise ValueError(f"Expected cell in {sorted(CELLS)}. Received: cell={cell!r}")
+        self.units = units
+        self.cell = cell
+        self.num_cell_states = 2 if cell == "lstm" else 1
+        self.supports_masking = True
+
+    def build_rnn(self, batch_size, input_size: int) -> keras.layers.RNN:
+        """A built `keras.layers.LSTM`/`GRU` named `"rnn"` over inputs `(batch, T, input_size)`.
+
+        It returns the whole sequence and the final states; a teacher-forced pass runs it over
+        all steps at once (cuDNN-eligible on a GPU), and `run_cell` steps its cell.
+        """
+        rnn = RNNS[self.cell](
+            self.units,
+            return_sequences=True,
+            return_state=True,
+            dtype=self.dtype_policy,
+            name="rnn",
+        )
+        rnn.build((batch_size, None, input_size))
+        return rnn
+
+    @staticmethod
+    def run_cell(cell: keras.layers.Layer, cell_inputs, states: list, training=None) -> tuple:
+        """One cell step: `(s^(t) (batch, units), new cell states as a list)`."""
+        state_t, new_states = cell(cell_inputs, list(states), training=training)
+        if not isinstance(new_states, (list, tuple)):
+            new_states = [new_states]
+        return state_t, list(new_states)
+
+    def initial_step_states(self, initial_state: list) -> list:
+        """The states `step` carries, from the cell's initial state `[h, c]` or `[h]`.
+
+        Here the cell's state itself, cast to the compute dtype; a decoder that carries more
+        (a fed-back output, a step index) appends it.
+        """
+        return [ops.cast(state, self.compute_dtype) for state in initial_state]
+
+    def get_initial_state(self, batch_size) -> list:
+        """`initial_step_states` of a zero cell state `[(batch, units)] * num_cell_states`."""
+        zeros = [
+            ops.zeros((batch_size, self.units), dtype=self.compute_dtype)
+            for _ in range(self.num_cell_states)
+        ]
+        return self.initial_step_states(zeros)
+
+    def check_initial_state(self, initial_state, batch_size) -> list:
+        """The cell's initial state in the compute dtype: zeros when None, else checked."""
+        if initial_state is None:
+            return [
+                ops.zeros((batch_size, self.units), dtype=self.compute_dtype)
+                for _ in range(self.num_cell_states)
+            ]
+        if len(initial_state) != self.num_cell_states:
+            raise ValueError(
+                f"A {self.cell} decoder takes {self.num_cell_states} initial state tensor(s). "
+                f"Received: {len(initial_state)}"
+            )
+        return [ops.cast(state, self.compute_dtype) for state in initial_state]
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(units=self.units, cell=self.cell)
+        return config
+
+
+class AttentionDecoder(RecurrentDecoder):
+    """Base of a recurrent decoder that attends to an encoder memory at every step.
+
+    A subclass provides `prepare_memory(memory)` (the key-only work, done once per source) and
+    `step(inputs_t, states, memory, prepared_memory, memory_mask=None, training=None)`, which
+    returns `(output_t (batch, d_o), alignment_t (batch, T_x), new_states)`. Training runs
+    `step` over the teacher-forced inputs (`run_steps`; a subclass whose states do not depend on
+    the attention may override `decode` with a faster pass); inference calls `step` once per
+    generated token, so both compute the same function.
+
+    Call arguments:
+        inputs: embedded previous target tokens `(batch, T_y, d_y)`.
+        memory: encoder outputs `(batch, T_x, d_m)`.
+        memory_mask: bool `(batch, T_x)`; padded source positions get exactly zero weight.
+            Filled from Keras masking when not given.
+        initial_state: the cell's initial state, a list of `(batch, units)` tensors (`[h, c]` for
+            an LSTM, `[h]` for a GRU); zeros when omitted.
+        inputs_mask: bool `(batch, T_y)`; outputs at padded target steps are zeroed.
+        return_attention_scores: also return the alignments.
+        training: passed to the cell.
+
+    Returns:
+        `outputs` `(batch, T_y, d_o)`, or `(outputs, alignments)` with alignments
+        `(batch, T_y, T_x)` when `return_attention_scores=True`.
+    """
+
+    def output_size(self, inputs_size: int, memory_size: int) -> int:
+        """`d_o`, the size of one step's output."""
+        raise NotImplementedError
+
+    def decode(self, inputs, memory, memory_mask, initial_state: list, training=None) -> tuple:
+        """Outputs `(batch, T_y, d_o)` and alignments `(batch, T_y, T_x)`: `run_steps`."""
+        return self.run_steps(inputs, memory, memory_mask, initial_state, training)
+
+    def run_steps(self, inputs, memory, memory_mask, initial_state: list, training=None) -> tuple:
+        """`step` over every target position: outputs `(batch, T_y, d_o)`, alignments.
+
+        `initial_state` is the cell's state; the alignments are `(batch, T_y, T_x)`.
+        """
+        prepared_memory = self.prepare_memory(memory)
+        batch_size = ops.shape(inputs)[0]
+        output_size = self.output_size(inputs.shape[-1], memory.shape[-1])
+        initial_output = ops.zeros((batch_size, output_size), dtype=self.compute_dtype)
+        initial_alignment = ops.zeros((batch_size, ops.shape(memory)[1]), dtype=self.compute_dtype)
+
+        def body(carry, inputs_t):
+            output, alignment, new_states = self.step(
+                inputs_t, carry[0], memory, prepared_memory, memory_mask, training
+            )
+            new_carry = (new_states, output, ops.cast(alignment, self.compute_dtype))
+            return new_carry, new_carry
+
+        # keras.ops.scan stacks the carry, so it holds the step's output and alignment too.
+        # Time-major: (T_y, batch, d_y) -> outputs (T_y, batch, d_o), alignments (T_y, batch, T_x)
+        _, (_, outputs, alignments) = ops.scan(
+            body,
+            (self.initial_step_states(initial_state), initial_output, initial_alignment),
+            ops.transpose(inputs, (1, 0, 2)),
+        )
+        return ops.transpose(outputs, (1, 0, 2)), ops.transpose(alignments, (1, 0, 2))
+
+    def call(
+        self,
+        inputs,
+        memory,
+        memory_mask=None,
+        initial_state=None,
+        inputs_mask=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        initial_state = self.check_initial_state(initial_state, ops.shape(inputs)[0])
+        outputs, alignments = self.decode(inputs, memory, memory_mask, initial_state, training)
+        outputs = apply_query_mask(outputs, inputs_mask)
+        if return_attention_scores:
+            return outputs, alignments
+        return outputs
