@@ -3,6 +3,7 @@
 from keras_attn.layers.attention import (
     AreaAttention,
     Attention,
+    BaseAttention,
     CoAttention,
     CompositionalDeAttention,
     ContextAttentionPooling,
@@ -48,6 +49,7 @@ from keras_attn.layers.transformer import (
 __all__ = [
     "AreaAttention",
     "Attention",
+    "BaseAttention",
     "BahdanauDecoder",
     "BiLanguageModel",
     "BidirectionalEncoder",

@@ -2,6 +2,7 @@
 
 from keras_attn.layers.attention.area_attention import AreaAttention
 from keras_attn.layers.attention.attention import Attention
+from keras_attn.layers.attention.base_attention import BaseAttention
 from keras_attn.layers.attention.co_attention import CoAttention
 from keras_attn.layers.attention.compositional_de_attention import CompositionalDeAttention
 from keras_attn.layers.attention.context_attention_pooling import ContextAttentionPooling
@@ -17,6 +18,7 @@ from keras_attn.layers.attention.multi_representation_attention import MultiRepr
 __all__ = [
     "AreaAttention",
     "Attention",
+    "BaseAttention",
     "CoAttention",
     "CompositionalDeAttention",
     "ContextAttentionPooling",

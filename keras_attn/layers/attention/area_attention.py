@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import keras
 from keras import ops
 
-from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
-from keras_attn.ops.masking import apply_query_mask, merge_masks
+from keras_attn.layers.attention.attention import Attention
 
 POOLINGS = ("mean", "max", "sum")
 
 
 @keras_attn_export("keras_attn.layers.AreaAttention")
-class AreaAttention(FirstInputMaskPassthrough, keras.layers.Layer):
+class AreaAttention(Attention):
     """1-D area attention: `c_t = sum_r p(a(k_r, q_t))_r v_r` over all areas `r` of width <= W.
 
     An area `r = (start, width)` is the run of memory positions `start, ..., start + width - 1`,
@@ -25,7 +22,8 @@ class AreaAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         k_r = mean_{i in r} k_i          v_r = sum_{i in r} v_i
 
     Scores and weights are `(batch, T_q, N)` over the `N = sum_{w=1..W} (T_k - w + 1)` areas; the
-    context is `(batch, T_q, d_v)`. With `W = 1` this is ordinary attention.
+    context is `(batch, T_q, d_v)`. With `W = 1` this is ordinary attention: the pipeline is
+    `Attention`'s, run over the areas (its memory step pools keys, values and the mask).
 
     Area ordering (the last axis of the weights): width-major, then by start, i.e. all width-1
     areas `(0, 1), (1, 1), ..., (T_k - 1, 1)`, then `(0, 2), ..., (T_k - 2, 2)`, and so on.
@@ -52,6 +50,8 @@ class AreaAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             masking when not given.
         value_mask: bool `(batch, T_k)`; areas with a padded member get exactly zero weight.
             Filled from Keras masking when not given.
+        attention_mask: bool `(batch, T_q, N)`, True where a query may attend to an area (in
+            `area_spans` order).
         return_attention_scores: also return the weights over areas.
         training: enables dropout.
 
@@ -83,7 +83,6 @@ class AreaAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         dropout: float = 0.0,
         **kwargs,
     ):
-        super().__init__(**kwargs)
         if (
             isinstance(max_area_width, bool)
             or not isinstance(max_area_width, int)
@@ -101,28 +100,15 @@ class AreaAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             raise ValueError(
                 f"Expected value_pooling in {POOLINGS}. Received: value_pooling={value_pooling!r}"
             )
-        if not 0.0 <= float(dropout) < 1.0:
-            raise ValueError(f"Expected dropout in [0, 1). Received: dropout={dropout!r}")
+        super().__init__(score=score, distribution=distribution, dropout=dropout, **kwargs)
         self.max_area_width = max_area_width
-        self.score = score
-        self.distribution = distribution
         self.key_pooling = key_pooling
         self.value_pooling = value_pooling
-        self.dropout = float(dropout)
-        self.score_fn = scores.get(score, dtype=self.dtype_policy)
-        self.distribution_fn = distributions.get(distribution, dtype=self.dtype_policy)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
-        self.supports_masking = True
 
     def area_spans(self, length: int) -> list[tuple[int, int]]:
         """The `(start, width)` of every area of a memory of `length` positions, in weight order."""
         widths = range(1, min(self.max_area_width, length) + 1)
         return [(start, width) for width in widths for start in range(length - width + 1)]
-
-    def build(self, query_shape, value_shape, key_shape=None):
-        key_shape = value_shape if key_shape is None else key_shape
-        self.score_fn.build(query_shape, key_shape)
-        self.built = True
 
     def _pool_areas(self, x, pooling):
         """`(batch, T, d)` -> `(batch, N, d)`, areas in `area_spans` order."""
@@ -153,45 +139,26 @@ class AreaAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             masks.append(running)
         return ops.concatenate(masks, axis=1)
 
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        return_attention_scores=False,
-        training=None,
-    ):
-        key = value if key is None else key
+    def _prepare_memory(self, key, value, value_mask):
+        """Keys, values and mask of the areas: `(batch, N, d_k)`, `(batch, N, d_v)`,
+        `(batch, N)`."""
         if value.shape[1] is None or key.shape[1] is None:
             raise ValueError(
                 "AreaAttention needs the memory length T_k to be static. "
                 f"Received: value shape {value.shape}, key shape {key.shape}"
             )
-        area_keys = self._pool_areas(key, self.key_pooling)  # (batch, N, d_k)
-        area_values = self._pool_areas(value, self.value_pooling)  # (batch, N, d_v)
-        raw_scores = self.score_fn(query, area_keys)  # (batch, T_q, N)
         area_mask = None
         if value_mask is not None:
             area_mask = self._area_mask(ops.cast(value_mask, "bool"))
-        weights = self.distribution_fn(raw_scores, attention_mask=merge_masks(value_mask=area_mask))
-        dropped = self.dropout_layer(weights, training=training)
-        # (batch, T_q, N) x (batch, N, d_v) -> (batch, T_q, d_v)
-        context = ops.einsum("bqn,bnd->bqd", dropped, ops.cast(area_values, dropped.dtype))
-        context = apply_query_mask(context, query_mask)
-        if return_attention_scores:
-            return context, weights
-        return context
+        area_keys = self._pool_areas(key, self.key_pooling)
+        area_values = self._pool_areas(value, self.value_pooling)
+        return area_keys, area_values, area_mask
 
     def get_config(self):
         config = super().get_config()
         config.update(
             max_area_width=self.max_area_width,
-            score=scores.serialize(self.score),
-            distribution=distributions.serialize(self.distribution),
             key_pooling=self.key_pooling,
             value_pooling=self.value_pooling,
-            dropout=self.dropout,
         )
         return config

@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import keras
-from keras import ops
 
 from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
-from keras_attn.ops.masking import apply_query_mask, merge_masks
+from keras_attn.layers.attention.base_attention import BaseAttention
 
 
 @keras_attn_export("keras_attn.layers.Attention")
-class Attention(FirstInputMaskPassthrough, keras.layers.Layer):
-    """Global attention: `c_t = sum_i p(a(k_i, q_t))_i v_i` (thesis eqs. 2.19, 2.20, 2.22).
+class Attention(BaseAttention):
+    """Global attention: `c_t = sum_i p(a(k_i, q_t))_i v_i` (Bahdanau et al.; Luong et al.).
 
     Shapes: query `(batch, T_q, d_q)`, value `(batch, T_k, d_v)`, key `(batch, T_k, d_k)`
     (defaults to value). Scores and weights are `(batch, T_q, T_k)`; the context is
-    `(batch, T_q, d_v)`.
+    `(batch, T_q, d_v)`. The pipeline and its hooks are those of `BaseAttention`; this layer
+    picks the score function, the distribution and the dropout.
 
     Args:
-        score: alignment function (thesis Table 2.1), a name from `keras_attn.scores.SCORES`
+        score: alignment function, a name from `keras_attn.scores.SCORES`
             (`"cosine"`, `"dot"`, `"scaled_dot"`, `"general"`, `"scaled_general"`,
             `"residual_general"`, `"biased_general"`, `"activated_general"`, `"concat"`,
             `"additive"`, `"deep"`, `"location"`, `"feature"`) or a `keras_attn.scores.Score`
@@ -67,35 +66,9 @@ class Attention(FirstInputMaskPassthrough, keras.layers.Layer):
         self.score_fn = scores.get(score, dtype=self.dtype_policy)
         self.distribution_fn = distributions.get(distribution, dtype=self.dtype_policy)
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
-        self.supports_masking = True
 
-    def build(self, query_shape, value_shape, key_shape=None):
-        key_shape = value_shape if key_shape is None else key_shape
-        self.score_fn.build(query_shape, key_shape)
-        self.built = True
-
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-    ):
-        key = value if key is None else key
-        raw_scores = self.score_fn(query, key)  # (batch, T_q, T_k)
-        mask = merge_masks(value_mask=value_mask, attention_mask=attention_mask)
-        weights = self.distribution_fn(raw_scores, attention_mask=mask)
-        dropped = self.dropout_layer(weights, training=training)
-        # (batch, T_q, T_k) x (batch, T_k, d_v) -> (batch, T_q, d_v)
-        context = ops.einsum("bqk,bkd->bqd", dropped, ops.cast(value, dropped.dtype))
-        context = apply_query_mask(context, query_mask)
-        if return_attention_scores:
-            return context, weights
-        return context
+    def _apply_dropout(self, weights, training):
+        return self.dropout_layer(weights, training=training)
 
     def get_config(self):
         config = super().get_config()

@@ -8,12 +8,12 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
-from keras_attn.ops.masking import apply_query_mask, merge_masks
+from keras_attn.layers.attention.base_attention import BaseAttention
+from keras_attn.ops.masking import merge_masks
 
 
 @keras_attn_export("keras_attn.layers.CompositionalDeAttention")
-class CompositionalDeAttention(FirstInputMaskPassthrough, keras.layers.Layer):
+class CompositionalDeAttention(BaseAttention):
     """Quasi-attention that can add, subtract or ignore values: `out = (tanh(E) * sigmoid(N)) V`.
 
     With `q = F_E(query)`, `k = F_E(key)` and `q' = F_N(query)`, `k' = F_N(key)`:
@@ -25,7 +25,8 @@ class CompositionalDeAttention(FirstInputMaskPassthrough, keras.layers.Layer):
 
     `tanh(E)` in [-1, 1] chooses to add (+1), subtract (-1) or ignore (0) a value; `sigmoid(N)`
     in (0, 1/2] (N <= 0) shrinks the weight of keys far from the query in L1 distance. The
-    weights are not normalised: rows need not sum to one and may be negative.
+    weights are not normalised: rows need not sum to one and may be negative. The pipeline is
+    `BaseAttention`'s with `E` as the scores and `M` as the weights step.
 
     Centring N (`centre_dissimilarity=True`): as written, `N <= 0`, so `sigmoid(N)` never
     exceeds 1/2 and the gate can only shrink a value to half or less, never pass it whole. With
@@ -38,10 +39,8 @@ class CompositionalDeAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     farther ones below. Padded queries and keys and pairs excluded by `attention_mask` take no
     part in the mean, so outputs stay independent of padding. Centring shifts N by one constant
     per example: it changes how much of each value passes, never the order of keys within a row.
-    Provenance: a centring of N is recalled from Tay et al.'s section 2, but the paper's text
-    could not be re-read when this option was written, so neither the centring nor the axes of
-    its mean (here the whole `(T_q, T_k)` matrix of each example) are confirmed against it; the
-    default stays the uncentred `N = -beta ||.||_1` of the paper's definition of N.
+    The mean is taken over the whole `(T_q, T_k)` matrix of each example; the default is the
+    uncentred `N = -beta ||.||_1` of the paper.
 
     Choices where the paper leaves freedom: `F_E` and `F_N` are the identity when `units` is
     None, else two bias-free linear maps to `units` features (each shared by queries and keys);
@@ -130,7 +129,6 @@ class CompositionalDeAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.centre_dissimilarity = centre_dissimilarity
-        self.supports_masking = True
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
@@ -171,20 +169,16 @@ class CompositionalDeAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     def _project(self, projection, x):
         return ops.cast(x if projection is None else projection(x), "float32")
 
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-    ):
-        key = value if key is None else key
+    def _calculate_scores(self, query, key):
+        """The affinity `E = affinity_scale * F_E(q) . F_E(k)` `(batch, T_q, T_k)`, float32."""
         q = self._project(self.affinity_projection, query)  # (batch, T_q, d)
         k = self._project(self.affinity_projection, key)  # (batch, T_k, d)
-        affinity = self._affinity_factor * ops.einsum("bqd,bkd->bqk", q, k)
+        return self._affinity_factor * ops.einsum("bqd,bkd->bqk", q, k)
+
+    def _calculate_weights(
+        self, scores, *, query, key, query_mask, value_mask, attention_mask, **kwargs
+    ):
+        """`M = tanh(E) * sigmoid(N)`, masked keys set to 0, in the compute dtype."""
         q = self._project(self.dissimilarity_projection, query)
         k = self._project(self.dissimilarity_projection, key)
         # (batch, T_q, 1, d) - (batch, 1, T_k, d) -> L1 over d -> (batch, T_q, T_k)
@@ -193,18 +187,12 @@ class CompositionalDeAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         if self.centre_dissimilarity:
             allowed = merge_masks(query_mask, value_mask, attention_mask)
             dissimilarity = dissimilarity - _masked_mean(dissimilarity, allowed)
-        weights = ops.tanh(affinity) * ops.sigmoid(dissimilarity)
+        weights = ops.tanh(scores) * ops.sigmoid(dissimilarity)
         mask = merge_masks(value_mask=value_mask, attention_mask=attention_mask)
         if mask is not None:
             mask = ops.broadcast_to(mask, ops.shape(weights))
             weights = ops.where(mask, weights, ops.zeros_like(weights))
-        weights = ops.cast(weights, self.compute_dtype)
-        # (batch, T_q, T_k) x (batch, T_k, d_v) -> (batch, T_q, d_v)
-        output = ops.einsum("bqk,bkd->bqd", weights, ops.cast(value, weights.dtype))
-        output = apply_query_mask(output, query_mask)
-        if return_attention_scores:
-            return output, weights
-        return output
+        return ops.cast(weights, self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -8,14 +8,14 @@ from keras import ops
 from keras_attn import ops as attn_ops
 from keras_attn import scores
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
-from keras_attn.ops.masking import apply_query_mask, merge_masks
+from keras_attn.layers.attention.base_attention import BaseAttention
+from keras_attn.ops.masking import merge_masks
 
 ESTIMATORS = ("gumbel", "reinforce")
 
 
 @keras_attn_export("keras_attn.layers.HardAttention")
-class HardAttention(FirstInputMaskPassthrough, keras.layers.Layer):
+class HardAttention(BaseAttention):
     """Hard attention: `c_t = v_{s_t}` with one position `s_t ~ Multinoulli(alpha_t)` (Xu et al.).
 
     `alpha_t = softmax_i(a(k_i, q_t))` `(batch, T_q, T_k)` over the real keys. The weights are
@@ -26,7 +26,8 @@ class HardAttention(FirstInputMaskPassthrough, keras.layers.Layer):
       `s_t = argmax_i (log alpha_ti + g_ti)`, `g = -log(-log u)`, `u ~ U(0, 1)`;
     - inference: `s_t = argmax_i alpha_ti`, deterministic.
 
-    Padded keys are never chosen; a query without any real key gets all-zero weights.
+    Padded keys are never chosen; a query without any real key gets all-zero weights. The pipeline
+    is `BaseAttention`'s; the sampling is its weights step.
 
     Gradient estimators (`estimator`):
 
@@ -58,6 +59,7 @@ class HardAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             masking when not given.
         value_mask: bool `(batch, T_k)`; padded keys are never chosen. Filled from Keras masking
             when not given.
+        attention_mask: bool `(batch, T_q, T_k)`, True where a key may be chosen.
         return_attention_scores: also return the one-hot weights.
         training: sample (True) or take the argmax (False/None).
 
@@ -110,62 +112,43 @@ class HardAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         self.seed = seed
         self.score_fn = scores.get(score, dtype=self.dtype_policy)
         self.seed_generator = keras.random.SeedGenerator(seed)
-        self.supports_masking = True
 
     def build(self, query_shape, value_shape, key_shape=None):
-        key_shape = value_shape if key_shape is None else key_shape
-        self.score_fn.build(query_shape, key_shape)
+        super().build(query_shape, value_shape, key_shape)
         if self.estimator == "reinforce":
             self.baseline = self.add_weight(
                 name="baseline", shape=(), initializer="zeros", trainable=False, dtype="float32"
             )
-        self.built = True
 
-    def _logits_and_mask(self, query, key, value_mask):
-        """float32 scores `(batch, T_q, T_k)` and the bool mask (or None)."""
-        logits = ops.cast(self.score_fn(query, key), "float32")
-        return logits, merge_masks(value_mask=value_mask)
+    def _calculate_scores(self, query, key):
+        """The scores `(batch, T_q, T_k)` in float32: `log alpha` up to a per-row constant."""
+        return ops.cast(self.score_fn(query, key), "float32")
 
-    def call(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        return_attention_scores=False,
-        training=None,
-    ):
-        key = value if key is None else key
-        logits, mask = self._logits_and_mask(query, key, value_mask)
+    def _calculate_weights(self, scores, *, value_mask, attention_mask, training, **kwargs):
+        """One-hot weights of the sampled (training) or most likely position."""
+        mask = merge_masks(value_mask=value_mask, attention_mask=attention_mask)
         if mask is None:
-            mask = ops.ones_like(logits, dtype="bool")
-        mask = ops.broadcast_to(mask, ops.shape(logits))
+            mask = ops.ones_like(scores, dtype="bool")
+        mask = ops.broadcast_to(mask, ops.shape(scores))
         if training:
             # Gumbel-max: argmax(log alpha + g) is a sample of alpha; the log-normaliser of the
             # softmax is the same for every position, so the raw scores stand in for log alpha.
             uniform = keras.random.uniform(
-                ops.shape(logits), minval=1e-20, maxval=1.0, seed=self.seed_generator
+                ops.shape(scores), minval=1e-20, maxval=1.0, seed=self.seed_generator
             )
-            perturbed = logits - ops.log(-ops.log(uniform))
+            perturbed = scores - ops.log(-ops.log(uniform))
         else:
-            perturbed = logits
+            perturbed = scores
         masked = ops.where(mask, perturbed, ops.full_like(perturbed, -float("inf")))
         chosen = ops.argmax(masked, axis=-1)  # (batch, T_q)
         has_key = ops.cast(ops.any(mask, axis=-1, keepdims=True), "float32")
-        one_hot = ops.one_hot(chosen, ops.shape(logits)[-1], dtype="float32") * has_key
+        one_hot = ops.one_hot(chosen, ops.shape(scores)[-1], dtype="float32") * has_key
         weights = one_hot
         if training and self.estimator == "gumbel":
             relaxed = attn_ops.softmax(perturbed / self.temperature, mask=mask)
             # Forward: exactly the one-hot sample; backward: the gradient of the relaxed sample.
             weights = one_hot + (relaxed - ops.stop_gradient(relaxed))
-        weights = ops.cast(weights, self.compute_dtype)
-        # (batch, T_q, T_k) x (batch, T_k, d_v) -> (batch, T_q, d_v)
-        context = ops.einsum("bqk,bkd->bqd", weights, ops.cast(value, weights.dtype))
-        context = apply_query_mask(context, query_mask)
-        if return_attention_scores:
-            return context, weights
-        return context
+        return ops.cast(weights, self.compute_dtype)
 
     def log_prob(self, query, value, weights, key=None, value_mask=None):
         """`log alpha_{t, s_t}` `(batch, T_q)` float32 of the positions chosen in `weights`.
@@ -173,8 +156,8 @@ class HardAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         Differentiable with respect to the score's weights (and the inputs): the REINFORCE
         term. Rows whose weights are all zero (no real key) give 0.
         """
-        key = value if key is None else key
-        logits, mask = self._logits_and_mask(query, key, value_mask)
+        logits = self._calculate_scores(query, value if key is None else key)
+        mask = merge_masks(value_mask=value_mask)
         log_alpha = ops.log_softmax(
             ops.where(mask, logits, ops.full_like(logits, -1e9)) if mask is not None else logits,
             axis=-1,

@@ -5,12 +5,11 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_attn import distributions, scores
 from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
+from keras_attn.layers.attention.attention import Attention
 from keras_attn.ops.gradients import scale_gradient
-from keras_attn.ops.masking import apply_query_mask, merge_masks
+from keras_attn.ops.masking import merge_masks
 
 MODES = ("monotonic", "predictive")
 
@@ -29,7 +28,7 @@ def check_position_gradient_scale(value) -> None:
 
 
 @keras_attn_export("keras_attn.layers.LocalAttention")
-class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
+class LocalAttention(Attention):
     """Local attention over the window `[p_t - D, p_t + D]` (Luong et al., 2015, section 3.2).
 
     For query `t` and source position `s` (0-based), with queries `(batch, T_q, d_q)` and keys and
@@ -46,7 +45,9 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     `p` (softmax by default) is taken over the window's real keys only; keys outside the window
     and padded keys get exactly zero weight, and a window with no real key gives all-zero weights.
     The context is `c_t = sum_s a_t(s) v_s` `(batch, T_q, d_v)`; the weights are
-    `(batch, T_q, T_k)`. Luong et al. use the "general" score for their best local model.
+    `(batch, T_q, T_k)`. Luong et al. use the "general" score for their best local model. The
+    pipeline is `Attention`'s; the window (and local-p's Gaussian) is its weights step,
+    `window_weights`.
 
     Args:
         mode: `"monotonic"` (local-m) or `"predictive"` (local-p).
@@ -109,7 +110,6 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         position_gradient_scale: float = 1.0,
         **kwargs,
     ):
-        super().__init__(**kwargs)
         if mode not in MODES:
             raise ValueError(f"Expected mode in {MODES}. Received: mode={mode!r}")
         if isinstance(window, bool) or not isinstance(window, int) or window < 0:
@@ -127,25 +127,16 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             raise ValueError(
                 f"Expected units to be a positive integer or None. Received: units={units!r}"
             )
-        if not 0.0 <= float(dropout) < 1.0:
-            raise ValueError(f"Expected dropout in [0, 1). Received: dropout={dropout!r}")
         check_position_gradient_scale(position_gradient_scale)
+        super().__init__(score=score, distribution=distribution, dropout=dropout, **kwargs)
         self.mode = mode
         self.window = window
-        self.score = score
-        self.distribution = distribution
         self.units = units
-        self.dropout = float(dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.position_gradient_scale = float(position_gradient_scale)
-        self.score_fn = scores.get(score, dtype=self.dtype_policy)
-        self.distribution_fn = distributions.get(distribution, dtype=self.dtype_policy)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
-        self.supports_masking = True
 
     def build(self, query_shape, value_shape, key_shape=None):
-        key_shape = value_shape if key_shape is None else key_shape
-        self.score_fn.build(query_shape, key_shape)
+        super().build(query_shape, value_shape, key_shape)
         if self.mode == "predictive":
             units = self.units if self.units is not None else query_shape[-1]
             self.position_kernel = self.add_weight(
@@ -158,7 +149,6 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
                 shape=(units,),
                 initializer=clone_initializer(self.kernel_initializer),
             )
-        self.built = True
 
     def _aligned_positions(self, query, value_mask, query_positions):
         """`p_t` `(batch, T_q)` in float32."""
@@ -200,6 +190,9 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             weights = ops.cast(ops.cast(weights, "float32") * gaussian, weights.dtype)
         return weights
 
+    def _calculate_weights(self, scores, *, query, value_mask, query_positions=None, **kwargs):
+        return self.window_weights(scores, query, value_mask, query_positions)
+
     def call(
         self,
         query,
@@ -216,26 +209,23 @@ class LocalAttention(FirstInputMaskPassthrough, keras.layers.Layer):
                 "query_positions is only used by mode='monotonic'; local-p predicts p_t. "
                 f"Received: mode={self.mode!r}"
             )
-        key = value if key is None else key
-        raw_scores = self.score_fn(query, key)  # (batch, T_q, T_k)
-        weights = self.window_weights(raw_scores, query, value_mask, query_positions)
-        dropped = self.dropout_layer(weights, training=training)
-        # (batch, T_q, T_k) x (batch, T_k, d_v) -> (batch, T_q, d_v)
-        context = ops.einsum("bqk,bkd->bqd", dropped, ops.cast(value, dropped.dtype))
-        context = apply_query_mask(context, query_mask)
-        if return_attention_scores:
-            return context, weights
-        return context
+        context, weights = self._compute_attention(
+            query,
+            value,
+            key,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            training=training,
+            query_positions=query_positions,
+        )
+        return (context, weights) if return_attention_scores else context
 
     def get_config(self):
         config = super().get_config()
         config.update(
             mode=self.mode,
             window=self.window,
-            score=scores.serialize(self.score),
-            distribution=distributions.serialize(self.distribution),
             units=self.units,
-            dropout=self.dropout,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
             position_gradient_scale=self.position_gradient_scale,
         )

@@ -135,3 +135,17 @@ def test_harness():
         expected_output_shape=(2, 3, 4),
         run_saved_model_check=True,
     )
+
+
+def test_attention_mask_over_areas():
+    layer = AreaAttention(max_area_width=2, score="dot")
+    query = np.ones((1, 2, 4), "float32")
+    value = np.arange(12, dtype="float32").reshape(1, 3, 4) / 10.0
+    allowed = np.array([[[True, False, True, False, True], [False] * 4 + [True]]])
+    context, weights = layer(query, value, attention_mask=allowed, return_attention_scores=True)
+    weights = weights.numpy()
+    assert np.all(weights[~allowed] == 0.0)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(weights[0, 1], [0, 0, 0, 0, 1.0])
+    # The only allowed area of the second query is (1, 2): the sum of values 1 and 2.
+    np.testing.assert_allclose(context.numpy()[0, 1], value[0, 1] + value[0, 2], rtol=1e-6)

@@ -22,7 +22,7 @@ def test_dot_equals_keras_attention():
     np.testing.assert_allclose(weights.numpy(), their_weights.numpy(), rtol=1e-5, atol=1e-7)
 
 
-def test_additive_matches_numpy_eqs_2_19_to_2_21():
+def test_additive_matches_numpy_reference():
     layer = Attention(score="additive")
     context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
     w = {x.name: x.numpy() for x in layer.weights}
@@ -85,3 +85,35 @@ def test_harness(score):
         expected_output_shape=(2, 3, 4),
         run_saved_model_check=score in ("dot", "additive"),
     )
+
+
+class _ShiftedScoreAttention(Attention):
+    """Overrides one hook: the scores, shifted by a constant per key position."""
+
+    def _calculate_scores(self, query, key):
+        shift = keras.ops.arange(keras.ops.shape(key)[1], dtype="float32")
+        return super()._calculate_scores(query, key) + shift
+
+
+def test_a_subclass_overrides_only_the_score_hook():
+    layer = _ShiftedScoreAttention(score="dot")
+    context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
+    scores = np.einsum("bqd,bkd->bqk", Q, V) + np.arange(5)
+    expected_context, expected_weights = ref.attention(scores, V, MASK[:, None, :])
+    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(context.numpy(), expected_context, rtol=1e-5, atol=1e-6)
+    assert np.all(weights.numpy()[1, :, 3:] == 0.0)
+
+
+def test_structures_share_the_base_pipeline():
+    from keras_attn.layers import (
+        AreaAttention,
+        BaseAttention,
+        CompositionalDeAttention,
+        HardAttention,
+        LocalAttention,
+    )
+
+    for cls in (Attention, AreaAttention, CompositionalDeAttention, HardAttention, LocalAttention):
+        assert issubclass(cls, BaseAttention)
+        assert "call" not in vars(cls) or cls is LocalAttention

@@ -189,3 +189,16 @@ def test_harness_reinforce():
         run_training_check=False,
         run_saved_model_check=False,
     )
+
+
+def test_attention_mask_excludes_positions():
+    layer = HardAttention(score="dot", seed=4)
+    query = np.array([[[1.0, 0.0], [0.0, 1.0]]], "float32")
+    value = np.eye(2, dtype="float32")[None]
+    allowed = np.array([[[False, True], [True, True]]])
+    _, weights = layer(query, value, attention_mask=allowed, return_attention_scores=True)
+    np.testing.assert_array_equal(weights.numpy(), [[[0.0, 1.0], [0.0, 1.0]]])
+    _, sampled = layer(
+        query, value, attention_mask=allowed, return_attention_scores=True, training=True
+    )
+    assert sampled.numpy()[0, 0, 0] == 0.0

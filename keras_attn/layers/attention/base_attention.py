@@ -1,0 +1,137 @@
+"""The attention pipeline shared by the attention structures, with one hook per step."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
+from keras_attn.ops.masking import apply_query_mask, merge_masks
+
+
+@keras_attn_export("keras_attn.layers.BaseAttention")
+class BaseAttention(FirstInputMaskPassthrough, keras.layers.Layer):
+    """Base of the attention structures: score -> mask -> distribution -> dropout -> context.
+
+    For queries `(batch, T_q, d_q)`, values `(batch, T_k, d_v)` and keys `(batch, T_k, d_k)`
+    (defaulting to the values), `call` runs these steps, each a method a structure overrides:
+
+        key, value, value_mask = _prepare_memory(key, value, value_mask)   the memory units
+        scores = _calculate_scores(query, key)            a(k_i, q_t), (batch, T_q, T_k)
+        weights = _calculate_weights(scores, ...)         masks, then p(scores), (batch, T_q, T_k)
+        dropped = _apply_dropout(weights, training)
+        context = _compute_context(dropped, value)        sum_i w_ti v_i, (batch, T_q, d_v)
+
+    and gives padded queries a zero context. The defaults are global attention: the memory as
+    given, `self.score_fn(query, key)` (a `keras_attn.scores.Score` a subclass sets in
+    `__init__`; `build` builds it), `self.distribution_fn` over the keys allowed by `value_mask`
+    and `attention_mask`, no dropout, and `weights @ value`. `Attention` adds a score, a
+    distribution and dropout chosen by name; `LocalAttention`, `AreaAttention`, `HardAttention`
+    and `CompositionalDeAttention` override the one step in which they differ.
+
+    Call arguments:
+        query: `(batch, T_q, d_q)`.
+        value: `(batch, T_k, d_v)`.
+        key: `(batch, T_k, d_k)`, defaults to `value`.
+        query_mask: bool `(batch, T_q)`; padded queries get a zero context. Filled from Keras
+            masking when not given.
+        value_mask: bool `(batch, T_k)`; padded keys get exactly zero weight. Filled from Keras
+            masking when not given.
+        attention_mask: bool `(batch, T_q, T_k)`, True where attention is allowed.
+        return_attention_scores: also return the weights.
+        training: enables dropout (and sampling, for structures that sample).
+
+    Returns:
+        `context`, or `(context, weights)` when `return_attention_scores=True`.
+
+    References:
+        Bahdanau, Cho and Bengio, 2015, arXiv:1409.0473; Luong, Pham and Manning, 2015,
+        arXiv:1508.04025.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        self.score_fn.build(query_shape, key_shape)
+        self.built = True
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        context, weights = self._compute_attention(
+            query,
+            value,
+            key,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            attention_mask=attention_mask,
+            training=training,
+        )
+        return (context, weights) if return_attention_scores else context
+
+    def _compute_attention(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        attention_mask=None,
+        training=None,
+        **options,
+    ):
+        """The whole pipeline: `(context, weights)`, the weights before dropout.
+
+        `options` are extra call arguments of a structure (e.g. `query_positions`), handed to
+        `_calculate_weights`.
+        """
+        key = value if key is None else key
+        key, value, value_mask = self._prepare_memory(key, value, value_mask)
+        scores = self._calculate_scores(query, key)
+        weights = self._calculate_weights(
+            scores,
+            query=query,
+            key=key,
+            query_mask=query_mask,
+            value_mask=value_mask,
+            attention_mask=attention_mask,
+            training=training,
+            **options,
+        )
+        context = self._compute_context(self._apply_dropout(weights, training), value)
+        return apply_query_mask(context, query_mask), weights
+
+    def _prepare_memory(self, key, value, value_mask):
+        """The memory units attended to: `(key, value, value_mask)`, by default as given."""
+        return key, value, value_mask
+
+    def _calculate_scores(self, query, key):
+        """Alignment scores `(batch, T_q, T_k)` of every query against every key."""
+        return self.score_fn(query, key)
+
+    def _calculate_weights(
+        self, scores, *, query, key, query_mask, value_mask, attention_mask, training, **options
+    ):
+        """Attention weights `(batch, T_q, T_k)` from the scores: masked keys get exactly 0."""
+        mask = merge_masks(value_mask=value_mask, attention_mask=attention_mask)
+        return self.distribution_fn(scores, attention_mask=mask)
+
+    def _apply_dropout(self, weights, training):
+        """The weights used for the context during training; no dropout by default."""
+        return weights
+
+    def _compute_context(self, weights, value):
+        """`sum_i w_ti v_i`: `(batch, T_q, T_k) x (batch, T_k, d_v) -> (batch, T_q, d_v)`."""
+        return ops.einsum("bqk,bkd->bqd", weights, ops.cast(value, weights.dtype))
