@@ -1,27 +1,31 @@
-"""The `keras.layers.RNN` wrapper shared by `ElmanRNN` and `JordanRNN` (not public)."""
+"""The `keras.layers.RNN` wrapper of the cells that serialize flat (not public)."""
 
 from __future__ import annotations
 
 import keras
 
 
+def cell_argument(name: str) -> property:
+    """A read-only attribute that reads the cell's constructor argument `name`."""
+    return property(lambda self: getattr(self.cell, name), doc=f"The cell's `{name}`.")
+
+
 class CellRNN(keras.layers.RNN):
     """`keras.layers.RNN` over a cell built from flat arguments, so that it serializes flat.
 
-    Subclasses set `cell_class` (an `ElmanRNNCell` subclass). Keras' RNN supplies masking
-    (padded steps keep the previous state and output), `go_backwards`, `stateful`, `unroll`,
-    `return_sequences` and `return_state`, and makes the layer usable inside
-    `keras.layers.Bidirectional`.
+    Subclasses set `cell_class` and `cell_arguments` (the names of the cell's constructor
+    arguments the layer takes, in config order), and pass those arguments to `__init__` as a
+    dict. Keras' RNN supplies masking (padded steps keep the previous state and output),
+    `go_backwards`, `stateful`, `unroll`, `return_sequences` and `return_state`, and makes the
+    layer usable inside `keras.layers.Bidirectional`. The cell is named `"cell"`.
     """
 
     cell_class: type
+    cell_arguments: tuple[str, ...]
 
     def __init__(
         self,
-        units: int,
-        output_units: int | None = None,
-        activation="tanh",
-        output_activation=None,
+        cell_kwargs: dict,
         return_sequences: bool = False,
         return_state: bool = False,
         go_backwards: bool = False,
@@ -31,10 +35,7 @@ class CellRNN(keras.layers.RNN):
         **kwargs,
     ):
         cell = self.cell_class(
-            units,
-            output_units=output_units,
-            activation=activation,
-            output_activation=output_activation,
+            **cell_kwargs,
             dtype=kwargs.get("dtype"),
             trainable=kwargs.get("trainable", True),
             name="cell",
@@ -51,22 +52,6 @@ class CellRNN(keras.layers.RNN):
         )
         self.input_spec = keras.layers.InputSpec(ndim=3)
 
-    @property
-    def units(self) -> int:
-        return self.cell.units
-
-    @property
-    def output_units(self) -> int | None:
-        return self.cell.output_units
-
-    @property
-    def activation(self):
-        return self.cell.activation
-
-    @property
-    def output_activation(self):
-        return self.cell.output_activation
-
     def call(self, sequences, initial_state=None, mask=None, training=False):
         return super().call(sequences, initial_state=initial_state, mask=mask, training=training)
 
@@ -74,10 +59,37 @@ class CellRNN(keras.layers.RNN):
         config = super().get_config()
         del config["cell"]
         cell_config = self.cell.get_config()
-        for key in ("units", "output_units", "activation", "output_activation"):
+        for key in self.cell_arguments:
             config[key] = cell_config[key]
         return config
 
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+class ElmanFamilyRNN(CellRNN):
+    """`CellRNN` over an `ElmanRNNCell` subclass: hidden size, output size and activations."""
+
+    cell_arguments = ("units", "output_units", "activation", "output_activation")
+
+    def __init__(
+        self,
+        units: int,
+        output_units: int | None = None,
+        activation="tanh",
+        output_activation=None,
+        **kwargs,
+    ):
+        cell_kwargs = {
+            "units": units,
+            "output_units": output_units,
+            "activation": activation,
+            "output_activation": output_activation,
+        }
+        super().__init__(cell_kwargs, **kwargs)
+
+    units = cell_argument("units")
+    output_units = cell_argument("output_units")
+    activation = cell_argument("activation")
+    output_activation = cell_argument("output_activation")

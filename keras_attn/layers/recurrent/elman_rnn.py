@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.recurrent._cell_rnn import CellRNN
+from keras_attn.layers.recurrent._cell_rnn import ElmanFamilyRNN
 from keras_attn.layers.recurrent.elman_rnn_cell import ElmanRNNCell
 
 
 @keras_attn_export("keras_attn.layers.ElmanRNN")
-class ElmanRNN(CellRNN):
+class ElmanRNN(ElmanFamilyRNN):
     """Hidden-to-hidden recurrent network (Elman), thesis fig. 2.2a and eqs. 2.6–2.7.
 
     For `x` `(batch, T, d)`, from `h^(0) = 0` (or `initial_state`):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.recurrent._cell_rnn import CellRNN
+from keras_attn.layers.recurrent._cell_rnn import ElmanFamilyRNN
 from keras_attn.layers.recurrent.jordan_rnn_cell import JordanRNNCell
 
 
 @keras_attn_export("keras_attn.layers.JordanRNN")
-class JordanRNN(CellRNN):
+class JordanRNN(ElmanFamilyRNN):
     """Output-to-hidden recurrent network (Jordan), thesis fig. 2.2b.
 
     For `x` `(batch, T, d)`, from `o^(0) = 0` (or `initial_state`):

@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-import keras
-
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.recurrent._cell_rnn import CellRNN, cell_argument
 from keras_attn.layers.recurrent.ntm_cell import NTMCell
-
-CELL_ARGUMENTS = (
-    "controller_units",
-    "memory_size",
-    "memory_width",
-    "num_read_heads",
-    "num_write_heads",
-    "shift_range",
-    "output_units",
-    "clip_value",
-    "memory_initial_value",
-)
-
-
-def _cell_argument(name: str) -> property:
-    """A read-only attribute that reads the cell's constructor argument `name`."""
-    return property(lambda self: getattr(self.cell, name), doc=f"The cell's `{name}`.")
 
 
 @keras_attn_export("keras_attn.layers.NeuralTuringMachine")
-class NeuralTuringMachine(keras.layers.RNN):
+class NeuralTuringMachine(CellRNN):
     """Neural Turing Machine (Graves et al., 2014) over a sequence, built from flat arguments.
 
     For `x` `(batch, T, d)` runs `NTMCell` (see its docstring for the equations: LSTM
@@ -71,6 +53,19 @@ class NeuralTuringMachine(keras.layers.RNN):
         Graves, Wayne and Danihelka, 2014, "Neural Turing Machines", arXiv:1410.5401.
     """
 
+    cell_class = NTMCell
+    cell_arguments = (
+        "controller_units",
+        "memory_size",
+        "memory_width",
+        "num_read_heads",
+        "num_write_heads",
+        "shift_range",
+        "output_units",
+        "clip_value",
+        "memory_initial_value",
+    )
+
     def __init__(
         self,
         controller_units: int,
@@ -83,60 +78,27 @@ class NeuralTuringMachine(keras.layers.RNN):
         clip_value: float | None = 20.0,
         memory_initial_value: float = 1e-6,
         return_sequences: bool = True,
-        return_state: bool = False,
-        go_backwards: bool = False,
-        stateful: bool = False,
-        unroll: bool = False,
-        zero_output_for_mask: bool = False,
         **kwargs,
     ):
-        cell = NTMCell(
-            controller_units,
-            memory_size=memory_size,
-            memory_width=memory_width,
-            num_read_heads=num_read_heads,
-            num_write_heads=num_write_heads,
-            shift_range=shift_range,
-            output_units=output_units,
-            clip_value=clip_value,
-            memory_initial_value=memory_initial_value,
-            dtype=kwargs.get("dtype"),
-            trainable=kwargs.get("trainable", True),
-            name="cell",
-        )
-        super().__init__(
-            cell,
-            return_sequences=return_sequences,
-            return_state=return_state,
-            go_backwards=go_backwards,
-            stateful=stateful,
-            unroll=unroll,
-            zero_output_for_mask=zero_output_for_mask,
-            **kwargs,
-        )
-        self.input_spec = keras.layers.InputSpec(ndim=3)
+        cell_kwargs = {
+            "controller_units": controller_units,
+            "memory_size": memory_size,
+            "memory_width": memory_width,
+            "num_read_heads": num_read_heads,
+            "num_write_heads": num_write_heads,
+            "shift_range": shift_range,
+            "output_units": output_units,
+            "clip_value": clip_value,
+            "memory_initial_value": memory_initial_value,
+        }
+        super().__init__(cell_kwargs, return_sequences=return_sequences, **kwargs)
 
-    controller_units = _cell_argument("controller_units")
-    memory_size = _cell_argument("memory_size")
-    memory_width = _cell_argument("memory_width")
-    num_read_heads = _cell_argument("num_read_heads")
-    num_write_heads = _cell_argument("num_write_heads")
-    shift_range = _cell_argument("shift_range")
-    output_units = _cell_argument("output_units")
-    clip_value = _cell_argument("clip_value")
-    memory_initial_value = _cell_argument("memory_initial_value")
-
-    def call(self, sequences, initial_state=None, mask=None, training=False):
-        return super().call(sequences, initial_state=initial_state, mask=mask, training=training)
-
-    def get_config(self):
-        config = super().get_config()
-        del config["cell"]
-        cell_config = self.cell.get_config()
-        for key in CELL_ARGUMENTS:
-            config[key] = cell_config[key]
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
+    controller_units = cell_argument("controller_units")
+    memory_size = cell_argument("memory_size")
+    memory_width = cell_argument("memory_width")
+    num_read_heads = cell_argument("num_read_heads")
+    num_write_heads = cell_argument("num_write_heads")
+    shift_range = cell_argument("shift_range")
+    output_units = cell_argument("output_units")
+    clip_value = cell_argument("clip_value")
+    memory_initial_value = cell_argument("memory_initial_value")
