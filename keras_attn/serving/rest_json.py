@@ -403,7 +403,22 @@ def fill_predict_request_from_json(
     request: predict_pb2.PredictRequest,
     max_depth: int = RequestLimits.max_json_depth,
 ) -> str:
-    """Fills `request` from a REST predict body; returns the format, "row" or "columnar"."""
+    """Fills `request` from a REST predict body.
+
+    Args:
+        body: the request body, a JSON object with `instances` or `inputs`.
+        get_inputs: the input `TensorInfo`s (dtypes) of the signature a name selects ("" for
+            the default); called once, after the body's `signature_name` is read.
+        request: the request to fill (`model_spec.signature_name` and `inputs`).
+        max_depth: the deepest nesting of arrays and objects accepted.
+
+    Returns:
+        `ROW_FORMAT` for `instances`, `COLUMNAR_FORMAT` for `inputs`: the format the response
+        is written in.
+
+    Raises:
+        ServingStatus: INVALID_ARGUMENT for a malformed body, with the stock server's message.
+    """
     doc = _parse_json(body, max_depth)
     _fill_signature(doc, request.model_spec)
     signature_name = request.model_spec.signature_name
@@ -493,7 +508,11 @@ def _example_from_json(value: Any, example: example_pb2.Example) -> None:
 def fill_examples_request_from_json(
     body: bytes, request: Any, max_depth: int = RequestLimits.max_json_depth
 ) -> None:
-    """Fills a Classification/RegressionRequest from a REST classify/regress body."""
+    """Fills a Classification/RegressionRequest from a REST classify/regress body.
+
+    Raises:
+        ServingStatus: INVALID_ARGUMENT for a malformed body, with the stock server's message.
+    """
     doc = _parse_json(body, max_depth)
     _fill_signature(doc, request.model_spec)
     if "context" in doc:
@@ -546,7 +565,8 @@ def _is_bytes_output(name: str, array: np.ndarray) -> bool:
 
 
 def predict_response_to_json(response: predict_pb2.PredictResponse, format_: str) -> Any:
-    """The REST body for a PredictResponse: `{"predictions": ...}` or `{"outputs": ...}`."""
+    """The REST body for a PredictResponse in the request's format (`ROW_FORMAT`:
+    `{"predictions": [...]}`, one entry per batch row; `COLUMNAR_FORMAT`: `{"outputs": ...}`)."""
     if not response.outputs:
         raise invalid_argument("Cannot convert empty tensor map to JSON")
     arrays = {name: tensor_proto_to_ndarray(response.outputs[name]) for name in response.outputs}
