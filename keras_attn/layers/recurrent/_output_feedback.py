@@ -3,7 +3,8 @@
 A decoder whose step reads the previous output: in training the ground truth `y^(t-1)` is fed
 (teacher forcing), or with scheduled sampling the model's own prediction with probability `p`;
 at inference (or without targets) always its own prediction (free running). Subclasses provide
-the step (`_step`); this base runs the loop, the coin flips and the schedules of `p`.
+the step (`_step`); this base holds the cell, runs the loop, the coin flips and the schedules
+of `p`.
 """
 
 from __future__ import annotations
@@ -31,15 +32,22 @@ class OutputFeedbackDecoder(keras.layers.Layer):
 
     where `cap = sampling_probability` (default 1 for the decaying schedules).
 
-    Subclasses define `_step(inputs_t, feedback, states, training) -> (output, new_states)`: one
-    step from the step input (None when there is none), the fed-back `f^(t-1)` `(batch, q)` and
-    their own states, called by `_decode`.
+    Subclasses set `cell_class` (`ElmanRNNCell` or a subclass; `build_cell` makes it from
+    `units`, `output_units` and the activations) and define
+    `_step(inputs_t, feedback, states, training) -> (output, new_states)`: one step from the step
+    input (None when there is none), the fed-back `f^(t-1)` `(batch, q)` and their own states,
+    called by `_decode`.
     """
+
+    cell_class: type
 
     def __init__(
         self,
+        units: int,
         output_units: int,
         feedback: str,
+        activation="tanh",
+        output_activation=None,
         schedule: str = "constant",
         sampling_probability: float | None = None,
         decay: float | None = None,
@@ -47,6 +55,8 @@ class OutputFeedbackDecoder(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if not isinstance(units, int) or units <= 0:
+            raise ValueError(f"Expected units to be a positive integer. Received: units={units!r}")
         if not isinstance(output_units, int) or output_units <= 0:
             raise ValueError(
                 "Expected output_units to be a positive integer. "
@@ -66,8 +76,13 @@ class OutputFeedbackDecoder(keras.layers.Layer):
                 f"Received: sampling_probability={sampling_probability!r}"
             )
         _check_decay(schedule, decay)
+        self.units = units
         self.output_units = output_units
         self.feedback = feedback
+        self.activation = keras.activations.get(activation)
+        self.output_activation = (
+            None if output_activation is None else keras.activations.get(output_activation)
+        )
         self.schedule = schedule
         self.sampling_probability = sampling_probability
         self.decay = decay
@@ -77,6 +92,18 @@ class OutputFeedbackDecoder(keras.layers.Layer):
             default_cap if sampling_probability is None else float(sampling_probability)
         )
         self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def build_cell(self, batch_size, input_size: int) -> None:
+        """Create and build `self.cell`, named `"cell"`, over step inputs `(batch, input_size)`."""
+        self.cell = self.cell_class(
+            self.units,
+            output_units=self.output_units,
+            activation=self.activation,
+            output_activation=self.output_activation,
+            dtype=self.dtype_policy,
+            name="cell",
+        )
+        self.cell.build((batch_size, input_size))
 
     def sampling_probability_at(self, step):
         """`p_i`, the probability of feeding the model's own prediction at training step `i`.
@@ -195,6 +222,13 @@ class OutputFeedbackDecoder(keras.layers.Layer):
             sampling_probability=self.sampling_probability,
             decay=self.decay,
             seed=self.seed,
+            units=self.units,
+            activation=keras.activations.serialize(self.activation),
+            output_activation=(
+                None
+                if self.output_activation is None
+                else keras.activations.serialize(self.output_activation)
+            ),
         )
         return config
 

@@ -1,8 +1,7 @@
-"""Output-recurrent network trained with teacher forcing and scheduled sampling (fig. 2.2d)."""
+"""Output-recurrent network trained with teacher forcing and scheduled sampling."""
 
 from __future__ import annotations
 
-import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
@@ -13,7 +12,7 @@ from keras_attn.layers.recurrent.jordan_rnn_cell import JordanRNNCell
 
 @keras_attn_export("keras_attn.layers.TeacherForcedRNN")
 class TeacherForcedRNN(FirstInputMaskPassthrough, OutputFeedbackDecoder):
-    """Output-recurrent RNN of thesis fig. 2.2d: fed `y^(t-1)` in training, its own output after.
+    """Output-recurrent RNN: fed the target `y^(t-1)` in training, its own output after.
 
     For inputs `x` `(batch, T, d)`, with `f^(0) = 0`:
 
@@ -26,9 +25,9 @@ class TeacherForcedRNN(FirstInputMaskPassthrough, OutputFeedbackDecoder):
     `feedback="categorical"` the targets are ids `(batch, T)` in `[0, q)`, fed back one-hot, and
     `pred(o) = one_hot(argmax(o))` (greedy), so `W_f` acts as an embedding of the previous token.
     There is no hidden-to-hidden connection: with `p = 0` every step depends on the past only
-    through the given `y^(t-1)`, so the losses of all steps decouple (the thesis' point about
-    parallel training). The step is `JordanRNNCell` (`layer.cell`): at inference the layer is
-    exactly a `JordanRNN` with the same weights.
+    through the given `y^(t-1)`, so the losses of all steps decouple and can be computed in
+    parallel (Goodfellow et al., 2016, section 10.2.1). The step is `JordanRNNCell`
+    (`layer.cell`): at inference the layer is exactly a `JordanRNN` with the same weights.
 
     Scheduled sampling (Bengio et al., 2015): in training each (sequence, step) flips a coin and
     feeds the model's own prediction with probability `p`; `p` is fixed (`schedule="constant"`,
@@ -82,6 +81,8 @@ class TeacherForcedRNN(FirstInputMaskPassthrough, OutputFeedbackDecoder):
         Bengio and Courville, 2016, "Deep Learning", section 10.2.1.
     """
 
+    cell_class = JordanRNNCell
+
     def __init__(
         self,
         units: int,
@@ -96,33 +97,21 @@ class TeacherForcedRNN(FirstInputMaskPassthrough, OutputFeedbackDecoder):
         **kwargs,
     ):
         super().__init__(
+            units=units,
             output_units=output_units,
             feedback=feedback,
+            activation=activation,
+            output_activation=output_activation,
             schedule=schedule,
             sampling_probability=sampling_probability,
             decay=decay,
             seed=seed,
             **kwargs,
         )
-        if not isinstance(units, int) or units <= 0:
-            raise ValueError(f"Expected units to be a positive integer. Received: units={units!r}")
-        self.units = units
-        self.activation = keras.activations.get(activation)
-        self.output_activation = (
-            None if output_activation is None else keras.activations.get(output_activation)
-        )
         self.supports_masking = True
 
     def build(self, inputs_shape):
-        self.cell = JordanRNNCell(
-            self.units,
-            output_units=self.output_units,
-            activation=self.activation,
-            output_activation=self.output_activation,
-            dtype=self.dtype_policy,
-            name="cell",
-        )
-        self.cell.build((inputs_shape[0], inputs_shape[-1]))
+        self.build_cell(inputs_shape[0], inputs_shape[-1])
         self.built = True
 
     def _step(self, inputs_t, feedback, states, training):
@@ -155,16 +144,3 @@ class TeacherForcedRNN(FirstInputMaskPassthrough, OutputFeedbackDecoder):
 
     def compute_output_shape(self, inputs_shape, targets_shape=None):
         return (inputs_shape[0], inputs_shape[1], self.output_units)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            units=self.units,
-            activation=keras.activations.serialize(self.activation),
-            output_activation=(
-                None
-                if self.output_activation is None
-                else keras.activations.serialize(self.output_activation)
-            ),
-        )
-        return config

@@ -1,4 +1,4 @@
-"""A recurrent decoder that generates a sequence from one vector (thesis fig. 2.3)."""
+"""A recurrent decoder that generates a sequence from one vector."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ _CONDITIONINGS = ("every_step", "initial_state", "both")
 
 @keras_attn_export("keras_attn.layers.VectorToSequence")
 class VectorToSequence(OutputFeedbackDecoder):
-    """Sequence generator conditioned on one vector `v` (thesis fig. 2.3, e.g. image captioning).
+    """Sequence generator conditioned on one vector `v` (e.g. image captioning).
 
     For `v` `(batch, d_v)` and outputs `o^(1..T)` `(batch, T, q)`, with `f^(0) = 0`:
 
@@ -23,8 +23,8 @@ class VectorToSequence(OutputFeedbackDecoder):
         o^(t) = output_activation(h^(t) W_out + b_out)            (batch, q)
         f^(t) = y^(t)  (teacher forcing, training)  or  pred(o^(t))  (free running, inference)
 
-    `conditioning="every_step"` is fig. 2.3's form: `v` reaches every step through the `v R`
-    term (Goodfellow et al.'s `x^T R`); `"initial_state"` drops `v R` and only sets `h^(0)`
+    `conditioning="every_step"`: `v` reaches every step through the `v R` term (Goodfellow et
+    al.'s `x^T R`, section 10.2.4); `"initial_state"` drops `v R` and only sets `h^(0)`
     (Show and Tell style); `"both"` does both. The step is an `ElmanRNNCell` (`layer.cell`)
     reading `[f^(t-1); v]`, so its `kernel` stacks `W_f` (first `q` rows) over `R`; the
     Dense layer `initial_state_layer` holds `W_0, b_0`.
@@ -76,6 +76,8 @@ class VectorToSequence(OutputFeedbackDecoder):
         section 10.2.4.
     """
 
+    cell_class = ElmanRNNCell
+
     def __init__(
         self,
         units: int,
@@ -92,16 +94,17 @@ class VectorToSequence(OutputFeedbackDecoder):
         **kwargs,
     ):
         super().__init__(
+            units=units,
             output_units=output_units,
             feedback=feedback,
+            activation=activation,
+            output_activation=output_activation,
             schedule=schedule,
             sampling_probability=sampling_probability,
             decay=decay,
             seed=seed,
             **kwargs,
         )
-        if not isinstance(units, int) or units <= 0:
-            raise ValueError(f"Expected units to be a positive integer. Received: units={units!r}")
         if length is not None and (not isinstance(length, int) or length <= 0):
             raise ValueError(
                 f"Expected length to be None or a positive integer. Received: length={length!r}"
@@ -111,13 +114,8 @@ class VectorToSequence(OutputFeedbackDecoder):
                 f"Expected conditioning in {list(_CONDITIONINGS)}. "
                 f"Received: conditioning={conditioning!r}"
             )
-        self.units = units
         self.length = length
         self.conditioning = conditioning
-        self.activation = keras.activations.get(activation)
-        self.output_activation = (
-            None if output_activation is None else keras.activations.get(output_activation)
-        )
 
     @property
     def _every_step(self) -> bool:
@@ -129,16 +127,9 @@ class VectorToSequence(OutputFeedbackDecoder):
 
     def build(self, inputs_shape):
         vector_size = inputs_shape[-1]
-        self.cell = ElmanRNNCell(
-            self.units,
-            output_units=self.output_units,
-            activation=self.activation,
-            output_activation=self.output_activation,
-            dtype=self.dtype_policy,
-            name="cell",
+        self.build_cell(
+            inputs_shape[0], self.output_units + (vector_size if self._every_step else 0)
         )
-        cell_inputs = self.output_units + (vector_size if self._every_step else 0)
-        self.cell.build((inputs_shape[0], cell_inputs))
         if self._initial_state:
             self.initial_state_layer = keras.layers.Dense(
                 self.units,
@@ -197,15 +188,5 @@ class VectorToSequence(OutputFeedbackDecoder):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            units=self.units,
-            length=self.length,
-            conditioning=self.conditioning,
-            activation=keras.activations.serialize(self.activation),
-            output_activation=(
-                None
-                if self.output_activation is None
-                else keras.activations.serialize(self.output_activation)
-            ),
-        )
+        config.update(length=self.length, conditioning=self.conditioning)
         return config
