@@ -1,8 +1,10 @@
 """`keras-attn` command line: train | export | serve | translate.
 
 Each subcommand's parser lives beside the code it drives (`training/cli.py`, `export/cli.py`,
-`serving/cli.py`); this module only dispatches. A user mistake ends with one line on stderr and a
-non-zero exit, never a traceback.
+`serving/cli.py`); this module only dispatches. A mistake in what the user asked for
+(`keras_attn.errors.ConfigError`, reported with the subcommand's flag names, or
+`keras_attn.errors.UserError`) ends with one line on stderr and exit status 2; any other
+exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ import argparse
 import os
 import sys
 
+from keras_attn.errors import ConfigError, UserError
 
-class UserError(Exception):
-    """A mistake in what the user asked for: reported as one line, exit status 2."""
+__all__ = ["UserError", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except ConfigError as error:
+        flags = getattr(args, "flags", lambda name: None)
+        print(f"keras-attn {args.command}: error: {error.in_terms_of(flags)}", file=sys.stderr)
+        return 2
     except UserError as error:
         print(f"keras-attn {args.command}: error: {error}", file=sys.stderr)
         return 2
@@ -46,8 +52,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # `python -m keras_attn.cli` runs this file as `__main__`; dispatch through the imported
-    # module, so the subcommands' `keras_attn.cli.UserError` is the class caught above.
-    from keras_attn.cli import main as package_main
-
-    sys.exit(package_main())
+    sys.exit(main())

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
+
+from keras_attn.errors import ConfigError, PathNotFoundError
+
+# `export_run`'s parameters whose flag is not `--` + the name.
+_RENAMED = {"run_path": "RUN"}
 
 
-def add_parsers(subparsers) -> None:
+def add_parsers(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "export",
         help="export a trained run as a TF Serving SavedModel",
@@ -37,55 +44,68 @@ def add_parsers(subparsers) -> None:
         help="GNMT alpha, lp(Y) = ((5 + |Y|) / 6) ** alpha (beam; default 0.6)",
     )
     parser.add_argument("--skip-check", action="store_true", help="do not run the contract check")
-    parser.set_defaults(func=run_export)
+    parser.set_defaults(func=run_export, flags=_flag)
+
+
+def _flag(name: str) -> str:
+    """The flag of an `export_run` parameter, for error messages."""
+    if name in _RENAMED:
+        return _RENAMED[name]
+    return "--" + name if name in ("model_base_path", "version") else "--" + name.replace("_", "-")
 
 
 def export_run(
-    run_path,
-    model_base_path,
-    version=None,
-    max_output_length=128,
-    check=True,
-    decoder="greedy",
-    beam_size=None,
-    length_penalty=None,
-):
+    run_path: str | Path,
+    model_base_path: str | Path,
+    version: int | None = None,
+    max_output_length: int = 128,
+    check: bool = True,
+    decoder: str = "greedy",
+    beam_size: int | None = None,
+    length_penalty: float | None = None,
+) -> Path:
     """Load a run directory and export it; returns the version directory.
 
     A translator run is exported by `export_translator` (`beam_size` and `length_penalty`, for
-    `decoder="beam"`, default to 4 and 0.6); a language-model run (`--model gpt`) by
+    `decoder="beam"`, default to 4 and 0.6); a language-model run (`model="gpt"`) by
     `export_generator`, whose prompts keep their last `max_length` (the run's) tokens and whose
     continuations have at most `max_output_length` tokens. Every mistake (a beam option for a
     greedy or GPT export, a length the GPT's positions cannot hold, a model with non-finite
-    weights) raises ValueError before anything is written.
+    weights, a path that is not a finished run) raises a `keras_attn.errors.ConfigError` before
+    anything is written.
     """
-    from keras_attn.models.registry import get_family
-    from keras_attn.training.trainer import RunDirectory
+    from keras_attn.formats import MODEL_FILE, RunDirectory
+    from keras_attn.models.families import get_family
 
     run = RunDirectory(run_path)
     if not run.exists():
-        raise FileNotFoundError(f"{run_path} is not a run directory (no config.json)")
-    if not run.file("model.keras").exists():
-        raise FileNotFoundError(f"{run_path} has no model.keras: training did not finish")
+        raise PathNotFoundError(f"{run_path} is not a run directory (no config.json)", ["run_path"])
+    if not run.file(MODEL_FILE).exists():
+        raise PathNotFoundError(
+            f"{run_path} has no {MODEL_FILE}: training did not finish", ["run_path"]
+        )
     if max_output_length <= 0:
-        raise ValueError(f"--max-output-length must be positive, got {max_output_length}")
-    config = run.read_config()
-    family = get_family(config.model)
-    beam_options = {"--beam-size": beam_size, "--length-penalty": length_penalty}
-    given = [flag for flag, value in beam_options.items() if value is not None]
+        raise ConfigError(
+            f"max_output_length must be positive, got {max_output_length}", ["max_output_length"]
+        )
+    config = run.read_config_fields()
+    family = get_family(config["model"])
+    beam_options = {"beam_size": beam_size, "length_penalty": length_penalty}
+    given = [name for name, value in beam_options.items() if value is not None]
     if family.language_model:
-        unusable = [f"--decoder {decoder}"] * (decoder != "greedy") + given
+        unusable = [f"decoder={decoder!r}"] * (decoder != "greedy") + given
         if unusable:
-            raise ValueError(
-                f"{', '.join(unusable)}: no beam search for a {config.model} run; its generate "
-                "signature decodes greedily, generate_with_options samples "
-                "(temperature, top_k, top_p)"
+            raise ConfigError(
+                f"{', '.join(unusable)}: no beam search for a {config['model']} run; its "
+                "generate signature decodes greedily, generate_with_options samples "
+                "(temperature, top_k, top_p)",
+                ["decoder", *given],
             )
         return _export_language_model(
             run, config, family, model_base_path, version, max_output_length, check
         )
     if decoder != "beam" and given:
-        raise ValueError(f"{', '.join(given)} only apply to --decoder beam")
+        raise ConfigError(f"{', '.join(given)} only apply to decoder='beam'", ["decoder", *given])
     from keras_attn.export.saved_model import export_translator
     from keras_attn.export.translator import Translator
 
@@ -96,7 +116,7 @@ def export_run(
         family.decoding_steps(model, max_output_length),
         source_tokenizer,
         target_tokenizer,
-        max_source_length=config.max_length,
+        max_source_length=config["max_length"],
         max_output_length=max_output_length,
         decoder=decoder,
         beam_size=4 if beam_size is None else beam_size,
@@ -106,15 +126,18 @@ def export_run(
 
 
 def _load_finite_model(run):
-    """The run's model; ValueError if a weight holds a NaN or an infinity (a diverged run)."""
+    """The run's model; a ConfigError if a weight holds a NaN or an infinity (a diverged run)."""
     import numpy as np
+
+    from keras_attn.formats import MODEL_FILE
 
     model = run.load_model()
     for weight in model.weights:
         if not np.all(np.isfinite(weight.numpy())):
-            raise ValueError(
-                f"{run.file('model.keras')} has non-finite weights ({weight.path}): the run "
-                "diverged, so it is not exported"
+            raise ConfigError(
+                f"{run.file(MODEL_FILE)} has non-finite weights ({weight.path}): the run "
+                "diverged, so it is not exported",
+                ["run_path"],
             )
     return model
 
@@ -127,40 +150,37 @@ def _export_language_model(run, config, family, model_base_path, version, max_ou
 
     model = _load_finite_model(run)
     positions = model.get_layer(EMBEDDING).max_length
-    room = positions - 1 - config.max_length  # after START and the longest kept prompt
+    max_length = config["max_length"]
+    room = positions - 1 - max_length  # after START and the longest kept prompt
     if max_output_length > room:
-        raise ValueError(
-            f"--max-output-length {max_output_length} does not fit this {config.model} run: its "
-            f"{positions} positions leave {room} tokens after START and a {config.max_length}-"
-            "token prompt"
+        raise ConfigError(
+            f"max_output_length={max_output_length} does not fit this {config['model']} run: "
+            f"its {positions} positions leave {room} tokens after START and a {max_length}-token "
+            "prompt",
+            ["max_output_length"],
         )
-    slots = config.max_length + 1 + max_output_length
+    slots = max_length + 1 + max_output_length
     generator = Generator(
         model,
         family.decoding_steps(model, slots),
         run.tokenizer(),
-        max_prompt_length=config.max_length,
+        max_prompt_length=max_length,
         max_output_length=max_output_length,
     )
     return export_generator(generator, model_base_path, version=version, check=check)
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from keras_attn.cli import UserError
-    from keras_attn.export.contract import ContractError
-
-    try:
-        path = export_run(
-            args.run,
-            args.model_base_path,
-            version=args.version,
-            max_output_length=args.max_output_length,
-            check=not args.skip_check,
-            decoder=args.decoder,
-            beam_size=args.beam_size,
-            length_penalty=args.length_penalty,
-        )
-    except (FileNotFoundError, FileExistsError, ValueError, ContractError) as error:
-        raise UserError(str(error)) from error
+    """Export `args.run`; a `ConfigError` (a mistake in the flags or the run) propagates."""
+    path = export_run(
+        args.run,
+        args.model_base_path,
+        version=args.version,
+        max_output_length=args.max_output_length,
+        check=not args.skip_check,
+        decoder=args.decoder,
+        beam_size=args.beam_size,
+        length_penalty=args.length_penalty,
+    )
     print(f"exported {path}")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from keras_attn.decoding import sample
+from keras_attn.errors import ConfigError
 
 PROMPT_SPEC = tf.TensorSpec([None], tf.string, name="prompt")
 OPTION_SPECS = (
@@ -53,9 +54,10 @@ class Generator(tf.Module):
         super().__init__(name=name)
         needed = max_prompt_length + 1 + max_output_length
         if needed > steps.max_length:
-            raise ValueError(
+            raise ConfigError(
                 f"max_prompt_length + 1 + max_output_length = {needed} exceeds the cache of "
-                f"{steps.max_length} slots (GPTSteps max_length)"
+                f"{steps.max_length} slots (GPTSteps max_length)",
+                ["max_prompt_length", "max_output_length"],
             )
         self.model = model
         self._steps = steps

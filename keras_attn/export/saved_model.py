@@ -9,6 +9,7 @@ from pathlib import Path
 
 import keras
 
+from keras_attn.errors import ConfigError, PathExistsError
 from keras_attn.export.contract import check_generator_saved_model, check_translator_saved_model
 from keras_attn.export.generator import Generator
 from keras_attn.export.translator import Translator
@@ -67,8 +68,9 @@ def export_translator(
         The version directory.
 
     Raises:
-        FileExistsError: the version exists already (it is never overwritten).
-        ValueError: a non-positive version.
+        keras_attn.errors.PathExistsError: the version exists already (it is never
+            overwritten); a FileExistsError.
+        keras_attn.errors.ConfigError: a non-positive version.
         keras_attn.export.contract.ContractError: the check failed (nothing is published).
     """
     archive = keras.export.ExportArchive()
@@ -127,10 +129,10 @@ def _publish(archive, model, model_base_path, version, check, warmup_feeds) -> P
     if version is None:
         version = (existing_versions(base) or [0])[-1] + 1
     if version <= 0:
-        raise ValueError(f"--version must be a positive integer, got {version}")
+        raise ConfigError(f"version must be a positive integer, got {version}", ["version"])
     final = base / str(version)
     if final.exists():
-        raise FileExistsError(f"{final} exists already; choose another --version")
+        raise PathExistsError(f"{final} exists already; choose another version", ["version"])
     created = [path for path in (base, *base.parents) if not path.exists()]
     base.mkdir(parents=True, exist_ok=True)
     temporary = base / f".export-{version}-{os.getpid()}"

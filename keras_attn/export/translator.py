@@ -5,15 +5,15 @@ from __future__ import annotations
 import tensorflow as tf
 
 from keras_attn.decoding import beam_search, greedy_search
+from keras_attn.errors import ConfigError
+from keras_attn.formats import MAX_OUTPUT_LENGTH
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
-# Default hard limit on generated tokens; families with preallocated caches size them to it.
-MAX_OUTPUT_LENGTH = 128
 DECODERS = ("greedy", "beam")
 
 
 class Translator(tf.Module):
-    """Strings in, strings out: the path DESIGN.md's exported signatures wrap.
+    """Strings in, strings out: the path the exported signatures wrap (docs/serving.md).
 
     text `[batch]` → source tokenizer → ids `(batch, T_x)` (truncated to `max_source_length`) →
     `steps.encode` → `greedy_search` or `beam_search` over `steps.step` → ids → target
@@ -41,7 +41,7 @@ class Translator(tf.Module):
     `[batch, T_x]` string.
 
     Raises:
-        ValueError: an unknown `decoder` or a `beam_size` below 1.
+        keras_attn.errors.ConfigError: an unknown `decoder` or a `beam_size` below 1.
     """
 
     def __init__(
@@ -61,9 +61,13 @@ class Translator(tf.Module):
     ):
         super().__init__(name=name)
         if decoder not in DECODERS:
-            raise ValueError(f"Expected decoder in {DECODERS}. Received: decoder={decoder!r}")
+            raise ConfigError(
+                f"Expected decoder in {DECODERS}. Received: decoder={decoder!r}", ["decoder"]
+            )
         if not isinstance(beam_size, int) or beam_size < 1:
-            raise ValueError(f"Expected beam_size >= 1. Received: beam_size={beam_size!r}")
+            raise ConfigError(
+                f"Expected beam_size >= 1. Received: beam_size={beam_size!r}", ["beam_size"]
+            )
         self.model = model
         self._steps = steps
         self.source_tokenizer = source_tokenizer

@@ -24,7 +24,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
 from keras_attn.export.contract import GENERATOR_SIGNATURES, TRANSLATOR_SIGNATURES
-from keras_attn.serving.warmup import MAX_WARMUP_RECORDS, warmup_path
+from keras_attn.formats import MAX_WARMUP_RECORDS, warmup_path
 
 WARMUP_TEXTS = (
     "Ein kleiner Test.",

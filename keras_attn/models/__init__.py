@@ -1,4 +1,5 @@
-"""Functional-API builders for the seed architectures, and their decoding views."""
+"""Functional-API builders for the sequence models of the papers cited in docs, and their
+decoding views."""
 
 from keras_attn.models.bart import bart, bart_classifier
 from keras_attn.models.bert import bert, bert_classifier

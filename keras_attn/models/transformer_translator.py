@@ -31,7 +31,7 @@ def transformer_translator(
     share_embeddings: bool = False,
     name: str = "transformer_translator",
 ) -> keras.Model:
-    """The Transformer encoder–decoder translator (thesis fig. 2.9) as a Keras functional model.
+    """The Transformer encoder–decoder translator as a Keras functional model.
 
         source ids (batch, T_x) → E_x[ids]·sqrt(d) + PE → N encoder blocks → memory (batch, T_x, d)
         target ids (batch, T_y) → E_y[ids]·sqrt(d) + PE → N decoder blocks (causal self-attention,
@@ -41,8 +41,8 @@ def transformer_translator(
     The output projection is tied to the target embedding (Press & Wolf 2017; section 3.4 of
     Vaswani et al.); with `share_embeddings=True` one matrix serves source, target and output
     (both vocabularies must then be the same size). Positions use the sinusoidal encoding of
-    eq. 2.27. Id 0 is padding on both sides: padded source positions get zero cross-attention and
-    padded target positions carry a Keras mask to the loss.
+    Vaswani et al. (section 3.5). Id 0 is padding on both sides: padded source positions get
+    zero cross-attention and padded target positions carry a Keras mask to the loss.
 
     Args:
         source_vocab_size, target_vocab_size: vocabulary sizes, padding id 0 included.

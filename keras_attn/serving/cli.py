@@ -258,7 +258,7 @@ def add_parsers(subparsers: Any) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     """Serves until SIGINT/SIGTERM; raises `UserError` for a bad model directory or port."""
-    from keras_attn.cli import UserError
+    from keras_attn.errors import UserError
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from keras_attn.serving.servable import LoadError
@@ -323,7 +323,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def run_translate(args: argparse.Namespace) -> int:
     """Prints one translation per line; 1 when the call fails, 2 for a malformed --server."""
-    from keras_attn.cli import UserError
+    from keras_attn.errors import UserError
 
     if not _TARGET.match(args.server):
         raise UserError(f"--server must be HOST:PORT or dns:///HOST:PORT, got {args.server!r}")
@@ -353,7 +353,7 @@ def run_translate(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs `serve`/`translate` on their own, with the `keras-attn` dispatcher's error handling."""
-    from keras_attn.cli import UserError
+    from keras_attn.errors import UserError
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     parser = argparse.ArgumentParser(prog="keras-attn", description=__doc__.splitlines()[0])

@@ -5,7 +5,8 @@ As stock TensorFlow Serving (`servables/tensorflow/saved_model_warmup.cc` and
 request (predict, classify, regress or multi_inference log) is run against the freshly loaded
 version, `num_request_iterations` times, before the version becomes AVAILABLE. A missing file
 means no warm-up. More than 1000 records, a record that does not parse, an unsupported log type
-or a failing request fail the load, with stock's codes and messages.
+or a failing request fail the load, with stock's codes and messages. The file's location and
+record limit are defined in `keras_attn.formats`, the module `keras-attn export` writes them with.
 """
 
 from __future__ import annotations
@@ -15,18 +16,15 @@ import os
 import grpc
 from tensorflow_serving.apis import prediction_log_pb2
 
+from keras_attn.formats import (  # noqa: F401  (re-exported: the record format lives there)
+    MAX_WARMUP_RECORDS,
+    WARMUP_DIRECTORY,
+    WARMUP_FILENAME,
+    warmup_path,
+)
 from keras_attn.serving.core import ServingCore, StaticSource
 from keras_attn.serving.servable import Servable
 from keras_attn.serving.status import ServingStatus, invalid_argument
-
-WARMUP_DIRECTORY = "assets.extra"
-WARMUP_FILENAME = "tf_serving_warmup_requests"
-MAX_WARMUP_RECORDS = 1000
-
-
-def warmup_path(version_path: str) -> str:
-    """Where a SavedModel version keeps its warm-up requests."""
-    return os.path.join(version_path, WARMUP_DIRECTORY, WARMUP_FILENAME)
 
 
 def read_warmup_records(path: str) -> list[prediction_log_pb2.PredictionLog]:

@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+from keras_attn.errors import ConfigError
+
 STATE_FILE = "checkpoint"  # `tf.train.CheckpointManager`'s record of the checkpoints it kept
 
 
@@ -30,7 +32,8 @@ def restore_newest(
     one counted): returns None and restores nothing.
 
     Raises:
-        ValueError: when the state file cannot be read, or none of its checkpoints restores.
+        keras_attn.errors.ConfigError: when the state file cannot be read, or none of its
+            checkpoints restores (the message says how to recover).
     """
     directory = os.fspath(directory)
     state_file = os.path.join(directory, STATE_FILE)
@@ -38,7 +41,7 @@ def restore_newest(
         return None
     state = _read_state(directory)
     if state is None or not state.model_checkpoint_path:
-        raise ValueError(
+        raise ConfigError(
             f"cannot resume: {state_file} is unreadable; write `model_checkpoint_path: "
             '"ckpt-N"` into it (N: the newest checkpoint to resume from) or move '
             f"{directory} away to start the run over"
@@ -58,7 +61,7 @@ def restore_newest(
             _forget(directory, state, set(skipped))
         return path
     newest, reason = next(iter(skipped.items()))
-    raise ValueError(
+    raise ConfigError(
         f"cannot resume: none of the {len(recorded)} checkpoints recorded in {directory} "
         f"restores (the newest, {newest}: {reason}); move {directory} away to start the run over"
     )

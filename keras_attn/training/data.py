@@ -7,6 +7,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
+from keras_attn.errors import ConfigError
+
 
 def tokenize_pairs(
     pairs: Sequence[tuple[str, str]],
@@ -96,8 +98,9 @@ class BatchPlan:
         pad_id: int = 0,
     ):
         if len(targets) < batch_size:
-            raise ValueError(
-                f"Need at least one batch of examples: {len(targets)} < batch_size={batch_size}"
+            raise ConfigError(
+                f"Need at least one batch of examples: {len(targets)} < batch_size={batch_size}",
+                ["batch_size"],
             )
         self.sources = sources
         self.targets = targets

@@ -1,9 +1,14 @@
-"""The training run behind `keras-attn train`: run directory, resumable loop, final evaluation."""
+"""The training run behind `keras-attn train`: a resumable loop over named steps.
+
+`train` resolves the run's config and model family once, then runs these steps in order:
+`_start_run` (config, corpus, vocabularies on disk), `_training_data` (the batch plan),
+`_build_or_restore` (model, optimizer, checkpoint), `_fit` (the training loop) and `_finish`
+(`model.keras`, dev evaluation, `metrics.json`).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import shutil
@@ -15,452 +20,58 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from keras_attn.models.registry import get_family
+from keras_attn import formats
+from keras_attn.errors import (
+    ConfigError,
+    PathExistsError,
+    PathNotADirectoryError,
+    PathNotFoundError,
+)
+from keras_attn.formats import (  # noqa: F401  (re-exported: the run directory's file names)
+    CHECKPOINTS,
+    CONFIG_FILE,
+    LOGS,
+    MAX_OUTPUT_LENGTH,
+    METRICS_FILE,
+    MODEL_FILE,
+    SOURCE_VOCAB,
+    TARGET_VOCAB,
+    TRAIN_LOG,
+    VOCAB,
+)
+from keras_attn.models.families import ModelFamily
 from keras_attn.text import corpora
 from keras_attn.text.normalization import normalize_text
-from keras_attn.text.tokenizer import WordPieceTokenizer
-from keras_attn.text.vocab import build_wordpiece_vocab, load_vocab, save_vocab
-from keras_attn.training import distribution, precision
+from keras_attn.text.vocab import build_wordpiece_vocab, save_vocab
+from keras_attn.training import precision
+from keras_attn.training import strategy as strategies
 from keras_attn.training.checkpoints import restore_newest
+from keras_attn.training.config import FLOAT32_MAX, TrainConfig  # noqa: F401  (re-exported)
 from keras_attn.training.data import BatchPlan, tokenize_pairs, tokenize_sentences
 from keras_attn.training.metrics import masked_cross_entropy, masked_token_accuracy
+from keras_attn.training.optimizers import OPTIMIZERS
 from keras_attn.training.schedules import (
-    SCHEDULES,
     HalvingSchedule,
     InverseSqrtSchedule,
     warmup_cosine_schedule,
 )
 
-CONFIG_FILE = "config.json"
-MODEL_FILE = "model.keras"
-METRICS_FILE = "metrics.json"
-SOURCE_VOCAB = "source_vocab.txt"
-TARGET_VOCAB = "target_vocab.txt"
-VOCAB = "vocab.txt"  # the one vocabulary of a language-model run
-CHECKPOINTS = "checkpoints"
-LOGS = "logs"
-TRAIN_LOG = "train_log.tsv"
 # Steps in a row that the loss scaler (mixed_float16) may skip for a non-finite loss before the
 # run counts as diverged: an overflow of one batch is skipped, one that persists is not.
 MAX_SKIPPED_STEPS = 20
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 class TrainingDiverged(RuntimeError):
     """The loss or the weights stopped being finite; nothing was saved from that state."""
 
 
-@dataclass
-class TrainConfig:
-    """Everything that defines a run; saved as `config.json` in the run directory."""
-
-    model: str = "rnn-attention"
-    corpus: str = "synthetic"
-    steps: int = 2000
-    batch_size: int = 64
-    learning_rate: float = 3e-3
-    warmup_steps: int = 100
-    schedule: str = "cosine"
-    # Updates before the first halving and between halvings (--schedule halving only).
-    decay_start: int | None = None
-    decay_every: int | None = None
-    optimizer: str = "adam"
-    clipnorm: float = 5.0
-    label_smoothing: float = 0.0
-    mixed_precision: str = "auto"
-    seed: int = 0
-    max_length: int = 80
-    vocab_size: int = 2000
-    embedding_dim: int = 128
-    units: int = 256
-    cell: str = "lstm"
-    dropout: float = 0.1
-    # Attention hyperparameters; None leaves the family builder's default.
-    score: str | None = None
-    distribution: str | None = None
-    attention: str | None = None
-    window: int | None = None
-    input_feeding: bool | None = None
-    # local-p's position predictor: a factor on its gradients (its learning rate under SGD).
-    position_gradient_scale: float | None = None
-    context_feeding: bool | None = None
-    # Transformer hyperparameters; None leaves the family builder's default.
-    num_layers: int | None = None
-    d_model: int | None = None
-    num_heads: int | None = None
-    ff_dim: int | None = None
-    normalize_first: bool | None = None
-    checkpoint_every: int = 200
-    eval_sentences: int = 1000
-    # Wall-clock limit of the training loop in minutes (None: none); the run stops at the first
-    # step that ends past it, before `steps` if need be.
-    max_minutes: float | None = None
-    # The same in CPU time of this process (all its threads: on a machine shared with other jobs,
-    # the compute the run actually got).
-    max_cpu_minutes: float | None = None
-
-    def validate(self) -> None:
-        family = get_family(self.model)
-        for name in _FAMILY_OPTIONS:
-            if getattr(self, name) is not None and name not in family.hyperparameters:
-                raise ValueError(
-                    f"--{name.replace('_', '-')} does not apply to --model {self.model} "
-                    f"(its options: {', '.join(family.hyperparameters)})"
-                )
-        for name in ("window", "num_layers", "d_model", "num_heads", "ff_dim"):
-            if getattr(self, name) is not None and getattr(self, name) <= 0:
-                raise ValueError(
-                    f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
-                )
-        if self.position_gradient_scale is not None and self.attention != "local-p":
-            raise ValueError(
-                "--position-gradient-scale applies to --attention local-p only, got "
-                f"--attention {self.attention or 'global'}"
-            )
-        precision.resolve_policy(self.mixed_precision)
-        sizes = ("steps", "batch_size", "max_length", "vocab_size", "checkpoint_every", "units")
-        for name in (*sizes, "embedding_dim"):
-            if getattr(self, name) <= 0:
-                raise ValueError(
-                    f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
-                )
-        if not 0 <= self.seed < 2**32:
-            raise ValueError(f"--seed must be between 0 and {2**32 - 1}, got {self.seed}")
-        if self.eval_sentences < 0:
-            raise ValueError(f"--eval-sentences must be >= 0, got {self.eval_sentences}")
-        # NaN fails every comparison, so each float is checked with isfinite, not only with `<`.
-        rates = ("learning_rate", "position_gradient_scale", "max_minutes", "max_cpu_minutes")
-        for name in rates:
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise ValueError(
-                    f"--{name.replace('_', '-')} must be a positive finite number, got {value}"
-                )
-        if not (math.isfinite(self.clipnorm) and self.clipnorm >= 0):
-            raise ValueError(
-                "--clipnorm must be a finite number >= 0 (0 disables clipping), got "
-                f"{self.clipnorm}"
-            )
-        for name in ("learning_rate", "clipnorm", "position_gradient_scale"):
-            value = getattr(self, name)
-            if value is not None and value > FLOAT32_MAX:  # these are applied in float32
-                raise ValueError(
-                    f"--{name.replace('_', '-')} must be at most {FLOAT32_MAX:.4g} (the largest "
-                    f"float32), got {value}"
-                )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"--dropout must be in [0, 1), got {self.dropout}")
-        if self.schedule not in SCHEDULES:
-            choices = ", ".join(SCHEDULES)
-            raise ValueError(f"--schedule must be one of {choices}, got {self.schedule}")
-        if self.warmup_steps < 0 or (self.schedule == "inverse-sqrt" and self.warmup_steps < 1):
-            least = 1 if self.schedule == "inverse-sqrt" else 0
-            raise ValueError(
-                f"--warmup-steps must be >= {least} with --schedule {self.schedule}, "
-                f"got {self.warmup_steps}"
-            )
-        halving = (self.decay_start, self.decay_every)
-        if self.schedule == "halving":
-            if self.decay_start is None or self.decay_every is None:
-                raise ValueError("--schedule halving needs --decay-start and --decay-every")
-            if self.decay_start < 0 or self.decay_every < 1:
-                raise ValueError(
-                    f"--decay-start must be >= 0 and --decay-every >= 1, got {self.decay_start} "
-                    f"and {self.decay_every}"
-                )
-        elif halving != (None, None):
-            raise ValueError(
-                f"--decay-start and --decay-every apply to --schedule halving only, not "
-                f"{self.schedule}"
-            )
-        if self.optimizer not in distribution.OPTIMIZERS:
-            choices = ", ".join(distribution.OPTIMIZERS)
-            raise ValueError(f"--optimizer must be one of {choices}, got {self.optimizer}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"--label-smoothing must be in [0, 1), got {self.label_smoothing}")
-        family.check(self.model_hyperparameters())
-
-    def model_hyperparameters(self) -> dict:
-        """The family builder's keyword arguments; fields left at None are not passed."""
-        values = {name: getattr(self, name) for name in get_family(self.model).hyperparameters}
-        return {name: value for name, value in values.items() if value is not None}
-
-
-# TrainConfig fields that only some model families take.
-_FAMILY_OPTIONS = (
-    "score",
-    "distribution",
-    "attention",
-    "window",
-    "input_feeding",
-    "position_gradient_scale",
-    "context_feeding",
-    "num_layers",
-    "d_model",
-    "num_heads",
-    "ff_dim",
-    "normalize_first",
-)
-
-
-class RunDirectory:
-    """Paths of a run directory and the files that make it resumable and exportable."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-
-    def file(self, name: str) -> Path:
-        return self.path / name
-
-    def exists(self) -> bool:
-        return self.file(CONFIG_FILE).exists()
-
-    def temporary(self, name: str) -> Path:
-        """Where `name` is written before `os.replace` moves it into place."""
-        return self.file(name + ".tmp")
-
-    def write_text(self, name: str, text: str) -> None:
-        """Write atomically: a process killed at any moment leaves the old file or the new one."""
-        temporary = self.temporary(name)
-        temporary.write_text(text)
-        os.replace(temporary, self.file(name))
-
-    def write_json(self, name: str, data: dict) -> None:
-        self.write_text(name, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-
-    def holds_only_temporaries(self) -> bool:
-        """True for a missing or empty directory, or one a run was killed in before its config."""
-        return not self.path.exists() or all(p.name.endswith(".tmp") for p in self.path.iterdir())
+class RunDirectory(formats.RunDirectory):
+    """A run directory (`keras_attn.formats.RunDirectory`) whose config reads as a `TrainConfig`."""
 
     def read_config(self) -> TrainConfig:
-        data = json.loads(self.file(CONFIG_FILE).read_text())
-        known = {f.name for f in dataclasses.fields(TrainConfig)}
-        return TrainConfig(**{k: v for k, v in data.items() if k in known})
-
-    def tokenizer(self) -> WordPieceTokenizer:
-        """The one tokenizer of a language-model run."""
-        return WordPieceTokenizer(load_vocab(self.file(VOCAB)))
-
-    def tokenizers(self) -> tuple[WordPieceTokenizer, WordPieceTokenizer]:
-        """The source and target tokenizers of a translator run."""
-        return (
-            WordPieceTokenizer(load_vocab(self.file(SOURCE_VOCAB))),
-            WordPieceTokenizer(load_vocab(self.file(TARGET_VOCAB))),
-        )
-
-    def load_model(self) -> keras.Model:
-        import keras_attn  # noqa: F401  (registers the layers for deserialization)
-
-        return keras.saving.load_model(self.file(MODEL_FILE), compile=False)
-
-
-def _resolve_config(run: RunDirectory, config: TrainConfig, resume: bool, log) -> TrainConfig:
-    """The run's config: the saved one (with the new step target and time limit) when resuming.
-
-    Writes nothing.
-
-    Resuming a run killed before it saved its config (the directory is missing or holds only
-    temporary files) starts it with `config`. An `out` that is, or lies under, a file raises
-    NotADirectoryError.
-    """
-    for path in (run.path, *run.path.parents):  # the nearest existing one must be a directory
-        if path.exists():
-            if not path.is_dir():
-                where = "" if path == run.path else f" ({path} is a file)"
-                raise NotADirectoryError(f"--out {run.path} is not a directory{where}")
-            break
-    if resume:
-        if run.exists():
-            saved = run.read_config()
-            saved.steps = config.steps
-            saved.max_minutes = config.max_minutes
-            saved.max_cpu_minutes = config.max_cpu_minutes
-            return saved
-        if run.holds_only_temporaries():
-            log(f"{run.path} holds no {CONFIG_FILE} yet: starting the run from step 0")
-            return config
-        raise FileNotFoundError(f"cannot resume: {run.path} holds no {CONFIG_FILE}")
-    if run.path.exists() and any(run.path.iterdir()):
-        raise FileExistsError(
-            f"{run.path} already holds a run; pass --resume to continue it or choose another --out"
-        )
-    return config
-
-
-def _vocabularies(run: RunDirectory, config: TrainConfig, train_pairs, log) -> None:
-    """Build the missing vocabularies: source + target, or one target-side `vocab.txt` for an LM."""
-    sides = (
-        ((VOCAB, 1),)
-        if get_family(config.model).language_model
-        else ((SOURCE_VOCAB, 0), (TARGET_VOCAB, 1))
-    )
-    for name, side in sides:
-        if not run.file(name).exists():
-            started = time.perf_counter()
-            vocab = build_wordpiece_vocab([pair[side] for pair in train_pairs], config.vocab_size)
-            save_vocab(run.temporary(name), vocab)
-            os.replace(run.temporary(name), run.file(name))
-            log(f"built {name}: {len(vocab)} tokens in {time.perf_counter() - started:.1f}s")
-
-
-def lm_positions(config: TrainConfig) -> int:
-    """Learned positions of a language-model run's model.
-
-    A training sequence is START + at most `max_length` tokens (END is only a label); the export
-    keeps prompts of up to `max_length` tokens after START and generates up to
-    `MAX_OUTPUT_LENGTH` tokens, so the model gets `max_length + 1 + MAX_OUTPUT_LENGTH` positions
-    (those past `max_length + 1` are only reached by continuations longer than any training
-    sentence).
-    """
-    from keras_attn.export.translator import MAX_OUTPUT_LENGTH
-
-    return config.max_length + 1 + MAX_OUTPUT_LENGTH
-
-
-def _training_data(run: RunDirectory, config: TrainConfig, train_pairs) -> BatchPlan:
-    """The batch plan: `(source, target)` pairs for a translator, target sentences for an LM."""
-    if get_family(config.model).language_model:
-        targets = [target for _, target in train_pairs]
-        sequences = tokenize_sentences(targets, run.tokenizer(), config.max_length)
-        return BatchPlan(None, sequences, config.batch_size, seed=config.seed)
-    source_tokenizer, target_tokenizer = run.tokenizers()
-    sources, targets = tokenize_pairs(
-        train_pairs, source_tokenizer, target_tokenizer, config.max_length
-    )
-    return BatchPlan(sources, targets, config.batch_size, seed=config.seed)
-
-
-def _build_model(run: RunDirectory, config: TrainConfig) -> keras.Model:
-    family = get_family(config.model)
-    if family.language_model:
-        return family.build(
-            run.tokenizer().vocab_size,
-            max_length=lm_positions(config),
-            **config.model_hyperparameters(),
-        )
-    source_tokenizer, target_tokenizer = run.tokenizers()
-    return family.build(
-        source_tokenizer.vocab_size, target_tokenizer.vocab_size, **config.model_hyperparameters()
-    )
-
-
-def _evaluate(run: RunDirectory, config: TrainConfig, model: keras.Model, dev_pairs) -> dict:
-    """Dev metrics: BLEU + exact match of the exported translation path, or LM perplexity."""
-    from keras_attn.export.translator import MAX_OUTPUT_LENGTH, Translator
-    from keras_attn.training.evaluation import evaluate_pairs, evaluate_perplexity
-
-    family = get_family(config.model)
-    if family.language_model:
-        targets = [target for _, target in dev_pairs]
-        sequences = tokenize_sentences(targets, run.tokenizer(), config.max_length)
-        scores = evaluate_perplexity(model, sequences)
-        return {
-            "dev_perplexity": round(scores["perplexity"], 3),
-            "dev_tokens": scores["tokens"],
-            "dev_sentences": scores["sentences"],
-        }
-    source_tokenizer, target_tokenizer = run.tokenizers()
-    translator = Translator(
-        model,
-        family.decoding_steps(model, MAX_OUTPUT_LENGTH),
-        source_tokenizer,
-        target_tokenizer,
-        config.max_length,
-        max_output_length=MAX_OUTPUT_LENGTH,
-    )
-    scores = evaluate_pairs(translator, dev_pairs, normalize_text)
-    return {
-        "dev_bleu": round(scores["bleu"], 2),
-        "dev_exact_match": round(scores["exact_match"], 4),
-        "dev_sentences": scores["sentences"],
-    }
-
-
-class TrainLog:
-    """`train_log.tsv`: step, loss and token accuracy of every step, in step with the checkpoints.
-
-    Opening it for a session that starts at step `start` drops the rows after `start` (steps
-    the killed session ran past its last checkpoint, which this session repeats), so the log of
-    a run killed and resumed any number of times reads like the log of one uninterrupted run.
-    Each row is flushed before the step's checkpoint is written.
-    """
-
-    HEADER = "step\tloss\ttoken_accuracy\n"
-
-    def __init__(self, run: RunDirectory, start: int):
-        self.rows = [row for row in read_train_log(run.file(TRAIN_LOG)) if row[0] <= start]
-        lines = "".join(f"{s}\t{loss!r}\t{accuracy!r}\n" for s, loss, accuracy in self.rows)
-        run.write_text(TRAIN_LOG, self.HEADER + lines)
-        self._file = open(run.file(TRAIN_LOG), "a", encoding="utf-8")  # noqa: SIM115
-
-    def append(self, step: int, loss: float, accuracy: float) -> None:
-        self._file.write(f"{step}\t{loss!r}\t{accuracy!r}\n")
-        self._file.flush()
-        self.rows.append((step, loss, accuracy))
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def read_train_log(path: str | os.PathLike) -> list[tuple[int, float, float]]:
-    """`(step, loss, token_accuracy)` rows of a `train_log.tsv`; a torn last line is skipped."""
-    if not os.path.exists(path):
-        return []
-    rows = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines()[1:]:
-        fields = line.split("\t")
-        if len(fields) == 3:
-            try:
-                rows.append((int(fields[0]), float(fields[1]), float(fields[2])))
-            except ValueError:
-                continue
-    return rows
-
-
-def learning_rate_schedule(config: TrainConfig) -> keras.optimizers.schedules.LearningRateSchedule:
-    """The schedule named by `config.schedule`, peaking at `config.learning_rate`.
-
-    `cosine`: linear warm-up over `warmup_steps`, then cosine decay to 5 % of the peak at step
-    `steps`. `inverse-sqrt`: Vaswani et al.'s `d_model^-0.5 · min(n^-0.5, n · warmup^-1.5)`,
-    scaled so that its peak (at step `warmup_steps`) is `learning_rate`; it does not depend on
-    `steps`. `halving`: Luong et al.'s constant rate, halved every `decay_every` steps from step
-    `decay_start` (after the warm-up). All are functions of the step counter only, so a resumed run
-    follows them exactly.
-    """
-    if config.schedule == "inverse-sqrt":
-        return InverseSqrtSchedule.from_peak(config.learning_rate, config.warmup_steps)
-    if config.schedule == "halving":
-        return HalvingSchedule(
-            config.learning_rate, config.decay_start, config.decay_every, config.warmup_steps
-        )
-    return warmup_cosine_schedule(config.learning_rate, config.warmup_steps, config.steps)
-
-
-def build_optimizer(config: TrainConfig, policy: str) -> keras.optimizers.Optimizer:
-    """Adam (or plain SGD, `optimizer="sgd"`) on `learning_rate_schedule(config)`, the gradient
-    clipped to norm `config.clipnorm`.
-
-    When the norm of the whole gradient (all variables together) exceeds `clipnorm`,
-    `g <- clipnorm / ||g|| * g` (the RNN slides' Algorithm 1; Pascanu et al., 2013,
-    arXiv:1211.5063); 0 disables clipping. This is Keras' `global_clipnorm`: its per-variable
-    `clipnorm` would change the direction of `g`. Under `mixed_float16` the optimizer is wrapped
-    in a `LossScaleOptimizer`, which unscales the gradient before the inner optimizer clips it.
-    The gradient it gets is already summed over replicas (see `distribution._SummedGradients`).
-
-    Plain SGD is `w <- w - lr · g`: the step is proportional to the gradient, where Adam moves
-    every weight by about `lr` whatever its gradient's size. Luong et al. trained with it (rate
-    1.0, `--schedule halving`) on a loss summed over each sentence's target words; the loss here
-    is their mean, so their rate is not ours (benchmarks/quality.py uses rate 4 with clip 1).
-    """
-    optimizer = distribution.OPTIMIZERS[config.optimizer](
-        learning_rate_schedule(config), global_clipnorm=config.clipnorm or None
-    )
-    if policy == "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    return optimizer
+        return TrainConfig.from_fields(self.read_config_fields())
 
 
 def train(
@@ -483,7 +94,7 @@ def train(
     step) are all restored, and `config.steps` may extend the run.
 
     With `config.max_minutes` the loop also stops at the first step that ends after that many
-    minutes of this session's training loop (tracing included; vocabulary and model building and
+    minutes of this call's training loop (tracing included; vocabulary and model building and
     the final evaluation not), checkpointing that step; a resumed run takes the new limit and
     step target. `config.max_cpu_minutes` does the same with this process' CPU time (every
     thread's, `time.process_time`), a budget that other jobs on a shared machine do not eat into.
@@ -495,7 +106,7 @@ def train(
     process killed at any moment (SIGKILL included) leaves a directory that `resume=True`
     continues, from step 0 when no checkpoint was recorded yet. A recorded checkpoint that does
     not restore (damaged or missing files) is skipped, with a `log` line, for the newest one
-    that does (`checkpoints.restore_newest`); if none does, ValueError.
+    that does (`checkpoints.restore_newest`); if none does, a `ConfigError`.
 
     A step whose loss is not finite, or weights that are not finite when a checkpoint is due,
     raise `TrainingDiverged` at once: the checkpoints before it are kept, and no checkpoint,
@@ -503,51 +114,222 @@ def train(
     scaler skips a step with non-finite gradients (the weights stay as they were); only
     `MAX_SKIPPED_STEPS` such steps in a row count as divergence.
 
-    `distribute` is `none`, `mirrored` or `multiworker` (see `training/distribution.py`);
+    `distribute` is `none`, `mirrored` or `multiworker` (see `keras_attn.training.strategy`);
     `config.batch_size` is the global batch. In a multi-worker run every worker passes the same
     `out` (a shared directory): the chief writes it, the other workers only read it and write
     their checkpoints and model to temporary directories they delete.
+
+    Raises:
+        keras_attn.errors.ConfigError: a config field, `out` or `distribute` that cannot be
+            used, before anything is written.
+        TrainingDiverged: see above.
     """
-    config.validate()
-    for name in ("max_minutes", "max_cpu_minutes"):
-        if getattr(config, name) is not None and distribute == "multiworker":
-            flag = "--" + name.replace("_", "-")
-            raise ValueError(f"{flag} needs one worker (workers would stop at different steps)")
-    strategy = distribution.make_strategy(distribute)  # first: it may configure collective ops
-    chief = distribution.is_chief(strategy)
+    family = _check_request(config, distribute)
+    strategy = strategies.make_strategy(distribute)  # first: it may configure collective ops
+    chief = strategies.is_chief(strategy)
     run = RunDirectory(out)
-    if chief:
-        try:
-            config = _resolve_config(run, config, resume, log)
-            distribution.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
-            # Load the corpus before any write: a bad name leaves no half-made run directory.
-            splits = corpora.load_corpus(config.corpus, seed=config.seed)
-            run.path.mkdir(parents=True, exist_ok=True)
-            run.write_json(CONFIG_FILE, dataclasses.asdict(config))
-            _vocabularies(run, config, splits["train"], log)
-        except BaseException:
-            distribution.barrier(strategy, ok=False)  # the other workers stop too
-            raise
-    # The other workers wait for the config and vocabularies.
-    if not distribution.barrier(strategy) and not chief:
-        raise ValueError("the chief worker could not start the run; its output says why")
-    if not chief:
-        config = run.read_config()
-        distribution.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
-        splits = corpora.load_corpus(config.corpus, seed=config.seed)
+    config, family, splits = _start_run(run, config, family, resume, strategy, chief, log)
     policy = precision.set_policy(config.mixed_precision)
 
-    plan = _training_data(run, config, splits["train"])
+    plan = _training_data(run, config, splits["train"], family)
     log(
         f"corpus {config.corpus}: {len(plan.targets)} training "
         f"{'sentences' if plan.sources is None else 'pairs'}, {plan.batches_per_epoch} "
         f"batches per pass; precision {policy}; {strategy.num_replicas_in_sync} replica(s) "
         f"(--distribute {distribute})"
     )
+    state = _build_or_restore(run, config, family, plan, policy, strategy, chief, log)
+    try:
+        metrics = _fit(run, config, plan, state, policy, strategy, chief, progress, log)
+        if chief:
+            dev_pairs = splits["dev"][: config.eval_sentences]
+            _finish(run, config, family, state.model, dev_pairs, metrics, log)
+        else:
+            state.model.save(state.private / MODEL_FILE)  # as the chief does, then thrown away
+        strategies.barrier(strategy)  # no worker leaves while the chief may still need it
+        return metrics
+    finally:
+        if state.private is not None:
+            shutil.rmtree(state.private, ignore_errors=True)
 
+
+def _check_request(config: TrainConfig, distribute: str) -> ModelFamily:
+    """Validate `config` for `distribute` before anything runs; returns its model family."""
+    family = config.family()
+    config.validate(family)
+    for name in ("max_minutes", "max_cpu_minutes"):
+        if getattr(config, name) is not None and distribute == "multiworker":
+            raise ConfigError(
+                f"{name} needs one worker, not distribute='multiworker' (workers would stop at "
+                "different steps)",
+                [name, "distribute"],
+            )
+    return family
+
+
+def _start_run(
+    run: RunDirectory,
+    config: TrainConfig,
+    family: ModelFamily,
+    resume: bool,
+    strategy,
+    chief: bool,
+    log,
+) -> tuple[TrainConfig, ModelFamily, dict]:
+    """The run's config, model family and corpus splits, with `config.json` and the vocabularies
+    on disk.
+
+    The chief resolves the config (`_resolve_config`), loads the corpus before writing anything
+    (so a bad corpus leaves no half-made run directory), then writes the config and builds the
+    missing vocabularies; the other workers wait for it and read what it wrote. `family` is
+    `config`'s; a resumed run keeps the family of its saved config.
+    """
+    requested = config.model
+    if chief:
+        try:
+            config = _resolve_config(run, config, resume, log)
+            if config.model != requested:
+                family = config.family()
+            strategies.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
+            splits = _load_corpus(config)
+            run.path.mkdir(parents=True, exist_ok=True)
+            run.write_json(CONFIG_FILE, dataclasses.asdict(config))
+            _vocabularies(run, config, family, splits["train"], log)
+        except BaseException:
+            strategies.barrier(strategy, ok=False)  # the other workers stop too
+            raise
+    if not strategies.barrier(strategy) and not chief:
+        raise ConfigError("the chief worker could not start the run; its output says why")
+    if not chief:
+        config = run.read_config()
+        if config.model != requested:
+            family = config.family()
+        strategies.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
+        splits = _load_corpus(config)
+    return config, family, splits
+
+
+def _load_corpus(config: TrainConfig) -> dict:
+    """`corpora.load_corpus` for `config.corpus`; its errors become a ConfigError (`corpus`)."""
+    try:
+        return corpora.load_corpus(config.corpus, seed=config.seed)
+    except (ValueError, FileNotFoundError) as error:
+        raise ConfigError(str(error), ["corpus"]) from error
+
+
+def _resolve_config(run: RunDirectory, config: TrainConfig, resume: bool, log) -> TrainConfig:
+    """The run's config: the saved one (with the new step target and time limit) when resuming.
+
+    Writes nothing.
+
+    Resuming a run killed before it saved its config (the directory is missing or holds only
+    temporary files) starts it with `config`. An `out` that is, or lies under, a file raises
+    `PathNotADirectoryError`; an `out` holding another run without `resume`,
+    `PathExistsError`; `resume` with an `out` that holds files but no config,
+    `PathNotFoundError`.
+    """
+    for path in (run.path, *run.path.parents):  # the nearest existing one must be a directory
+        if path.exists():
+            if not path.is_dir():
+                where = "" if path == run.path else f" ({path} is a file)"
+                raise PathNotADirectoryError(f"out {run.path} is not a directory{where}", ["out"])
+            break
+    if resume:
+        if run.exists():
+            saved = run.read_config()
+            saved.steps = config.steps
+            saved.max_minutes = config.max_minutes
+            saved.max_cpu_minutes = config.max_cpu_minutes
+            return saved
+        if run.holds_only_temporaries():
+            log(f"{run.path} holds no {CONFIG_FILE} yet: starting the run from step 0")
+            return config
+        raise PathNotFoundError(f"cannot resume: {run.path} holds no {CONFIG_FILE}", ["out"])
+    if run.path.exists() and any(run.path.iterdir()):
+        raise PathExistsError(
+            f"{run.path} already holds a run; pass resume to continue it or choose another out",
+            ["resume", "out"],
+        )
+    return config
+
+
+def _vocabularies(
+    run: RunDirectory, config: TrainConfig, family: ModelFamily, train_pairs, log
+) -> None:
+    """Build the missing vocabularies: source + target, or one target-side `vocab.txt` for an LM."""
+    sides = ((VOCAB, 1),) if family.language_model else ((SOURCE_VOCAB, 0), (TARGET_VOCAB, 1))
+    for name, side in sides:
+        if not run.file(name).exists():
+            started = time.perf_counter()
+            vocab = build_wordpiece_vocab([pair[side] for pair in train_pairs], config.vocab_size)
+            save_vocab(run.temporary(name), vocab)
+            os.replace(run.temporary(name), run.file(name))
+            log(f"built {name}: {len(vocab)} tokens in {time.perf_counter() - started:.1f}s")
+
+
+def lm_positions(config: TrainConfig) -> int:
+    """Learned positions of a language-model run's model.
+
+    A training sequence is START + at most `max_length` tokens (END is only a label); the export
+    keeps prompts of up to `max_length` tokens after START and generates up to
+    `MAX_OUTPUT_LENGTH` tokens, so the model gets `max_length + 1 + MAX_OUTPUT_LENGTH` positions
+    (those past `max_length + 1` are only reached by continuations longer than any training
+    sentence).
+    """
+    return config.max_length + 1 + MAX_OUTPUT_LENGTH
+
+
+def _training_data(
+    run: RunDirectory, config: TrainConfig, train_pairs, family: ModelFamily | None = None
+) -> BatchPlan:
+    """The batch plan: `(source, target)` pairs for a translator, target sentences for an LM."""
+    if (family or config.family()).language_model:
+        targets = [target for _, target in train_pairs]
+        sequences = tokenize_sentences(targets, run.tokenizer(), config.max_length)
+        return BatchPlan(None, sequences, config.batch_size, seed=config.seed)
+    source_tokenizer, target_tokenizer = run.tokenizers()
+    sources, targets = tokenize_pairs(
+        train_pairs, source_tokenizer, target_tokenizer, config.max_length
+    )
+    return BatchPlan(sources, targets, config.batch_size, seed=config.seed)
+
+
+def _build_model(run: RunDirectory, config: TrainConfig, family: ModelFamily) -> keras.Model:
+    hyperparameters = config.model_hyperparameters(family)
+    if family.language_model:
+        return family.build(
+            run.tokenizer().vocab_size, max_length=lm_positions(config), **hyperparameters
+        )
+    source_tokenizer, target_tokenizer = run.tokenizers()
+    return family.build(source_tokenizer.vocab_size, target_tokenizer.vocab_size, **hyperparameters)
+
+
+@dataclass
+class _TrainingState:
+    """What the loop trains and checkpoints, and where a non-chief worker writes."""
+
+    model: keras.Model
+    optimizer: keras.optimizers.Optimizer
+    step: tf.Variable
+    manager: tf.train.CheckpointManager
+    start: int
+    private: Path | None
+
+
+def _build_or_restore(
+    run: RunDirectory,
+    config: TrainConfig,
+    family: ModelFamily,
+    plan: BatchPlan,
+    policy: str,
+    strategy,
+    chief: bool,
+    log,
+) -> _TrainingState:
+    """Build the model and optimizer under `strategy` and restore the newest checkpoint."""
     keras.utils.set_random_seed(config.seed)
     with strategy.scope():
-        model = _build_model(run, config)
+        model = _build_model(run, config, family)
         model(plan.batch(0)[0])  # build every variable before checkpoint restore
         optimizer = build_optimizer(config, policy)
         optimizer.build(model.trainable_variables)
@@ -564,7 +346,27 @@ def train(
     private = None if chief else Path(tempfile.mkdtemp(prefix="keras-attn-worker-"))
     checkpoints = run.file(CHECKPOINTS) if chief else private / CHECKPOINTS
     manager = tf.train.CheckpointManager(checkpoint, str(checkpoints), max_to_keep=3)
-    start = int(step.numpy())
+    return _TrainingState(model, optimizer, step, manager, int(step.numpy()), private)
+
+
+def _fit(
+    run: RunDirectory,
+    config: TrainConfig,
+    plan: BatchPlan,
+    state: _TrainingState,
+    policy: str,
+    strategy,
+    chief: bool,
+    progress: bool,
+    log,
+) -> dict:
+    """Run steps `state.start + 1 … config.steps` (or until a time limit); returns the metrics.
+
+    Checkpoints every `checkpoint_every` steps and at the last one; the chief also appends to
+    `train_log.tsv` and the TensorBoard logs. Raises `TrainingDiverged` (after flushing the
+    logs) on a non-finite loss or weights.
+    """
+    model, optimizer, step, manager = state.model, state.optimizer, state.step, state.manager
 
     def replica_step(features, labels, tokens):
         # This replica's share of the global batch's non-padding labels weights its mean, so
@@ -582,7 +384,7 @@ def train(
         optimizer.apply(gradients, model.trainable_variables)
         return loss, masked_token_accuracy(labels, logits) * share
 
-    batches = distribution.distributed_batches(strategy, plan, start, config.steps)
+    batches = strategies.distributed_batches(strategy, plan, state.start, config.steps)
 
     @tf.function(input_signature=[batches.element_spec])
     def train_step(batch):
@@ -591,7 +393,7 @@ def train(
         return strategy.reduce(total, loss, axis=None), strategy.reduce(total, accuracy, axis=None)
 
     writer = tf.summary.create_file_writer(str(run.file(LOGS))) if chief else None
-    train_log = TrainLog(run, start) if chief else None
+    train_log = TrainLog(run, state.start) if chief else None
     bar = None
     if progress and chief:  # a live bar on a terminal; a line every 10 s in a log file
         interval = 0.05 if sys.stdout.isatty() else 10.0
@@ -652,10 +454,10 @@ def train(
         elapsed = time.perf_counter() - started
         cpu_elapsed = time.process_time() - cpu_started
         if train_log is not None and train_log.rows:
-            _, loss, accuracy = train_log.rows[-1]  # also right for a session with no steps left
+            _, loss, accuracy = train_log.rows[-1]  # also right for a call with no steps left
         metrics = {
             "steps": int(step.numpy()),
-            "steps_this_session": int(step.numpy()) - start,
+            "steps_this_session": int(step.numpy()) - state.start,
             "train_seconds_this_session": round(elapsed, 1),
             "train_cpu_seconds_this_session": round(cpu_elapsed, 1),
             "final_loss": loss if math.isfinite(loss) else None,
@@ -665,22 +467,129 @@ def train(
             "stopped_by_max_minutes": out_of_time,
         }
         _check_weights(model, int(step.numpy()), manager)  # restored ones too, if no step ran
-        if chief:
-            writer.flush()
-            train_log.close()
-            _finish(run, config, model, splits["dev"][: config.eval_sentences], metrics, log)
-        else:
-            model.save(private / MODEL_FILE)  # as the chief does, then thrown away
-        distribution.barrier(strategy)  # no worker leaves while the chief may still need it
-        return metrics
-    except TrainingDiverged:
-        if chief:
-            writer.flush()
-            train_log.close()
-        raise
     finally:
-        if private is not None:
-            shutil.rmtree(private, ignore_errors=True)
+        if chief:
+            writer.flush()
+            train_log.close()
+    return metrics
+
+
+def _evaluate(
+    run: RunDirectory, config: TrainConfig, family: ModelFamily, model: keras.Model, dev_pairs
+) -> dict:
+    """Dev metrics: BLEU + exact match of the exported translation path, or LM perplexity."""
+    from keras_attn.export.translator import Translator
+    from keras_attn.training.evaluation import evaluate_pairs, evaluate_perplexity
+
+    if family.language_model:
+        targets = [target for _, target in dev_pairs]
+        sequences = tokenize_sentences(targets, run.tokenizer(), config.max_length)
+        scores = evaluate_perplexity(model, sequences)
+        return {
+            "dev_perplexity": round(scores["perplexity"], 3),
+            "dev_tokens": scores["tokens"],
+            "dev_sentences": scores["sentences"],
+        }
+    source_tokenizer, target_tokenizer = run.tokenizers()
+    translator = Translator(
+        model,
+        family.decoding_steps(model, MAX_OUTPUT_LENGTH),
+        source_tokenizer,
+        target_tokenizer,
+        config.max_length,
+        max_output_length=MAX_OUTPUT_LENGTH,
+    )
+    scores = evaluate_pairs(translator, dev_pairs, normalize_text)
+    return {
+        "dev_bleu": round(scores["bleu"], 2),
+        "dev_exact_match": round(scores["exact_match"], 4),
+        "dev_sentences": scores["sentences"],
+    }
+
+
+class TrainLog:
+    """`train_log.tsv`: step, loss and token accuracy of every step, in step with the checkpoints.
+
+    Opening it for a `train` call that starts at step `start` drops the rows after `start` (steps
+    a killed process ran past its last checkpoint, which this call repeats), so the log of
+    a run killed and resumed any number of times reads like the log of one uninterrupted run.
+    Each row is flushed before the step's checkpoint is written.
+    """
+
+    HEADER = "step\tloss\ttoken_accuracy\n"
+
+    def __init__(self, run: RunDirectory, start: int):
+        self.rows = [row for row in read_train_log(run.file(TRAIN_LOG)) if row[0] <= start]
+        lines = "".join(f"{s}\t{loss!r}\t{accuracy!r}\n" for s, loss, accuracy in self.rows)
+        run.write_text(TRAIN_LOG, self.HEADER + lines)
+        self._file = open(run.file(TRAIN_LOG), "a", encoding="utf-8")  # noqa: SIM115
+
+    def append(self, step: int, loss: float, accuracy: float) -> None:
+        self._file.write(f"{step}\t{loss!r}\t{accuracy!r}\n")
+        self._file.flush()
+        self.rows.append((step, loss, accuracy))
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_train_log(path: str | os.PathLike) -> list[tuple[int, float, float]]:
+    """`(step, loss, token_accuracy)` rows of a `train_log.tsv`; a torn last line is skipped."""
+    if not os.path.exists(path):
+        return []
+    rows = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines()[1:]:
+        fields = line.split("\t")
+        if len(fields) == 3:
+            try:
+                rows.append((int(fields[0]), float(fields[1]), float(fields[2])))
+            except ValueError:
+                continue
+    return rows
+
+
+def learning_rate_schedule(config: TrainConfig) -> keras.optimizers.schedules.LearningRateSchedule:
+    """The schedule named by `config.schedule`, peaking at `config.learning_rate`.
+
+    `cosine`: linear warm-up over `warmup_steps`, then cosine decay to 5 % of the peak at step
+    `steps`. `inverse-sqrt`: Vaswani et al.'s `d_model^-0.5 · min(n^-0.5, n · warmup^-1.5)`,
+    scaled so that its peak (at step `warmup_steps`) is `learning_rate`; it does not depend on
+    `steps`. `halving`: Luong et al.'s constant rate, halved every `decay_every` steps from step
+    `decay_start` (after the warm-up). All are functions of the step counter only, so a resumed run
+    follows them exactly.
+    """
+    if config.schedule == "inverse-sqrt":
+        return InverseSqrtSchedule.from_peak(config.learning_rate, config.warmup_steps)
+    if config.schedule == "halving":
+        return HalvingSchedule(
+            config.learning_rate, config.decay_start, config.decay_every, config.warmup_steps
+        )
+    return warmup_cosine_schedule(config.learning_rate, config.warmup_steps, config.steps)
+
+
+def build_optimizer(config: TrainConfig, policy: str) -> keras.optimizers.Optimizer:
+    """Adam (or plain SGD, `optimizer="sgd"`) on `learning_rate_schedule(config)`, the gradient
+    clipped to norm `config.clipnorm`.
+
+    When the norm of the whole gradient (all variables together) exceeds `clipnorm`,
+    `g <- clipnorm / ||g|| * g` (Pascanu et al., 2013, arXiv:1211.5063); 0 disables clipping.
+    This is Keras' `global_clipnorm`: its per-variable `clipnorm` would change the direction of
+    `g`. Under `mixed_float16` the optimizer is wrapped in a `LossScaleOptimizer`, which
+    unscales the gradient before the inner optimizer clips it. The gradient it gets is already
+    summed over replicas (see `keras_attn.training.optimizers`).
+
+    Plain SGD is `w <- w - lr · g`: the step is proportional to the gradient, where Adam moves
+    every weight by about `lr` whatever its gradient's size. Luong et al. (2015,
+    arXiv:1508.04025) trained with it (`schedule="halving"`) on a loss summed over each
+    sentence's target words; the loss here is their mean, so a rate for their loss does not
+    carry over unchanged.
+    """
+    optimizer = OPTIMIZERS[config.optimizer](
+        learning_rate_schedule(config), global_clipnorm=config.clipnorm or None
+    )
+    if policy == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
 
 
 def _check_weights(model: keras.Model, step: int, manager: tf.train.CheckpointManager) -> None:
@@ -702,7 +611,15 @@ def _diverged(step: int, what: str, manager: tf.train.CheckpointManager) -> Trai
     )
 
 
-def _finish(run: RunDirectory, config: TrainConfig, model, dev_pairs, metrics: dict, log) -> None:
+def _finish(
+    run: RunDirectory,
+    config: TrainConfig,
+    family: ModelFamily,
+    model: keras.Model,
+    dev_pairs,
+    metrics: dict,
+    log,
+) -> None:
     """Save `model.keras`, score the dev split and write `metrics.json` (updating `metrics`)."""
     temporary = run.file(MODEL_FILE + ".tmp.keras")  # Keras insists on the .keras suffix
     model.save(temporary)
@@ -711,7 +628,7 @@ def _finish(run: RunDirectory, config: TrainConfig, model, dev_pairs, metrics: d
         metrics["dev_sentences"] = 0
         run.write_json(METRICS_FILE, metrics)
         return
-    metrics.update(_evaluate(run, config, model, dev_pairs))
+    metrics.update(_evaluate(run, config, family, model, dev_pairs))
     run.write_json(METRICS_FILE, metrics)
     if "dev_perplexity" in metrics:
         quality = f"dev perplexity {metrics['dev_perplexity']:.2f}"

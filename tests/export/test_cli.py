@@ -7,7 +7,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_attn.cli import main as cli
 from keras_attn.export.translator import Translator
-from keras_attn.models.registry import get_family
+from keras_attn.models.families import get_family
 from keras_attn.text.vocab import save_vocab
 from keras_attn.training.trainer import (
     CONFIG_FILE,
@@ -83,7 +83,7 @@ def test_export_with_the_beam_decoder(run_dir, tmp_path):
     [
         (["--beam-size", "3"], "--beam-size only apply to --decoder beam"),
         (["--length-penalty", "1"], "--length-penalty only apply to --decoder beam"),
-        (["--decoder", "beam", "--beam-size", "0"], "beam_size=0"),
+        (["--decoder", "beam", "--beam-size", "0"], "Received: --beam-size 0"),
     ],
 )
 def test_decoder_flag_mistakes_are_one_line_errors(run_dir, tmp_path, capsys, flags, message):

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import keras
-from keras.src.backend.common import global_state
 
-# The two maps of keras' `serialization_lib.ObjectSharingScope` (Keras 3.15), which
-# `keras.saving.load_model` holds open while it rebuilds a model.
-_SHARING_MAPS = ("shared_objects/id_to_obj_map", "shared_objects/id_to_config_map")
+from keras_attn._private import object_sharing_paused
 
 
 def bidirectional(layer: keras.layers.Layer, **kwargs) -> keras.layers.Bidirectional:
@@ -26,11 +23,5 @@ def bidirectional(layer: keras.layers.Layer, **kwargs) -> keras.layers.Bidirecti
     The copies need no sharing, so the maps are set aside while the wrapper is built and put
     back afterwards (also on error).
     """
-    saved = {name: global_state.get_global_attribute(name) for name in _SHARING_MAPS}
-    for name in _SHARING_MAPS:
-        global_state.set_global_attribute(name, None)
-    try:
+    with object_sharing_paused():
         return keras.layers.Bidirectional(layer, **kwargs)
-    finally:
-        for name, value in saved.items():
-            global_state.set_global_attribute(name, value)

@@ -19,7 +19,8 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.cli import main as cli
-from keras_attn.training import distribution
+from keras_attn.errors import ConfigError
+from keras_attn.training import strategy
 from keras_attn.training.data import BatchPlan
 from keras_attn.training.trainer import read_train_log
 
@@ -69,15 +70,29 @@ def test_distribute_flag_choices(tmp_path, capsys):
         cli(["train", "--distribute", "tpu", "--out", str(tmp_path)])
     assert exit_.value.code == 2
     assert "invalid choice: 'tpu'" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="Expected --distribute in"):
-        distribution.make_strategy("tpu")
-    assert distribution.make_strategy("none") is tf.distribute.get_strategy()
+    with pytest.raises(ValueError, match="Expected distribute in"):
+        strategy.make_strategy("tpu")
+    assert strategy.make_strategy("none") is tf.distribute.get_strategy()
 
 
 def test_global_batch_must_split_over_the_replicas():
-    distribution.check_global_batch(16, 4)
-    with pytest.raises(ValueError, match="--batch-size 10 .* over 4 replicas"):
-        distribution.check_global_batch(10, 4)
+    strategy.check_global_batch(16, 4)
+    with pytest.raises(ConfigError, match="batch_size=10 .* over 4 replicas") as caught:
+        strategy.check_global_batch(10, 4)
+    assert caught.value.fields == ("batch_size",)
+    flags = {"batch_size": "--batch-size"}
+    assert caught.value.in_terms_of(flags.get).startswith("--batch-size 10 (the global batch)")
+
+
+def test_the_old_module_name_still_imports_and_warns():
+    import importlib
+    import sys
+
+    sys.modules.pop("keras_attn.training.distribution", None)
+    with pytest.warns(DeprecationWarning, match="keras_attn.training.strategy"):
+        old = importlib.import_module("keras_attn.training.distribution")
+    assert old.make_strategy is strategy.make_strategy
+    assert old.OPTIMIZERS["adam"].__name__ == "ReducedGradientsAdam"
 
 
 class _Pipelines:
@@ -97,7 +112,7 @@ def test_each_replica_gets_its_rows_of_the_global_batch():
     plan = BatchPlan(sources, targets, batch_size=8, seed=3)
     # 4 replicas on 2 workers: worker 1 feeds replicas 2 and 3, element by element in turn.
     per_worker = [
-        list(distribution.distributed_batches(_Pipelines(worker, 2, 4), plan, 5, 8))
+        list(strategy.distributed_batches(_Pipelines(worker, 2, 4), plan, 5, 8))
         for worker in (0, 1)
     ]
     for step in range(5, 8):
@@ -116,14 +131,14 @@ def test_each_replica_gets_its_rows_of_the_global_batch():
     parts = [
         part
         for worker in (0, 1)
-        for part in distribution.distributed_batches(_Pipelines(worker, 2, 4), lm, 2, 3)
+        for part in strategy.distributed_batches(_Pipelines(worker, 2, 4), lm, 2, 3)
     ]
     features, labels = lm.batch(2)
     np.testing.assert_array_equal(np.concatenate([p[0].numpy() for p in parts]), features)
     np.testing.assert_array_equal(np.concatenate([p[1].numpy() for p in parts]), labels)
 
     # On one device (TensorFlow's default strategy) it is the plan's batch as it is.
-    (features, labels, tokens), *_ = distribution.distributed_batches(
+    (features, labels, tokens), *_ = strategy.distributed_batches(
         tf.distribute.get_strategy(), plan, 5, 6
     )
     np.testing.assert_array_equal(labels, plan.batch(5)[1])

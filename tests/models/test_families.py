@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 
 from keras_attn.cli import main as cli
+from keras_attn.errors import ConfigError
 from keras_attn.models import GPTSteps
-from keras_attn.models.registry import MODEL_FAMILIES, get_family
+from keras_attn.models.families import MODEL_FAMILIES, get_family
 
 
 def test_gpt_family_builds_a_language_model_and_its_cached_view():
@@ -26,9 +27,10 @@ def test_check_rejects_heads_that_do_not_divide_the_width(name):
     family = get_family(name)
     family.check({"d_model": 32, "num_heads": 4})
     family.check({})  # the defaults 128 / 4
-    with pytest.raises(ValueError, match="--d-model 30 is not divisible by --num-heads 4"):
+    with pytest.raises(ConfigError, match="d_model=30 is not divisible by num_heads=4") as caught:
         family.check({"d_model": 30, "num_heads": 4})
-    with pytest.raises(ValueError, match="--d-model 128 is not divisible by --num-heads 3"):
+    assert caught.value.fields == ("d_model", "num_heads")
+    with pytest.raises(ConfigError, match="d_model=128 is not divisible by num_heads=3"):
         family.check({"num_heads": 3})  # against the builder's default width
     get_family("rnn-attention").check({"units": 30})  # no heads: nothing to check
 
@@ -60,3 +62,15 @@ def test_gpt_takes_no_translator_options(tmp_path, capsys):
     assert cli(["train", "--model", "gpt", "--normalize-first", "--out", str(out)]) == 2
     assert "--normalize-first does not apply to --model gpt" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_old_module_name_still_imports_and_warns():
+    import importlib
+    import sys
+
+    from keras_attn.models import families
+
+    sys.modules.pop("keras_attn.models.registry", None)
+    with pytest.warns(DeprecationWarning, match="keras_attn.models.families"):
+        old = importlib.import_module("keras_attn.models.registry")
+    assert old.get_family is families.get_family and old.MODEL_FAMILIES is MODEL_FAMILIES

@@ -1,0 +1,104 @@
+"""File formats that training, export and serving share.
+
+A run directory, written by `keras_attn.training.train` and read by `keras-attn export`:
+
+- `config.json`: the run's `TrainConfig` fields;
+- `source_vocab.txt` and `target_vocab.txt` (a translator) or `vocab.txt` (a language model):
+  WordPiece vocabularies, one token a line;
+- `checkpoints/`, `logs/` (TensorBoard), `train_log.tsv`, `model.keras`, `metrics.json`.
+
+Warm-up records, written by `keras-attn export` and replayed by `keras-attn serve` (and by stock
+TensorFlow Serving): `VERSION/assets.extra/tf_serving_warmup_requests`, a TFRecord file of at
+most `MAX_WARMUP_RECORDS` `PredictionLog` messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import keras
+
+    from keras_attn.text.tokenizer import WordPieceTokenizer
+
+CONFIG_FILE = "config.json"
+MODEL_FILE = "model.keras"
+METRICS_FILE = "metrics.json"
+SOURCE_VOCAB = "source_vocab.txt"
+TARGET_VOCAB = "target_vocab.txt"
+VOCAB = "vocab.txt"  # the one vocabulary of a language-model run
+CHECKPOINTS = "checkpoints"
+LOGS = "logs"
+TRAIN_LOG = "train_log.tsv"
+
+# Default hard limit on generated tokens; families with preallocated caches size them to it.
+MAX_OUTPUT_LENGTH = 128
+
+WARMUP_DIRECTORY = "assets.extra"
+WARMUP_FILENAME = "tf_serving_warmup_requests"
+MAX_WARMUP_RECORDS = 1000
+
+
+def warmup_path(version_path: str | os.PathLike) -> str:
+    """Where a SavedModel version keeps its warm-up requests."""
+    return os.path.join(os.fspath(version_path), WARMUP_DIRECTORY, WARMUP_FILENAME)
+
+
+class RunDirectory:
+    """Paths of a run directory and the files that make it resumable and exportable."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def exists(self) -> bool:
+        return self.file(CONFIG_FILE).exists()
+
+    def temporary(self, name: str) -> Path:
+        """Where `name` is written before `os.replace` moves it into place."""
+        return self.file(name + ".tmp")
+
+    def write_text(self, name: str, text: str) -> None:
+        """Write atomically: a process killed at any moment leaves the old file or the new one."""
+        temporary = self.temporary(name)
+        temporary.write_text(text)
+        os.replace(temporary, self.file(name))
+
+    def write_json(self, name: str, data: dict) -> None:
+        self.write_text(name, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+    def holds_only_temporaries(self) -> bool:
+        """True for a missing or empty directory, or one a run was killed in before its config."""
+        return not self.path.exists() or all(p.name.endswith(".tmp") for p in self.path.iterdir())
+
+    def read_config_fields(self) -> dict[str, Any]:
+        """The fields saved in `config.json`, as a dict."""
+        return json.loads(self.file(CONFIG_FILE).read_text())
+
+    def tokenizer(self) -> WordPieceTokenizer:
+        """The one tokenizer of a language-model run."""
+        from keras_attn.text.tokenizer import WordPieceTokenizer
+        from keras_attn.text.vocab import load_vocab
+
+        return WordPieceTokenizer(load_vocab(self.file(VOCAB)))
+
+    def tokenizers(self) -> tuple[WordPieceTokenizer, WordPieceTokenizer]:
+        """The source and target tokenizers of a translator run."""
+        from keras_attn.text.tokenizer import WordPieceTokenizer
+        from keras_attn.text.vocab import load_vocab
+
+        return (
+            WordPieceTokenizer(load_vocab(self.file(SOURCE_VOCAB))),
+            WordPieceTokenizer(load_vocab(self.file(TARGET_VOCAB))),
+        )
+
+    def load_model(self) -> keras.Model:
+        """The run's `model.keras`, not compiled (importing keras_attn registered its layers)."""
+        import keras
+
+        return keras.saving.load_model(self.file(MODEL_FILE), compile=False)

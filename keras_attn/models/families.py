@@ -1,0 +1,146 @@
+"""Named model families that `train` builds and `keras-attn export` exports.
+
+A family pairs a model builder with its step-contract view for decoding (`encode`/`step` for a
+translator, `prefill`/`step` for a language model) and names the `TrainConfig` fields the
+builder takes.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import keras
+
+from keras_attn.errors import ConfigError
+from keras_attn.models.gpt import gpt
+from keras_attn.models.gpt_steps import GPTSteps
+from keras_attn.models.luong_translator_steps import LuongTranslatorSteps
+from keras_attn.models.plain_translator_steps import PlainTranslatorSteps
+from keras_attn.models.rnn_luong_translator import rnn_luong_translator
+from keras_attn.models.rnn_plain_translator import rnn_plain_translator
+from keras_attn.models.rnn_translator import rnn_attention_translator
+from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
+from keras_attn.models.transformer_translator import transformer_translator
+from keras_attn.models.transformer_translator_steps import TransformerTranslatorSteps
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """How to build a model of this family and how to decode with it.
+
+    `hyperparameters` are the `TrainConfig` fields passed to `build` as keyword arguments; a field
+    left at None is not passed, so the builder's default applies.
+
+    A translator family's `build(source_vocabulary_size, target_vocabulary_size, **hp)` returns a
+    model from `{"source_ids", "target_ids"}` to logits, decoded by `steps(model).encode/step`.
+    A `language_model` family's `build(vocabulary_size, max_length=positions, **hp)` returns a
+    model from `token_ids` to next-token logits, decoded by `steps(model, max_length).prefill/step`
+    (`GPTSteps`); it has one vocabulary and is exported as a generator, not a translator.
+    """
+
+    build: Callable[..., keras.Model]
+    steps: Callable[..., object]
+    hyperparameters: tuple[str, ...]
+    # Whether `steps(model, max_length=...)` preallocates caches for `max_length` tokens.
+    sized_steps: bool = False
+    language_model: bool = False
+
+    def builder_defaults(self) -> dict:
+        """The keyword defaults of `build` for this family's hyperparameters."""
+        parameters = inspect.signature(self.build).parameters
+        return {
+            name: parameters[name].default
+            for name in self.hyperparameters
+            if name in parameters and parameters[name].default is not inspect.Parameter.empty
+        }
+
+    def check(self, hyperparameters: dict) -> None:
+        """Raise a `ConfigError` for hyperparameters `build` would reject.
+
+        Runs before anything is built or written; builder defaults fill the values not given, so
+        `num_heads=3` alone is checked against the default `d_model`.
+        """
+        values = {**self.builder_defaults(), **hyperparameters}
+        d_model, num_heads = values.get("d_model"), values.get("num_heads")
+        if d_model is not None and num_heads is not None and d_model % num_heads:
+            raise ConfigError(
+                f"d_model={d_model} is not divisible by num_heads={num_heads} "
+                "(each head gets an equal share of the width)",
+                ["d_model", "num_heads"],
+            )
+
+    def decoding_steps(self, model: keras.Model, max_length: int) -> object:
+        """The step-contract view of `model` for decoding loops of at most `max_length` tokens."""
+        if self.sized_steps:
+            return self.steps(model, max_length=max_length)
+        return self.steps(model)
+
+
+MODEL_FAMILIES: dict[str, ModelFamily] = {
+    "rnn-plain": ModelFamily(
+        build=rnn_plain_translator,
+        steps=PlainTranslatorSteps,
+        hyperparameters=("embedding_dim", "units", "cell", "dropout", "context_feeding"),
+    ),
+    "rnn-attention": ModelFamily(
+        build=rnn_attention_translator,
+        steps=RNNTranslatorSteps,
+        hyperparameters=("embedding_dim", "units", "cell", "dropout", "score"),
+    ),
+    "rnn-luong": ModelFamily(
+        build=rnn_luong_translator,
+        steps=LuongTranslatorSteps,
+        hyperparameters=(
+            "embedding_dim",
+            "units",
+            "cell",
+            "dropout",
+            "score",
+            "distribution",
+            "attention",
+            "window",
+            "input_feeding",
+            "position_gradient_scale",
+        ),
+    ),
+    "transformer": ModelFamily(
+        build=transformer_translator,
+        steps=TransformerTranslatorSteps,
+        hyperparameters=(
+            "num_layers",
+            "d_model",
+            "num_heads",
+            "ff_dim",
+            "dropout",
+            "normalize_first",
+        ),
+        sized_steps=True,
+    ),
+    "gpt": ModelFamily(
+        build=gpt,
+        steps=GPTSteps,
+        hyperparameters=("num_layers", "d_model", "num_heads", "ff_dim", "dropout"),
+        sized_steps=True,
+        language_model=True,
+    ),
+}
+
+
+def get_family(name: str) -> ModelFamily:
+    """The family called `name`; a `ConfigError` naming the choices otherwise."""
+    if name not in MODEL_FAMILIES:
+        raise ConfigError(f"Unknown model {name!r}. Expected one of: {', '.join(MODEL_FAMILIES)}")
+    return MODEL_FAMILIES[name]
+
+
+def register_family(name: str, family: ModelFamily) -> None:
+    """Add a model family under `name` so that `train` can build it.
+
+    For models defined outside the package (a keras-hub Transformer, say); a name already taken
+    raises a ValueError, so built-in families stay as they are.
+    """
+    if name in MODEL_FAMILIES:
+        raise ValueError(f"Model family {name!r} already exists")
+    MODEL_FAMILIES[name] = family

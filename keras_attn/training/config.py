@@ -1,0 +1,252 @@
+"""`TrainConfig`: every option of a training run, with its default, choices and help.
+
+The fields are the one definition of the run's options: `keras-attn train` takes its flags
+(`--batch-size` for `batch_size`), defaults, choices and help text from them, and a run
+directory's `config.json` holds their values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from keras_attn.distributions import DISTRIBUTIONS
+from keras_attn.errors import ConfigError
+from keras_attn.layers.recurrent.luong_decoder import ATTENTIONS
+from keras_attn.models.families import ModelFamily, get_family
+from keras_attn.scores import SCORES
+from keras_attn.training import precision
+from keras_attn.training.optimizers import OPTIMIZERS
+from keras_attn.training.schedules import SCHEDULES
+
+FLOAT32_MAX = float(2**128 - 2**104)  # the largest finite float32, about 3.403e38
+
+
+def option(default: Any, help: str | None = None, choices: Any = None) -> Any:
+    """A `TrainConfig` field: its default, and the help text and choices of its flag.
+
+    `help` may name other options as `{field_name}`; the command line writes them as flags.
+    """
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run; saved as `config.json` in the run directory.
+
+    The model family's options (`score` … `normalize_first`) default to None, which leaves the
+    family builder's own default; `validate()` refuses one the family does not take.
+    """
+
+    model: str = option(
+        "rnn-attention",
+        "model family: rnn-plain (no attention), rnn-attention, rnn-luong, transformer, or gpt "
+        "(a language model of the corpus' target side)",
+    )
+    corpus: str = option(
+        "synthetic",
+        "corpus: synthetic, ding-de-en, bible-es-en, libreoffice-es-en, or PATH.tsv "
+        "(source TAB target per line; see docs/corpora.md)",
+    )
+    steps: int = option(2000, "total training steps")
+    batch_size: int = option(64)
+    learning_rate: float = option(3e-3, "peak learning rate")
+    warmup_steps: int = option(100, "steps until the peak learning rate")
+    schedule: str = option(
+        "cosine",
+        "cosine: linear warm-up, cosine decay to 5%% of the peak at {steps}; inverse-sqrt: "
+        "Vaswani et al.'s linear warm-up, then lr ~ step^-0.5; halving: Luong et al.'s constant "
+        "rate, halved every {decay_every} steps from {decay_start} (all peak at "
+        "{learning_rate})",
+        SCHEDULES,
+    )
+    decay_start: int | None = option(None, "{schedule} halving: first halving's step")
+    decay_every: int | None = option(None, "{schedule} halving: steps between halvings")
+    optimizer: str = option(
+        "adam", "adam, or sgd: plain stochastic gradient descent", tuple(OPTIMIZERS)
+    )
+    clipnorm: float = option(5.0, "clip the gradient's global norm (0: off)")
+    label_smoothing: float = option(
+        0.0, "move this much target probability mass to the uniform distribution (0: off)"
+    )
+    mixed_precision: str = option("auto", None, precision.POLICIES)
+    seed: int = option(0)
+    max_length: int = option(80, "longest tokenized sentence")
+    vocab_size: int = option(2000, "WordPiece size per side")
+    embedding_dim: int = option(128)
+    units: int = option(256)
+    cell: str = option("lstm", None, ("lstm", "gru"))
+    dropout: float = option(0.1)
+    score: str | None = option(
+        None,
+        "alignment score (default: additive for rnn-attention, general for rnn-luong)",
+        tuple(sorted(SCORES)),
+    )
+    distribution: str | None = option(
+        None, "attention distribution, rnn-luong (default: softmax)", tuple(sorted(DISTRIBUTIONS))
+    )
+    attention: str | None = option(
+        None, "rnn-luong attention: global, local-m or local-p (default: global)", tuple(ATTENTIONS)
+    )
+    window: int | None = option(None, "local window half width D, rnn-luong (10)")
+    input_feeding: bool | None = option(
+        None, "feed h~_{{t-1}} to the decoder cell, rnn-luong (default: on)"
+    )
+    position_gradient_scale: float | None = option(
+        None,
+        "local-p only: a factor on the gradients of the position predictor (W_p, v_p), its "
+        "learning rate relative to the rest under {optimizer} sgd (default: 1)",
+    )
+    context_feeding: bool | None = option(
+        None,
+        "feed the encoder summary c to every decoder step, rnn-plain (default: on, Cho et al.; "
+        "off: Sutskever et al.)",
+    )
+    num_layers: int | None = option(None, "blocks per stack, transformer/gpt (2)")
+    d_model: int | None = option(None, "model width, transformer/gpt (128)")
+    num_heads: int | None = option(None, "attention heads, transformer/gpt (4)")
+    ff_dim: int | None = option(None, "feed-forward width, transformer/gpt (512)")
+    normalize_first: bool | None = option(
+        None, "pre-LN blocks instead of post-LN, transformer (default: post-LN)"
+    )
+    checkpoint_every: int = option(200, "steps between checkpoints")
+    eval_sentences: int = option(1000, "dev sentences for BLEU (0: skip)")
+    max_minutes: float | None = option(
+        None,
+        "stop the training loop after this many minutes of wall-clock time (checkpointed, "
+        "evaluated and resumable like a finished run)",
+    )
+    max_cpu_minutes: float | None = option(
+        None,
+        "the same limit in CPU time of this process (all threads): a budget that other jobs "
+        "on a shared machine do not eat into",
+    )
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> TrainConfig:
+        """A config from saved field values (a run's `config.json`); unknown keys are ignored."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in fields.items() if k in known})
+
+    def family(self) -> ModelFamily:
+        """The model family `model` names (a `ConfigError` for an unknown name)."""
+        return get_family(self.model)
+
+    def validate(self, family: ModelFamily | None = None) -> None:
+        """Raise a `ConfigError` naming the fields at fault if the run cannot start.
+
+        Args:
+            family: `self.family()`, when the caller has looked it up already.
+        """
+        family = family or self.family()
+        for name in FAMILY_OPTIONS:
+            if getattr(self, name) is not None and name not in family.hyperparameters:
+                raise ConfigError(
+                    f"{name} does not apply to model={self.model!r} (its options: "
+                    f"{', '.join(family.hyperparameters)})",
+                    [name, "model", *family.hyperparameters],
+                )
+        for name in ("window", "num_layers", "d_model", "num_heads", "ff_dim"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}", [name])
+        if self.position_gradient_scale is not None and self.attention != "local-p":
+            raise ConfigError(
+                "position_gradient_scale applies to attention='local-p' only, got "
+                f"attention={self.attention or 'global'!r}",
+                ["position_gradient_scale", "attention"],
+            )
+        precision.resolve_policy(self.mixed_precision)
+        sizes = ("steps", "batch_size", "max_length", "vocab_size", "checkpoint_every", "units")
+        for name in (*sizes, "embedding_dim"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}", [name])
+        if not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed must be between 0 and {2**32 - 1}, got {self.seed}", ["seed"])
+        if self.eval_sentences < 0:
+            raise ConfigError(
+                f"eval_sentences must be >= 0, got {self.eval_sentences}", ["eval_sentences"]
+            )
+        # NaN fails every comparison, so each float is checked with isfinite, not only with `<`.
+        rates = ("learning_rate", "position_gradient_scale", "max_minutes", "max_cpu_minutes")
+        for name in rates:
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name} must be a positive finite number, got {value}", [name])
+        if not (math.isfinite(self.clipnorm) and self.clipnorm >= 0):
+            raise ConfigError(
+                f"clipnorm must be a finite number >= 0 (0 disables clipping), got {self.clipnorm}",
+                ["clipnorm"],
+            )
+        for name in ("learning_rate", "clipnorm", "position_gradient_scale"):
+            value = getattr(self, name)
+            if value is not None and value > FLOAT32_MAX:  # these are applied in float32
+                raise ConfigError(
+                    f"{name} must be at most {FLOAT32_MAX:.4g} (the largest float32), got {value}",
+                    [name],
+                )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}", ["dropout"])
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(
+                f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}",
+                ["schedule"],
+            )
+        if self.warmup_steps < 0 or (self.schedule == "inverse-sqrt" and self.warmup_steps < 1):
+            least = 1 if self.schedule == "inverse-sqrt" else 0
+            raise ConfigError(
+                f"warmup_steps must be >= {least} with schedule={self.schedule!r}, "
+                f"got {self.warmup_steps}",
+                ["warmup_steps", "schedule"],
+            )
+        halving = ("decay_start", "decay_every", "schedule")
+        if self.schedule == "halving":
+            if self.decay_start is None or self.decay_every is None:
+                raise ConfigError("schedule='halving' needs decay_start and decay_every", halving)
+            if self.decay_start < 0 or self.decay_every < 1:
+                raise ConfigError(
+                    f"decay_start must be >= 0 and decay_every >= 1, got {self.decay_start} "
+                    f"and {self.decay_every}",
+                    halving,
+                )
+        elif (self.decay_start, self.decay_every) != (None, None):
+            raise ConfigError(
+                "decay_start and decay_every apply to schedule='halving' only, not "
+                f"{self.schedule}",
+                halving,
+            )
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(
+                f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}",
+                ["optimizer"],
+            )
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ConfigError(
+                f"label_smoothing must be in [0, 1), got {self.label_smoothing}",
+                ["label_smoothing"],
+            )
+        family.check(self.model_hyperparameters(family))
+
+    def model_hyperparameters(self, family: ModelFamily | None = None) -> dict:
+        """The family builder's keyword arguments; fields left at None are not passed."""
+        family = family or self.family()
+        values = {name: getattr(self, name) for name in family.hyperparameters}
+        return {name: value for name, value in values.items() if value is not None}
+
+
+# TrainConfig fields that only some model families take.
+FAMILY_OPTIONS = (
+    "score",
+    "distribution",
+    "attention",
+    "window",
+    "input_feeding",
+    "position_gradient_scale",
+    "context_feeding",
+    "num_layers",
+    "d_model",
+    "num_heads",
+    "ff_dim",
+    "normalize_first",
+)

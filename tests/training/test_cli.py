@@ -1,0 +1,89 @@
+"""`keras-attn train`'s flags come from `TrainConfig`'s fields."""
+
+import dataclasses
+
+import pytest
+
+from keras_attn.cli import build_parser
+from keras_attn.training.config import TrainConfig
+
+# The flags and defaults `keras-attn train` has always had (besides --out, required).
+DEFAULTS = {
+    "model": "rnn-attention", "corpus": "synthetic", "steps": 2000, "batch_size": 64,
+    "learning_rate": 3e-3, "warmup_steps": 100, "schedule": "cosine", "decay_start": None,
+    "decay_every": None, "optimizer": "adam", "clipnorm": 5.0, "label_smoothing": 0.0,
+    "mixed_precision": "auto", "seed": 0, "max_length": 80, "vocab_size": 2000,
+    "embedding_dim": 128, "units": 256, "cell": "lstm", "dropout": 0.1, "score": None,
+    "distribution": None, "attention": None, "window": None, "input_feeding": None,
+    "position_gradient_scale": None, "context_feeding": None, "num_layers": None,
+    "d_model": None, "num_heads": None, "ff_dim": None, "normalize_first": None,
+    "checkpoint_every": 200, "eval_sentences": 1000, "max_minutes": None,
+    "max_cpu_minutes": None, "distribute": "none", "resume": False, "quiet": False,
+}  # fmt: skip
+
+
+def parse(*flags):
+    return build_parser().parse_args(["train", "--out", "run", *flags])
+
+
+def test_flags_and_defaults():
+    args = vars(parse())
+    assert {k: v for k, v in args.items() if k in DEFAULTS} == DEFAULTS
+    assert set(args) == {*DEFAULTS, "out", "command", "func", "flags"}
+    fields = {field.name: field.default for field in dataclasses.fields(TrainConfig)}
+    assert fields == {k: v for k, v in DEFAULTS.items() if k in fields}
+
+
+def test_flags_take_their_field_types_and_choices(capsys):
+    args = parse("--batch-size", "8", "--learning-rate", "0.5", "--no-input-feeding",
+                 "--normalize-first", "--score", "dot", "--optimizer", "sgd")  # fmt: skip
+    assert (args.batch_size, args.learning_rate) == (8, 0.5)
+    assert (args.input_feeding, args.normalize_first) == (False, True)
+    assert (args.score, args.optimizer) == ("dot", "sgd")
+    for flag, value in (("--optimizer", "rmsprop"), ("--cell", "rnn"), ("--steps", "1.5")):
+        with pytest.raises(SystemExit):
+            parse(flag, value)
+        assert flag in capsys.readouterr().err
+
+
+def test_help_names_other_options_by_their_flags(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "halved every --decay-every steps from --decay-start" in help_text
+    assert "{" + "steps}" not in help_text and "h~_{t-1}" in help_text
+
+
+def test_a_bug_keeps_its_traceback_and_a_config_error_is_one_line(tmp_path, monkeypatch, capsys):
+    from keras_attn.cli import main
+    from keras_attn.errors import ConfigError
+    from keras_attn.training import trainer
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug, not a mistake in the flags")
+
+    monkeypatch.setattr(trainer, "train", broken)
+    with pytest.raises(ValueError, match="a bug"):
+        main(["train", "--out", str(tmp_path / "run")])
+
+    def refuses(*args, **kwargs):
+        raise ConfigError(
+            "max_cpu_minutes=2.5 needs batch_size=4", ["max_cpu_minutes", "batch_size"]
+        )
+
+    monkeypatch.setattr(trainer, "train", refuses)
+    assert main(["train", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err == "keras-attn train: error: --max-cpu-minutes 2.5 needs --batch-size 4\n"
+
+
+def test_python_dash_m_reports_config_errors_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "keras_attn.cli", "train", "--steps", "0", "--out"]
+    done = subprocess.run([*command, str(tmp_path / "r")], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert (
+        done.stderr.splitlines()[-1] == "keras-attn train: error: --steps must be positive, got 0"
+    )
