@@ -15,6 +15,9 @@
    - `elmo`:  features = [ScalarMix(biLM layers); the same task embedding], the biLM frozen and
      the mix weights `softmax(s)` and `gamma` learned with the classifier (Peters et al. 2018).
    Prints both test accuracies and the learned mix weights.
+
+References:
+    Peters et al., 2018, "Deep contextualized word representations", arXiv:1802.05365.
 """
 
 from __future__ import annotations
