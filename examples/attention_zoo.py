@@ -1,7 +1,7 @@
 """Every score × distribution of the catalog on one generated task, with alignment heatmaps.
 
     python examples/attention_zoo.py --out zoo [--steps 300] [--scores dot general]
-                                     [--distributions softmax sparsemax]
+                                     [--distributions softmax sparsemax] [--seed 0]
 
 The task has a known alignment: output position j must copy input token `T - 1 - j` (reverse a
 random digit string). Each model is the same tiny network — embedded input → bidirectional GRU →
@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="zoo")
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=0, help="weights, training and test batches")
     parser.add_argument("--scores", nargs="*", default=sorted(keras_attn.scores.SCORES))
     parser.add_argument(
         "--distributions", nargs="*", default=sorted(keras_attn.distributions.DISTRIBUTIONS)
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'score':>18} {'distribution':>12} {'seq. acc':>9} {'aligned mass':>12} {'s':>6}")
     for score in args.scores:
         for distribution in args.distributions:
-            result = train_one(score, distribution, args.steps)
+            result = train_one(score, distribution, args.steps, args.seed)
             results[(score, distribution)] = result
             print(
                 f"{score:>18} {distribution:>12} {result['sequence_accuracy']:>9.1%} "
