@@ -12,7 +12,7 @@ _CELLS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
 
 @keras_attn_export("keras_attn.layers.BiLanguageModel")
 class BiLanguageModel(keras.layers.Layer):
-    """Bidirectional language model (biLM) whose layers feed a downstream model (ELMo, deck 003).
+    """Bidirectional language model (biLM) whose layers feed a downstream model (ELMo).
 
     Token ids `t_1..t_T` are embedded, `x_k = E[t_k]` `(batch, T, units)`, and read by two
     separate stacks of `L` recurrent layers, one left to right and one right to left (they share
@@ -25,10 +25,10 @@ class BiLanguageModel(keras.layers.Layer):
         p(t_{k-1} | t_k..t_T) = softmax(bwd_{k,L} W + b)              backward LM head
 
     With `residual=True`, layers `j > 1` add their input to their output. With `tie_embeddings`,
-    `W = E^T` (plus a bias). The deck writes the forward factor as `p(t_k | t_1, …, t_N)` and the
-    backward one as `p(t_k | t_{k+1}, …, t_{k+N})`; the biLM conditions on `t_1..t_{k-1}` and
-    `t_{k+1}..t_N` respectively, as above. Training minimises the two cross-entropies
-    (`language_model_loss`); a downstream model mixes `h_{k,0..L}` with `ScalarMix`.
+    `W = E^T` (plus a bias). The forward factor `p(t_k | t_1..t_{k-1})` and the backward one
+    `p(t_k | t_{k+1}..t_N)` are those of Peters et al. (2018), eqs. 1-2. Training minimises the two
+    cross-entropies (`language_model_loss`); a downstream model mixes `h_{k,0..L}` with
+    `ScalarMix`.
 
     Args:
         vocabulary_size: number of token ids (0 is padding when `mask_zero`).

@@ -14,7 +14,7 @@ _MERGE_MODES = ("concat", "sum", "mul", "ave")
 
 @keras_attn_export("keras_attn.layers.BidirectionalEncoder")
 class BidirectionalEncoder(keras.layers.Layer):
-    """Bidirectional LSTM/GRU encoder (thesis eq. 2.4 and 2.13).
+    """Bidirectional LSTM/GRU encoder (Schuster and Paliwal, 1997; Bahdanau et al., 2015).
 
     `h^(t) = [h_fwd^(t); h_bwd^(t)]` for `merge_mode="concat"`, where the forward RNN reads
     `x^(1..T)` and the backward one `x^(T..1)`. The final states of both directions are

@@ -26,7 +26,7 @@ def _per_layer(name: str, value, num_layers: int, kind: type | tuple) -> list:
 
 @keras_attn_export("keras_attn.layers.DeepRNN")
 class DeepRNN(keras.layers.Layer):
-    """Deep (stacked) recurrent encoder, lecture deck 003 fig. 7 and thesis eq. 2.13.
+    """Deep (stacked) recurrent encoder (Sutskever et al., 2014; Wu et al., 2016).
 
     Layer `l` reads the output sequence of layer `l - 1` (`h_0^(t) = x^(t)`):
 
@@ -35,10 +35,10 @@ class DeepRNN(keras.layers.Layer):
         h_l^(t) = a_l^(t)                 otherwise
 
     `RNN_l` is a Keras `LSTM`/`GRU` (or a clone of any Keras RNN layer given as `cell`), so the
-    cuDNN kernel is kept. With `bidirectional`, `RNN_l` is `keras.layers.Bidirectional` (thesis
-    eq. 2.4): `w_l = 2 * units_l` for `merge_mode="concat"`, `units_l` otherwise, and the layer's
+    cuDNN kernel is kept. With `bidirectional`, `RNN_l` is `keras.layers.Bidirectional`:
+    `w_l = 2 * units_l` for `merge_mode="concat"`, `units_l` otherwise, and the layer's
     final states are `[h_fwd^(T); h_bwd^(1)]`. The final states of every layer come back, bottom
-    layer first, ready to initialise a decoder of the same depth (`C = q(h^(1..T))`, eq. 2.13).
+    layer first, ready to initialise a decoder of the same depth (`C = q(h^(1..T))`).
 
     Shapes: inputs `(batch, T, d)` → sequence `(batch, T, w_L)`; the states of layer `l` are
     `(batch, units_l)` each (`2 * units_l` when bidirectional).

@@ -1,4 +1,4 @@
-"""Elman network: a recurrent layer whose hidden state is fed back (thesis fig. 2.2a)."""
+"""Elman network: a recurrent layer whose hidden state is fed back."""
 
 from __future__ import annotations
 
@@ -9,25 +9,24 @@ from keras_attn.layers.recurrent.elman_rnn_cell import ElmanRNNCell
 
 @keras_attn_export("keras_attn.layers.ElmanRNN")
 class ElmanRNN(ElmanFamilyRNN):
-    """Hidden-to-hidden recurrent network (Elman), thesis fig. 2.2a and eqs. 2.6–2.7.
+    """Hidden-to-hidden recurrent network (Elman, 1990).
 
     For `x` `(batch, T, d)`, from `h^(0) = 0` (or `initial_state`):
 
-        h^(t) = activation(x^(t) W_x + h^(t-1) W_h + b)          (batch, units)        eq. 2.6
-        o^(t) = output_activation(h^(t) W_out + b_out)            (batch, output_units) eq. 2.7
+        h^(t) = activation(x^(t) W_x + h^(t-1) W_h + b)          (batch, units)
+        o^(t) = output_activation(h^(t) W_out + b_out)            (batch, output_units)
 
-    The thesis' eq. 2.7 writes `o^(t) = x^(t) W_out + b`: the output reads the hidden state,
-    `h^(t) W_out + b_out`. Without `output_units`, `o^(t) = h^(t)` and the layer computes
-    exactly Keras' `SimpleRNN`. The weights live in `ElmanRNNCell` (`layer.cell`).
+    Without `output_units`, `o^(t) = h^(t)` and the layer computes exactly Keras' `SimpleRNN`.
+    The weights live in `ElmanRNNCell` (`layer.cell`).
 
-    With `return_sequences=False` (the default) the layer returns only `o^(T)`: that is the
-    single-output summarising RNN of fig. 2.2c (one value for the whole sequence, e.g. the
-    sentiment of a sentence). With masking, `o^(T)` is the output of the last real step.
+    With `return_sequences=False` (the default) the layer returns only `o^(T)`: a summarising
+    RNN with a single output for the whole sequence (e.g. the sentiment of a sentence). With
+    masking, `o^(T)` is the output of the last real step.
 
     Args:
         units: size of the hidden state.
         output_units: size of the output projection, or None for `o = h`.
-        activation: hidden activation (`phi` of eq. 2.6).
+        activation: hidden activation.
         output_activation: activation of the projection; needs `output_units`.
         return_sequences: return `o^(1..T)` `(batch, T, q)` instead of `o^(T)` `(batch, q)`.
         return_state: also return `h^(T)` `(batch, units)`.

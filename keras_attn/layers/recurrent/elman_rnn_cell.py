@@ -10,16 +10,15 @@ from keras_attn.api_export import keras_attn_export
 
 @keras_attn_export("keras_attn.layers.ElmanRNNCell")
 class ElmanRNNCell(keras.layers.Layer):
-    """Cell of the Elman network (thesis fig. 2.2a, eqs. 2.6–2.7): the hidden state is fed back.
+    """Cell of the Elman network (Elman, 1990): the hidden state is fed back.
 
-        h^(t) = activation(x^(t) W_x + h^(t-1) W_h + b)          (batch, units)        eq. 2.6
-        o^(t) = output_activation(h^(t) W_out + b_out)            (batch, output_units) eq. 2.7
+        h^(t) = activation(x^(t) W_x + h^(t-1) W_h + b)          (batch, units)
+        o^(t) = output_activation(h^(t) W_out + b_out)            (batch, output_units)
 
     with `W_x` `(d, units)` (`kernel`), `W_h` `(units, units)` (`recurrent_kernel`), `b`
     `(units,)` (`bias`), `W_out` `(units, output_units)` (`output_kernel`) and `b_out`
     `(output_units,)` (`output_bias`). Without `output_units` there is no projection and
-    `o^(t) = h^(t)` (Keras' `SimpleRNNCell`). The thesis' eq. 2.7 reads `o^(t) = x^(t) W_out + b`;
-    the output is computed from the hidden state, `h^(t) W_out + b_out`, as above.
+    `o^(t) = h^(t)` (Keras' `SimpleRNNCell`).
 
     The state fed back to the next step is `h^(t)` (the `feedback` hook); `JordanRNNCell` feeds
     back `o^(t)` instead. Use it inside `keras.layers.RNN` or through `ElmanRNN`.
@@ -27,7 +26,7 @@ class ElmanRNNCell(keras.layers.Layer):
     Args:
         units: size `k` of the hidden state `h`.
         output_units: size `q` of the output projection; None for no projection (`o = h`).
-        activation: `phi` of eq. 2.6.
+        activation: the hidden activation.
         output_activation: applied to the projection; needs `output_units`.
 
     Call arguments:
@@ -46,7 +45,8 @@ class ElmanRNNCell(keras.layers.Layer):
     (3, 5, 2)
 
     References:
-        Elman, 1990, "Finding structure in time", Cognitive Science 14(2).
+        Elman, 1990, "Finding structure in time", Cognitive Science 14(2); Goodfellow, Bengio
+        and Courville, 2016, "Deep Learning", section 10.2.
     """
 
     def __init__(
@@ -111,12 +111,12 @@ class ElmanRNNCell(keras.layers.Layer):
 
     def call(self, inputs, states, training=None):
         previous = states[0] if isinstance(states, (list, tuple)) else states
-        # eq. 2.6: (batch, d) x (d, k) + (batch, k_fb) x (k_fb, k) + (k,) -> (batch, k)
+        # h^(t): (batch, d) x (d, k) + (batch, k_fb) x (k_fb, k) + (k,) -> (batch, k)
         hidden = ops.matmul(inputs, self.kernel) + ops.matmul(previous, self.recurrent_kernel)
         hidden = self.activation(hidden + self.bias)
         output = hidden
         if self.output_units is not None:
-            # eq. 2.7 (corrected): (batch, k) x (k, q) + (q,) -> (batch, q)
+            # o^(t): (batch, k) x (k, q) + (q,) -> (batch, q)
             output = ops.matmul(hidden, self.output_kernel) + self.output_bias
             if self.output_activation is not None:
                 output = self.output_activation(output)

@@ -1,4 +1,4 @@
-"""Jordan network: a recurrent layer whose previous output is fed back (thesis fig. 2.2b)."""
+"""Jordan network: a recurrent layer whose previous output is fed back."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from keras_attn.layers.recurrent.jordan_rnn_cell import JordanRNNCell
 
 @keras_attn_export("keras_attn.layers.JordanRNN")
 class JordanRNN(ElmanFamilyRNN):
-    """Output-to-hidden recurrent network (Jordan), thesis fig. 2.2b.
+    """Output-to-hidden recurrent network (Jordan, 1986).
 
     For `x` `(batch, T, d)`, from `o^(0) = 0` (or `initial_state`):
 
@@ -18,10 +18,9 @@ class JordanRNN(ElmanFamilyRNN):
 
     The state carried from step to step is the previous output `o^(t-1)` `(batch, q)`, not the
     hidden layer: the network can only remember what it writes to its output, so unless `q` is
-    large, information in `h^(t-1), h^(t-2), …` is lost (the thesis' remark on fig. 2.2b). The
-    weights live in `JordanRNNCell` (`layer.cell`); the output projection follows eq. 2.7 with
-    its typo corrected (`h^(t) W_out + b_out`, not `x^(t) W_out + b`). With
-    `return_sequences=False` it is the summarising RNN of fig. 2.2c with output feedback.
+    large, information in `h^(t-1), h^(t-2), …` is lost (Goodfellow et al., 2016, section
+    10.2.1). The weights live in `JordanRNNCell` (`layer.cell`). With `return_sequences=False`
+    it is a summarising RNN (one output for the whole sequence) with output feedback.
 
     Args:
         units: size of the hidden layer.

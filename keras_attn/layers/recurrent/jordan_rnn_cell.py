@@ -8,7 +8,7 @@ from keras_attn.layers.recurrent.elman_rnn_cell import ElmanRNNCell
 
 @keras_attn_export("keras_attn.layers.JordanRNNCell")
 class JordanRNNCell(ElmanRNNCell):
-    """Cell of the Jordan network (thesis fig. 2.2b): the previous OUTPUT is fed back.
+    """Cell of the Jordan network (Jordan, 1986): the previous OUTPUT is fed back.
 
         h^(t) = activation(x^(t) W_x + o^(t-1) W_o + b)           (batch, units)
         o^(t) = output_activation(h^(t) W_out + b_out)            (batch, output_units)
@@ -16,9 +16,9 @@ class JordanRNNCell(ElmanRNNCell):
     with `W_x` `(d, units)` (`kernel`), `W_o` `(output_units, units)` (`recurrent_kernel`),
     `b` `(units,)`, `W_out` `(units, output_units)`, `b_out` `(output_units,)`. The state is
     `o^(t)`, not `h^(t)`: whatever the network remembers must pass through its output, so with a
-    small `output_units` most of `h^(t-1), h^(t-2), …` is lost (the thesis' remark on fig. 2.2b).
-    The weights are those of `ElmanRNNCell`; only the fed-back state differs (the `feedback`
-    hook), and the thesis' eq. 2.7 typo is corrected the same way (`o = h W_out + b_out`).
+    small `output_units` most of `h^(t-1), h^(t-2), …` is lost (Goodfellow et al., 2016,
+    section 10.2.1). The weights are those of `ElmanRNNCell`; only the fed-back state differs
+    (the `feedback` hook).
 
     Args:
         units: size of the hidden layer `h`.

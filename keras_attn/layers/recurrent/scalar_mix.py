@@ -10,7 +10,7 @@ from keras_attn.api_export import keras_attn_export
 
 @keras_attn_export("keras_attn.layers.ScalarMix")
 class ScalarMix(keras.layers.Layer):
-    """Task-specific weighted sum of layer representations (ELMo, lecture deck 003).
+    """Task-specific weighted sum of layer representations (ELMo, Peters et al., 2018).
 
     For layer representations `h_j` `(batch, T, d)`, `j = 0..L`:
 

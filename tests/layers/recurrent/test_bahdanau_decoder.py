@@ -13,7 +13,7 @@ MASK = np.array([[True] * 6, [True] * 3 + [False] * 3])
 
 
 def numpy_bahdanau(decoder, y, memory, mask, h, c):
-    """Eqs. 2.17–2.21 with an LSTM f, step by step."""
+    """Bahdanau et al.'s decoder with an LSTM f, step by step."""
     score, cell = decoder.score_fn, decoder.rnn_cell
     outputs, alignments = [], []
     for t in range(y.shape[1]):
@@ -25,8 +25,8 @@ def numpy_bahdanau(decoder, y, memory, mask, h, c):
             score.v.numpy(),
             score.bias.numpy(),
         )[:, 0]
-        alpha = ref.softmax(scores, mask)  # eq. 2.20
-        context = np.einsum("bk,bkd->bd", alpha, memory)  # eq. 2.19
+        alpha = ref.softmax(scores, mask)  # alpha_t
+        context = np.einsum("bk,bkd->bd", alpha, memory)  # c^(t)
         x = np.concatenate([y[:, t], context], axis=-1)
         h, c = ref.lstm_step(
             x, h, c, cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()

@@ -39,8 +39,8 @@ NUMPY_MERGE = {
 
 
 @pytest.mark.parametrize("merge_mode", sorted(NUMPY_MERGE))
-def test_every_merge_mode_matches_numpy_eq_2_4(merge_mode):
-    """Eq. 2.4 with the merge replaced: forward and backward NumPy LSTMs, merged per step."""
+def test_every_merge_mode_matches_numpy(merge_mode):
+    """Forward and backward NumPy LSTMs, merged per step by each merge mode."""
     encoder = BidirectionalEncoder(4, merge_mode=merge_mode)
     sequence, h, c = encoder(X, mask=MASK)
     forward, backward = encoder.rnn.forward_layer.cell, encoder.rnn.backward_layer.cell

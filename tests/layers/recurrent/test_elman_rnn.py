@@ -33,7 +33,7 @@ def numpy_elman(cell, x, mask, reverse=False):
     return ref.masked_recurrence(x, mask, step, h0, reverse=reverse)
 
 
-def test_matches_numpy_equations_2_6_and_2_7():
+def test_matches_numpy_equations():
     layer = ElmanRNN(4, output_units=2, return_sequences=True, return_state=True)
     layer(X)
     randomize(layer)
@@ -67,7 +67,7 @@ def test_without_projection_equals_keras_simple_rnn(go_backwards):
 
 
 def test_summarising_rnn_is_the_last_real_output():
-    """Fig. 2.2c: return_sequences=False gives o^(T), the output at each row's last real step."""
+    """return_sequences=False gives o^(T), the output at each row's last real step."""
     sequence_layer = ElmanRNN(4, output_units=2, return_sequences=True)
     summary_layer = ElmanRNN(4, output_units=2)
     sequence_layer(X)

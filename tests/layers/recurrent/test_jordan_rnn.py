@@ -18,7 +18,7 @@ def randomize(layer, seed=0):
 
 
 def numpy_jordan(cell, x, mask, act=None, reverse=False):
-    """Fig. 2.2b: the state fed back is the previous output o^(t-1)."""
+    """Jordan network: the state fed back is the previous output o^(t-1)."""
     kernel, recurrent, bias = cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
     output_kernel, output_bias = cell.output_kernel.numpy(), cell.output_bias.numpy()
 

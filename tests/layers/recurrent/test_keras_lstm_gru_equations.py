@@ -1,9 +1,9 @@
-"""Keras' LSTM and GRU compute the thesis' eqs. 2.8–2.12 (typos corrected): we do not reimplement.
+"""Keras' LSTM and GRU compute the standard LSTM and GRU equations, so the library reuses them.
 
 Weights layout (see docs/recurrent.md): LSTM `kernel` (d, 4k) and `recurrent_kernel` (k, 4k) hold
 the gates' columns in the order i, f, c (candidate), o; `bias` (4k,). GRU `kernel` (d, 3k) and
-`recurrent_kernel` (k, 3k) in the order z, r, h (candidate). Keras' z is the thesis' Z: the share
-of the OLD state kept, h^(t) = Z ⊙ h^(t-1) + (1 - Z) ⊙ h̃^(t).
+`recurrent_kernel` (k, 3k) in the order z, r, h (candidate). Keras' z is Cho et al.'s update
+gate Z: the share of the OLD state kept, h^(t) = Z ⊙ h^(t-1) + (1 - Z) ⊙ h̃^(t).
 """
 
 import keras
@@ -27,7 +27,8 @@ def random_weights(layer):
 
 
 def numpy_lstm(x, mask, kernel, recurrent_kernel, bias):
-    """Eqs. 2.8–2.10, gates written out one by one in Keras' column order i, f, c, o."""
+    """The LSTM (Hochreiter and Schmidhuber, 1997; forget gate of Gers et al., 2000), gates
+    written out one by one in Keras' column order i, f, c, o."""
     w_xi, w_xf, w_xc, w_xo = np.split(kernel.astype(np.float64), 4, axis=1)
     w_hi, w_hf, w_hc, w_ho = np.split(recurrent_kernel.astype(np.float64), 4, axis=1)
     b_i, b_f, b_c, b_o = np.split(bias.astype(np.float64), 4)
@@ -36,13 +37,13 @@ def numpy_lstm(x, mask, kernel, recurrent_kernel, bias):
     outputs = []
     for t in range(x.shape[1]):
         x_t = x[:, t].astype(np.float64)
-        i = ref.sigmoid(x_t @ w_xi + h @ w_hi + b_i)  # eq. 2.8, input gate I
-        f = ref.sigmoid(x_t @ w_xf + h @ w_hf + b_f)  # eq. 2.8, forget gate F
-        o = ref.sigmoid(x_t @ w_xo + h @ w_ho + b_o)  # eq. 2.8, output gate O
-        # eq. 2.9 corrected: tanh(x W_xc + h^(t-1) W_hc + b_c) (the thesis has W_xi and h^(t))
+        i = ref.sigmoid(x_t @ w_xi + h @ w_hi + b_i)  # input gate I
+        f = ref.sigmoid(x_t @ w_xf + h @ w_hf + b_f)  # forget gate F
+        o = ref.sigmoid(x_t @ w_xo + h @ w_ho + b_o)  # output gate O
+        # candidate: tanh(x W_xc + h^(t-1) W_hc + b_c)
         candidate = np.tanh(x_t @ w_xc + h @ w_hc + b_c)
-        c_new = f * c + i * candidate  # eq. 2.9
-        h_new = o * np.tanh(c_new)  # eq. 2.10
+        c_new = f * c + i * candidate  # cell state
+        h_new = o * np.tanh(c_new)  # hidden state
         keep = mask[:, t : t + 1]
         h, c = np.where(keep, h_new, h), np.where(keep, c_new, c)
         outputs.append(h)
@@ -50,9 +51,9 @@ def numpy_lstm(x, mask, kernel, recurrent_kernel, bias):
 
 
 def numpy_gru(x, mask, kernel, recurrent_kernel, bias, reset_after):
-    """Eqs. 2.11–2.12 in Keras' column order z, r, h.
+    """The GRU (Cho et al., 2014, arXiv:1406.1078) in Keras' column order z, r, h.
 
-    reset_after=False is the thesis' form: h̃ = tanh(x W_xh + (R ⊙ h^(t-1)) W_hh + b_h).
+    reset_after=False is the paper's form: h̃ = tanh(x W_xh + (R ⊙ h^(t-1)) W_hh + b_h).
     reset_after=True (Keras' default, cuDNN's form) resets after the product and has a second
     bias: h̃ = tanh(x W_xh + b_xh + R ⊙ (h^(t-1) W_hh + b_hh)).
     """
@@ -68,13 +69,13 @@ def numpy_gru(x, mask, kernel, recurrent_kernel, bias, reset_after):
     outputs = []
     for t in range(x.shape[1]):
         x_t = x[:, t].astype(np.float64)
-        r = ref.sigmoid(x_t @ w_xr + b_r + h @ w_hr + rb_r)  # eq. 2.11, R
-        z = ref.sigmoid(x_t @ w_xz + b_z + h @ w_hz + rb_z)  # eq. 2.11, Z
+        r = ref.sigmoid(x_t @ w_xr + b_r + h @ w_hr + rb_r)  # reset gate R
+        z = ref.sigmoid(x_t @ w_xz + b_z + h @ w_hz + rb_z)  # update gate Z
         if reset_after:
             candidate = np.tanh(x_t @ w_xh + b_h + r * (h @ w_hh + rb_h))
         else:
-            candidate = np.tanh(x_t @ w_xh + (r * h) @ w_hh + b_h)  # eq. 2.12
-        # eq. 2.12 corrected: (1 - Z) multiplies h̃^(t) (the thesis has h̃^(t-1))
+            candidate = np.tanh(x_t @ w_xh + (r * h) @ w_hh + b_h)  # candidate
+        # (1 - Z) multiplies the candidate h̃^(t)
         h_new = z * h + (1.0 - z) * candidate
         keep = mask[:, t : t + 1]
         h = np.where(keep, h_new, h)
@@ -130,16 +131,16 @@ def test_keras_gru_matches_its_form(reset_after):
     np.testing.assert_allclose(h.numpy(), expected_h, **TOL)
 
 
-def test_gru_reset_after_true_is_not_the_thesis_form():
+def test_gru_reset_after_true_is_not_the_paper_form():
     """Same kernels, zero biases (so the extra bias plays no part): the two forms still differ."""
-    thesis = keras.layers.GRU(K, return_sequences=True, reset_after=False, use_cudnn=False)
+    paper_form = keras.layers.GRU(K, return_sequences=True, reset_after=False, use_cudnn=False)
     cudnn_form = keras.layers.GRU(K, return_sequences=True, reset_after=True, use_cudnn=False)
-    thesis(X)
+    paper_form(X)
     cudnn_form(X)
-    kernel, recurrent_kernel, _ = random_weights(thesis)
-    thesis.set_weights([kernel, recurrent_kernel, np.zeros(3 * K, "float32")])
+    kernel, recurrent_kernel, _ = random_weights(paper_form)
+    paper_form.set_weights([kernel, recurrent_kernel, np.zeros(3 * K, "float32")])
     cudnn_form.set_weights([kernel, recurrent_kernel, np.zeros((2, 3 * K), "float32")])
-    ours = thesis(X).numpy()
+    ours = paper_form(X).numpy()
     theirs = cudnn_form(X).numpy()
     expected, _ = numpy_gru(X, np.ones_like(MASK), kernel, recurrent_kernel, np.zeros(3 * K), False)
     np.testing.assert_allclose(ours, expected, **TOL)

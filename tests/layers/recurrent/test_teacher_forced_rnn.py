@@ -25,7 +25,7 @@ def make(seed=0, **kwargs):
 
 
 def numpy_loop(layer, x, fed_targets, use_own, mask):
-    """Fig. 2.2d: h = tanh(x W_x + f W_f + b), o = h W_out + b_out, f = y or pred(o)."""
+    """h = tanh(x W_x + f W_f + b), o = h W_out + b_out, f = y or pred(o)."""
     cell = layer.cell
     kernel, recurrent, bias = cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
     output_kernel, output_bias = cell.output_kernel.numpy(), cell.output_bias.numpy()

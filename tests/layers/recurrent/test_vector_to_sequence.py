@@ -23,7 +23,7 @@ def make(seed=0, **kwargs):
 
 
 def numpy_decoder(layer, v, length, fed_targets=None, mask=None):
-    """Fig. 2.3: h = tanh(f W_f + h W_h + v R + b), o = h W_out + b_out, greedy when no targets."""
+    """h = tanh(f W_f + h W_h + v R + b), o = h W_out + b_out, greedy when no targets."""
     cell = layer.cell
     q = layer.output_units
     kernel, recurrent, bias = cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
