@@ -6,8 +6,9 @@ import pytest
 from keras.src.backend.common import global_state
 from keras.src.saving.serialization_lib import ObjectSharingScope
 
+from keras_attn._private import _SHARING_MAPS
 from keras_attn.layers import BidirectionalEncoder, DeepRNN
-from keras_attn.layers.recurrent._bidirectional import _SHARING_MAPS, bidirectional
+from keras_attn.layers.recurrent._bidirectional import bidirectional
 
 
 def _maps():
