@@ -169,15 +169,18 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
 
         A plain 2-D matmul with a flat bias (and one transpose to the heads-first layout) is the
         cheapest form on CPU: an einsum straight into `bhte` transposes inside every call and
-        reduces the bias gradient over non-contiguous axes.
+        reduces the bias gradient over non-contiguous axes. Computed in the compute dtype, also
+        when called outside `__call__` (where Keras does not cast the weights).
         """
+        x = ops.cast(x, self.compute_dtype)
         kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=-1)
+        kernel = ops.cast(kernel, self.compute_dtype)
         width, heads, size = kernel.shape  # size = sum of the projections' e
         shape = ops.shape(x)
         flat = ops.matmul(ops.reshape(x, (-1, width)), ops.reshape(kernel, (width, heads * size)))
         if self.use_bias:
             bias = biases[0] if len(biases) == 1 else ops.concatenate(biases, axis=-1)
-            flat = flat + ops.reshape(bias, (heads * size,))
+            flat = flat + ops.reshape(ops.cast(bias, self.compute_dtype), (heads * size,))
         projected = ops.reshape(flat, (shape[0], shape[1], heads, size))
         projected = ops.transpose(projected, (0, 2, 1, 3))  # (batch, heads, T, size)
         if len(kernels) == 1:
@@ -203,7 +206,7 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
 
     def project_query(self, query):
         """The heads' queries `Q_i = E_Q W_i^Q + b_i^Q`: `(batch, T_q, d_q)` ->
-        `(batch, heads, T_q, key_dim)`. The layer must be built."""
+        `(batch, heads, T_q, key_dim)`, in the compute dtype. The layer must be built."""
         (projected,) = self._project(query, [self.query_kernel], self._biases()[:1])
         return projected
 
@@ -214,7 +217,7 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         `value` `(batch, T_k, d_v)`; `key` `(batch, T_k, d_k)` defaults to `value` (then both
         projections are one matmul). A caller that attends to the same memory many times (cached
         cross-attention) projects it once here and passes the result to `compute_attention`.
-        The layer must be built.
+        Computed in the compute dtype; the layer must be built.
         """
         _, key_bias, value_bias = self._biases()
         if key is None:
@@ -259,9 +262,10 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         weights = softmax(scores, mask=mask)  # float32 inside, compute dtype out
         dropped = self.dropout_layer(weights, training=training)
         context = ops.einsum("bhqk,bhke->bqhe", dropped, value)  # (batch, T_q, heads, dv)
-        output = ops.einsum("bqhe,heo->bqo", context, self.output_kernel)
+        output_kernel = ops.cast(self.output_kernel, self.compute_dtype)
+        output = ops.einsum("bqhe,heo->bqo", context, output_kernel)
         if self.use_bias:
-            output = output + self.output_bias
+            output = output + ops.cast(self.output_bias, self.compute_dtype)
         return apply_query_mask(output, query_mask), weights
 
     def call(

@@ -21,7 +21,7 @@ class FeedForward(keras.layers.Layer):
         x: (batch, T, d)   W_1: (d, hidden_dim)   W_2: (hidden_dim, output_dim)
 
     The same weights are applied at every position independently (a 1x1 convolution). The
-    Transformer uses ReLU (`activation="relu"`, the default, as in the slides); BERT and GPT use
+    Transformer uses ReLU (`activation="relu"`, the default); BERT and GPT use
     GELU (`activation="gelu"`). Dropout acts on the hidden activations `act(x W_1 + b_1)`. The
     Keras mask of the input passes through.
 

@@ -5,23 +5,14 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.attention.multi_head_attention import MultiHeadAttention
-from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
-from keras_attn.layers.transformer._arguments import (
-    check_positive_float,
-    check_positive_int,
-    check_rate,
-    get_activation,
-)
+from keras_attn.layers.transformer._base import TransformerLayer
 from keras_attn.layers.transformer._residual import residual
-from keras_attn.layers.transformer.feed_forward import FeedForward
 
 
 @keras_attn_export("keras_attn.layers.TransformerDecoderBlock")
-class TransformerDecoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
-    """Transformer decoder layer (thesis fig. 2.11 corrected, Vaswani et al. 2017).
+class TransformerDecoderBlock(TransformerLayer):
+    """Transformer decoder layer (Vaswani et al., 2017, section 3.1).
 
     Post-LN, as in the paper (`normalize_first=False`, default), for the decoder input `X`
     `(batch, T, d)` and the encoder output `enc_out` `(batch, T_x, d_x)`:
@@ -33,9 +24,8 @@ class TransformerDecoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
         f      = FFN(norm_2)
         out    = LN(norm_2 + Dropout(f))            (batch, T, d)
 
-    The thesis' fig. 2.11 writes `norm_2 = Norm(mha_2 + X)` and `MHA(enc_out, enc_out, norm_1)`;
-    the standard block (implemented) adds the residual `norm_1`, and the cross-attention takes its
-    query from the decoder (`norm_1`) and its keys and values from `enc_out`.
+    The cross-attention takes its query from the decoder (`norm_1`) and its keys and values from
+    `enc_out`; its residual adds `norm_1`.
 
     Pre-LN (`normalize_first=True`): each sublayer is `h + Dropout(sublayer(LN(h)))`; a pre-LN
     stack needs a final LayerNorm (`TransformerDecoder` adds it). With `cross_attention=False`
@@ -131,66 +121,34 @@ class TransformerDecoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
         bias_initializer="zeros",
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.num_heads = check_positive_int("num_heads", num_heads)
-        self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
+        super().__init__(
+            num_heads,
+            intermediate_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation=activation,
+            normalize_first=normalize_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            **kwargs,
+        )
         self.cross_attention = bool(cross_attention)
-        self.dropout = check_rate("dropout", dropout)
-        self.attention_dropout = check_rate("attention_dropout", attention_dropout)
-        self.activation = get_activation(activation)
-        self.normalize_first = bool(normalize_first)
-        self.layer_norm_epsilon = check_positive_float("layer_norm_epsilon", layer_norm_epsilon)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.supports_masking = True
 
     def build(self, inputs_shape, memory_shape=None):
-        model_dim = inputs_shape[-1]
-        if model_dim % self.num_heads:
-            raise ValueError(
-                f"Expected the input width to be divisible by num_heads={self.num_heads}. "
-                f"Received: inputs_shape={tuple(inputs_shape)}"
-            )
-        self.head_dim = model_dim // self.num_heads
-        self.self_attention = self._attention("self_attention")
-        self.self_attention.build(inputs_shape, inputs_shape)
+        self.head_dim = self._check_model_dim(inputs_shape) // self.num_heads
+        self.self_attention = self._attention("self_attention", inputs_shape, inputs_shape)
         self.self_attention_norm = self._layer_norm("self_attention_norm", inputs_shape)
         if self.cross_attention:
             # Built without memory (e.g. first called with a cache): memory as wide as the decoder.
-            memory_shape = memory_shape or inputs_shape
-            self.cross_attention_layer = self._attention("cross_attention")
-            self.cross_attention_layer.build(inputs_shape, memory_shape)
+            self.cross_attention_layer = self._attention(
+                "cross_attention", inputs_shape, memory_shape or inputs_shape
+            )
             self.cross_attention_norm = self._layer_norm("cross_attention_norm", inputs_shape)
-        self.feed_forward = FeedForward(
-            self.intermediate_dim,
-            activation=self.activation,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            bias_initializer=clone_initializer(self.bias_initializer),
-            dtype=self.dtype_policy,
-            name="feed_forward",
-        )
-        self.feed_forward.build(inputs_shape)
+        self.feed_forward = self._feed_forward(inputs_shape)
         self.feed_forward_norm = self._layer_norm("feed_forward_norm", inputs_shape)
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
-
-    def _attention(self, name):
-        return MultiHeadAttention(
-            self.num_heads,
-            self.head_dim,
-            dropout=self.attention_dropout,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            bias_initializer=clone_initializer(self.bias_initializer),
-            dtype=self.dtype_policy,
-            name=name,
-        )
-
-    def _layer_norm(self, name, shape):
-        norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
-        )
-        norm.build(shape)
-        return norm
 
     def initial_cache(self, batch_size, max_length, memory=None) -> dict:
         """The cache before the first step: zero self-attention keys/values for `max_length`
@@ -336,26 +294,8 @@ class TransformerDecoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            num_heads=self.num_heads,
-            intermediate_dim=self.intermediate_dim,
-            cross_attention=self.cross_attention,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            activation=keras.activations.serialize(self.activation),
-            normalize_first=self.normalize_first,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            kernel_initializer=keras.saving.serialize_keras_object(self.kernel_initializer),
-            bias_initializer=keras.saving.serialize_keras_object(self.bias_initializer),
-        )
+        config.update(cross_attention=self.cross_attention)
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for name in ("kernel_initializer", "bias_initializer"):
-            config[name] = keras.saving.deserialize_keras_object(config[name])
-        return cls(**config)
 
 
 def _cache_key_mask(padding, cache_index, cache_length):

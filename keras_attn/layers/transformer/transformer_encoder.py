@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
-from keras_attn.layers.transformer._arguments import (
-    check_positive_float,
-    check_positive_int,
-    check_rate,
-    get_activation,
-)
+from keras_attn.layers.transformer._arguments import check_positive_int
+from keras_attn.layers.transformer._base import TransformerLayer
 from keras_attn.layers.transformer.transformer_encoder_block import TransformerEncoderBlock
 
 
 @keras_attn_export("keras_attn.layers.TransformerEncoder")
-class TransformerEncoder(FirstInputMaskPassthrough, keras.layers.Layer):
-    """`num_layers` `TransformerEncoderBlock`s applied in turn (the encoder of fig. 2.9; BERT).
+class TransformerEncoder(TransformerLayer):
+    """`num_layers` `TransformerEncoderBlock`s applied in turn (the Transformer encoder; BERT).
 
         h_0 = X                                     (batch, T, d)
         h_l = EncoderBlock_l(h_{l-1})               l = 1 .. num_layers
@@ -75,51 +69,31 @@ class TransformerEncoder(FirstInputMaskPassthrough, keras.layers.Layer):
         bias_initializer="zeros",
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.num_layers = check_positive_int("num_layers", num_layers)
-        self.num_heads = check_positive_int("num_heads", num_heads)
-        self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
-        self.dropout = check_rate("dropout", dropout)
-        self.attention_dropout = check_rate("attention_dropout", attention_dropout)
-        self.activation = get_activation(activation)
-        self.normalize_first = bool(normalize_first)
-        self.layer_norm_epsilon = check_positive_float("layer_norm_epsilon", layer_norm_epsilon)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.supports_masking = True
+        check_positive_int("num_layers", num_layers)
+        super().__init__(
+            num_heads,
+            intermediate_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation=activation,
+            normalize_first=normalize_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            **kwargs,
+        )
+        self.num_layers = int(num_layers)
 
     def build(self, inputs_shape):
         self.blocks = []
         for index in range(self.num_layers):
             block = TransformerEncoderBlock(
-                **self._block_config(), dtype=self.dtype_policy, name=f"block_{index}"
+                **self._block_arguments(), dtype=self.dtype_policy, name=f"block_{index}"
             )
             block.build(inputs_shape)
             self.blocks.append(block)
-        self.final_norm = None
-        if self.normalize_first:
-            self.final_norm = keras.layers.LayerNormalization(
-                epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="final_norm"
-            )
-            self.final_norm.build(inputs_shape)
+        self.final_norm = self._final_norm(inputs_shape)
         self.built = True
-
-    def _block_config(self) -> dict:
-        config = self.get_config()
-        return {
-            key: config[key]
-            for key in (
-                "num_heads",
-                "intermediate_dim",
-                "dropout",
-                "attention_dropout",
-                "activation",
-                "normalize_first",
-                "layer_norm_epsilon",
-                "kernel_initializer",
-                "bias_initializer",
-            )
-        }
 
     def call(
         self,
@@ -149,23 +123,5 @@ class TransformerEncoder(FirstInputMaskPassthrough, keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            num_layers=self.num_layers,
-            num_heads=self.num_heads,
-            intermediate_dim=self.intermediate_dim,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            activation=keras.activations.serialize(self.activation),
-            normalize_first=self.normalize_first,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            kernel_initializer=keras.saving.serialize_keras_object(self.kernel_initializer),
-            bias_initializer=keras.saving.serialize_keras_object(self.bias_initializer),
-        )
+        config.update(num_layers=self.num_layers)
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for name in ("kernel_initializer", "bias_initializer"):
-            config[name] = keras.saving.deserialize_keras_object(config[name])
-        return cls(**config)

@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import keras
 
-from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.attention.multi_head_attention import MultiHeadAttention
-from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
-from keras_attn.layers.transformer._arguments import (
-    check_positive_float,
-    check_positive_int,
-    check_rate,
-    get_activation,
-)
+from keras_attn.layers.transformer._base import TransformerLayer
 from keras_attn.layers.transformer._residual import residual
-from keras_attn.layers.transformer.feed_forward import FeedForward
 
 
 @keras_attn_export("keras_attn.layers.TransformerEncoderBlock")
-class TransformerEncoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
-    """Transformer encoder layer (thesis fig. 2.10, Vaswani et al. 2017).
+class TransformerEncoderBlock(TransformerLayer):
+    """Transformer encoder layer (Vaswani et al., 2017, section 3.1).
 
     Post-LN, as in the paper (`normalize_first=False`, default), for `X` `(batch, T, d)`:
 
@@ -35,7 +26,7 @@ class TransformerEncoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
         out = h + Dropout(FFN(LN(h)))
 
     A pre-LN stack needs a final LayerNorm after its last block (`TransformerEncoder` adds it).
-    MHA has `num_heads` heads of size `d / num_heads` (eq. 2.26: `d_k = d_v = d_m / h`).
+    MHA has `num_heads` heads of size `d / num_heads` (`d_k = d_v = d_model / h`).
 
     Args:
         num_heads: attention heads `h`; must divide `d`.
@@ -78,68 +69,14 @@ class TransformerEncoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
         arXiv:2002.04745.
     """
 
-    def __init__(
-        self,
-        num_heads: int,
-        intermediate_dim: int,
-        dropout: float = 0.0,
-        attention_dropout: float = 0.0,
-        activation="relu",
-        normalize_first: bool = False,
-        layer_norm_epsilon: float = 1e-5,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
-        self.num_heads = check_positive_int("num_heads", num_heads)
-        self.intermediate_dim = check_positive_int("intermediate_dim", intermediate_dim)
-        self.dropout = check_rate("dropout", dropout)
-        self.attention_dropout = check_rate("attention_dropout", attention_dropout)
-        self.activation = get_activation(activation)
-        self.normalize_first = bool(normalize_first)
-        self.layer_norm_epsilon = check_positive_float("layer_norm_epsilon", layer_norm_epsilon)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.supports_masking = True
-
     def build(self, inputs_shape):
-        model_dim = inputs_shape[-1]
-        if model_dim % self.num_heads:
-            raise ValueError(
-                f"Expected the input width to be divisible by num_heads={self.num_heads}. "
-                f"Received: inputs_shape={tuple(inputs_shape)}"
-            )
-        self.self_attention = MultiHeadAttention(
-            self.num_heads,
-            model_dim // self.num_heads,
-            dropout=self.attention_dropout,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            bias_initializer=clone_initializer(self.bias_initializer),
-            dtype=self.dtype_policy,
-            name="self_attention",
-        )
-        self.self_attention.build(inputs_shape, inputs_shape)
+        self._check_model_dim(inputs_shape)
+        self.self_attention = self._attention("self_attention", inputs_shape, inputs_shape)
         self.self_attention_norm = self._layer_norm("self_attention_norm", inputs_shape)
-        self.feed_forward = FeedForward(
-            self.intermediate_dim,
-            activation=self.activation,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            bias_initializer=clone_initializer(self.bias_initializer),
-            dtype=self.dtype_policy,
-            name="feed_forward",
-        )
-        self.feed_forward.build(inputs_shape)
+        self.feed_forward = self._feed_forward(inputs_shape)
         self.feed_forward_norm = self._layer_norm("feed_forward_norm", inputs_shape)
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.built = True
-
-    def _layer_norm(self, name, shape):
-        norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
-        )
-        norm.build(shape)
-        return norm
 
     def call(
         self,
@@ -180,25 +117,3 @@ class TransformerEncoderBlock(FirstInputMaskPassthrough, keras.layers.Layer):
             training,
         )
         return (x, weights) if return_attention_scores else x
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            num_heads=self.num_heads,
-            intermediate_dim=self.intermediate_dim,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            activation=keras.activations.serialize(self.activation),
-            normalize_first=self.normalize_first,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            kernel_initializer=keras.saving.serialize_keras_object(self.kernel_initializer),
-            bias_initializer=keras.saving.serialize_keras_object(self.bias_initializer),
-        )
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for name in ("kernel_initializer", "bias_initializer"):
-            config[name] = keras.saving.deserialize_keras_object(config[name])
-        return cls(**config)

@@ -281,3 +281,19 @@ def test_harness_causal_keras_masking():
         expected_output_shape=(B, 4, D),
         run_saved_model_check=False,
     )
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_projection_methods_compute_in_the_compute_dtype(policy):
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, dtype=policy)
+    expected = layer(X, V)
+    keys, values = layer.project_key_value(V)  # outside __call__: no Keras autocast scope
+    query = layer.project_query(X)
+    dtypes = {keras.backend.standardize_dtype(t.dtype) for t in (query, keys, values)}
+    assert dtypes == {layer.compute_dtype}
+    output, _ = layer.compute_attention(query, keys, values)
+    assert keras.backend.standardize_dtype(output.dtype) == layer.compute_dtype
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(keras.ops.cast(output, "float32")),
+        keras.ops.convert_to_numpy(keras.ops.cast(expected, "float32")),
+    )
