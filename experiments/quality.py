@@ -54,7 +54,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
-from keras_attn.models.registry import MODEL_FAMILIES, ModelFamily, register_family  # noqa: E402
+from keras_attn.models.families import MODEL_FAMILIES, ModelFamily, register_family  # noqa: E402
 from keras_attn.training.metrics import corpus_bleu  # noqa: E402
 
 KERAS_HUB_FAMILY = "keras-hub-transformer"
@@ -394,7 +394,7 @@ def translate_test(run_dir: Path, pairs, batch_size: int = 200) -> dict:
     import tensorflow as tf
 
     from keras_attn.export.translator import MAX_OUTPUT_LENGTH, Translator
-    from keras_attn.models.registry import get_family
+    from keras_attn.models.families import get_family
     from keras_attn.training.trainer import RunDirectory
 
     run = RunDirectory(run_dir)
