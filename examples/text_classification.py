@@ -422,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models:
         x_train = inputs[name](train_tokens, train_texts)
         x_test = inputs[name](test_tokens, test_texts)
+        keras.utils.set_random_seed(args.seed)  # initial weights follow --seed
         model, embedding_layers, learning_rate = build(name)
         seconds = train(
             model, x_train, y_train, args.epochs, args.batch_size, learning_rate, args.seed

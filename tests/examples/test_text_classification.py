@@ -46,15 +46,21 @@ def test_saliency_is_finite_shaped_and_zero_at_padding():
     np.testing.assert_array_equal(saliency[0, 3:], 0.0)  # padded keys get zero attention
 
 
-def test_runs_tiny_and_beats_chance(tmp_path, capsys):
+def test_runs_small_and_both_word_models_learn(tmp_path, capsys):
+    """Synthetic task, --quick models, 200 train and 100 test sentences per class, 3 epochs.
+
+    Over seeds 0-4 text_cnn scores 0.930-0.980 and han 0.990-1.000 (2 balanced classes: chance is
+    0.5); the test asks for 0.85 and 0.90.
+    """
     example = load_example()
     argv = ["--task", "synthetic", "--quick", "--models", "text_cnn,han", "--out", str(tmp_path)]
-    argv += ["--train-per-class", "60", "--test-per-class", "30", "--epochs", "3"]
+    argv += ["--train-per-class", "200", "--test-per-class", "100", "--epochs", "3"]
     assert example.main(argv) == 0
     out = capsys.readouterr().out
     accuracies = dict(re.findall(r"^(\w+)\s+test accuracy ([\d.]+)", out, re.M))
     assert set(accuracies) == {"text_cnn", "han"}
-    assert float(accuracies["text_cnn"]) > 0.75, out  # 2 balanced classes: chance is 0.5
+    assert float(accuracies["text_cnn"]) >= 0.85, out
+    assert float(accuracies["han"]) >= 0.90, out
     for name in ("saliency_text_cnn.png", "saliency_han.png", "han_attention.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| text_cnn |" in (tmp_path / "results.md").read_text()
