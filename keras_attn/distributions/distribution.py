@@ -1,4 +1,4 @@
-"""Base class of attention distributions `p` in `A(q, K, V) = sum_i p(a(k_i, q)) v_i` (eq. 2.22)."""
+"""Base class of attention distributions `p` in `A(q, K, V) = sum_i p(a(k_i, q)) v_i`."""
 
 from __future__ import annotations
 

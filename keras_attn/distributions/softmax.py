@@ -9,7 +9,7 @@ from keras_attn.distributions.distribution import Distribution
 
 @keras_attn_export("keras_attn.distributions.Softmax")
 class Softmax(Distribution):
-    """Masked softmax over the last axis (eq. 2.20): `exp(s_i) / sum_j exp(s_j)`.
+    """Masked softmax over the last axis: `exp(s_i) / sum_j exp(s_j)`.
 
     Computed in float32 whatever the compute dtype; see `keras_attn.ops.softmax`.
     """

@@ -12,7 +12,7 @@ from keras_attn.scores.score import Score
 
 @keras_attn_export("keras_attn.scores.AdditiveScore")
 class AdditiveScore(Score):
-    """Additive score `a(k_i, q) = v^T act(W_1 q + W_2 k_i + b)` (Bahdanau, eq. 2.21).
+    """Additive score `a(k_i, q) = v^T act(W_1 q + W_2 k_i + b)` (Bahdanau et al., 2015).
 
     `W_1` `(d_q, units)`, `W_2` `(d_k, units)`, `v` `(units,)` and the optional bias `b` `(units,)`
     are learned. `K W_2` is computed once per source (`prepare_keys`), so a decoder step costs one

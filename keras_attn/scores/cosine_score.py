@@ -12,7 +12,7 @@ from keras_attn.scores.score import Score
 class CosineScore(Score):
     """Cosine similarity score `a(k_i, q) = q^T k_i / (max(|q|, eps) max(|k_i|, eps))`.
 
-    Table 2.1's "Similarity / Content-Base" row with `sim` the cosine, as in the content-based
+    The content-based similarity score with `sim` the cosine, as in the content-based
     addressing of the Neural Turing Machine (without its sharpening factor `beta`). Shapes: query
     `(batch, T_q, d)`, keys `(batch, T_k, d)` → scores `(batch, T_q, T_k)`, each in `[-1, 1]`; no
     parameters. The norms are taken in float32 and clamped below by `epsilon`, so a zero vector

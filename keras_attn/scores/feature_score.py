@@ -1,4 +1,4 @@
-"""Feature-based score (Table 2.1, after Li et al.)."""
+"""Feature-based score (after Li et al.)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ class FeatureScore(AdditiveScore):
     `W_0 phi(K) + b` is computed once per source (`prepare_keys`). With `feature_map="linear"` it is
     the additive score.
 
-    Interpretation: Table 2.1 writes `v^T act(W_0 phi(K) + W_1 phi(K) + b)`, which read literally
-    contains neither `k_i` nor `q` and collapses to `(W_0 + W_1) phi(K)`. Li et al. (selective
-    kernels) score inputs through learned projections of feature descriptors `phi` of them; this
-    class keeps that shape and reads the two terms as the features of the key and of the query,
-    like the additive row. The global pooling Li et al. use for `phi` is not taken: a pooled
-    `phi(K)` would let padded keys change every score, which the score contract forbids.
+    Interpretation: the formula as usually quoted, `v^T act(W_0 phi(K) + W_1 phi(K) + b)`, read
+    literally contains neither `k_i` nor `q` and collapses to `(W_0 + W_1) phi(K)`. Li et al.
+    (selective kernels) score inputs through learned projections of feature descriptors `phi` of
+    them; this class keeps that shape and reads the two terms as the features of the key and of
+    the query, like the additive score. The global pooling Li et al. use for `phi` is not taken:
+    a pooled `phi(K)` would let padded keys change every score, which the score contract forbids.
 
     Args:
         units: size of the hidden layer; defaults to the key size.

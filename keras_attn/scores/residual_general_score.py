@@ -18,23 +18,12 @@ class ResidualGeneralScore(Score):
     covers every `d x d` matrix), parametrized for Adam. It starts as the dot score (`W = 0`),
     and every entry of `W` acts on the score through a factor `1 / d`.
 
-    Why: Adam moves every entry of a weight matrix by about the learning rate per step, whatever
-    the gradient's size. In `q^T W_a k` with `d x d` entries, one step can change a score by up to
-    `lr * sum_ij |q_i| |k_j|`, which grows with `d^2`. Once the softmax saturates, its gradient
-    is small but keeps its sign, and Adam still takes full steps. On CPU-budget runs
-    (`benchmarks/quality.py`, docs/results.md) the plain general score's magnitude reached
-    hundreds within 800 steps: one-hot attention that learns slowly (global) or not at all
-    (local-p). The factor `1 / d` makes that bound `lr * sum_ij |q_i| |k_j| / d`. This is the
-    `1 / fan_in` rate that muP prescribes for a hidden matrix under Adam (Yang et al., 2021).
-    `ScaledGeneralScore`'s `1 / sqrt(d)` was not enough in the same runs. Starting from
-    `I` keeps the score at the dot score's scale, which trains well, instead of a random bilinear
-    form. Plain SGD (Luong et al.'s optimizer) takes steps proportional to the gradient and does
-    not need this: with `--optimizer sgd --schedule halving` the plain general score stayed at the
-    dot score's scale and, for global attention, level with it (docs/results.md). Measured in
-    the same 18-CPU-minute runs on Adam: the scores stay at the dot score's scale and local-p's
-    position stays inside the sentence, but `W` moved little and the models scored 2.5-12 BLEU
-    below the dot score in four paired runs (two seeds, global and local-p); one more global run
-    collapsed onto the first source tokens.
+    Under Adam every entry of a weight matrix moves by about the learning rate per step, whatever
+    the gradient's size, so one step can change `q^T W_a k` by up to `lr * sum_ij |q_i| |k_j|`,
+    which grows with `d^2`. The factor `1 / d` makes that bound `lr * sum_ij |q_i| |k_j| / d`:
+    the `1 / fan_in` rate that muP prescribes for a hidden matrix under Adam (Yang et al., 2021).
+    Starting from `I` keeps the score at the dot score's scale instead of a random bilinear
+    form. Plain SGD takes steps proportional to the gradient and does not need the factor.
 
     Queries and keys must have the same size `d` (as for the dot score). The keys are mixed once,
     `K' = K + K W^T / d` `(batch, T_k, d)`, then `a = q^T k'_i`.

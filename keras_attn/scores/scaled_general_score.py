@@ -15,14 +15,11 @@ class ScaledGeneralScore(GeneralScore):
     """Scaled general score `a(k_i, q) = q^T W k_i / sqrt(d_q)`, `W` `(d_q, d_k)` learned.
 
     Luong et al.'s bilinear score (eq. 8) divided by the square root of the size of the space the
-    final dot product runs in, as Vaswani et al. do for the dot product. Why: Adam moves every
-    entry of `W` by about the learning rate per step whatever the gradient's scale, so a step
-    can change `q^T W k` by up to `lr * sum_ij |q_i| |k_j|`, which grows with `d_q * d_k`. On
-    CPU-budget runs (`benchmarks/quality.py`, docs/results.md) the unscaled score grew to
-    magnitudes of 140 (global) and 260 (local-p), its softmax saturated and the model learned
-    slowly (global) or not at all (local-p). The factor divides both the initial scores and that
-    per-step change by `sqrt(d_q)`; the function class is the same as `GeneralScore`'s
-    (`W' = W / sqrt(d_q)`).
+    final dot product runs in, as Vaswani et al. do for the dot product. Under Adam every entry
+    of `W` moves by about the learning rate per step whatever the gradient's scale, so a step can
+    change `q^T W k` by up to `lr * sum_ij |q_i| |k_j|`, which grows with `d_q * d_k`; the factor
+    divides both the initial scores and that per-step change by `sqrt(d_q)`. The function class
+    is the same as `GeneralScore`'s (`W' = W / sqrt(d_q)`).
 
     The keys are projected and scaled once, `K' = K W^T / sqrt(d_q)` `(batch, T_k, d_q)`, then
     `a = q^T k'_i`.

@@ -1,4 +1,4 @@
-"""Base class of alignment score functions `a(k_i, q)` (thesis Table 2.1)."""
+"""Base class of alignment score functions `a(k_i, q)`."""
 
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ TABLE_2_1 = {
     "location": scores.LocationScore,
     "feature": scores.FeatureScore,
 }
-# Beyond the thesis' table: the general score with Vaswani et al.'s 1/sqrt(d) factor, and
+# Beyond the classic table of scores: the general score with Vaswani et al.'s 1/sqrt(d) factor, and
 # parametrized for Adam as q^T (I + W/d) k.
 EXTRA = {
     "scaled_general": scores.ScaledGeneralScore,

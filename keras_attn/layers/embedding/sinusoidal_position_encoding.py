@@ -1,4 +1,4 @@
-"""The fixed sine/cosine position encoding of the Transformer (thesis eq. 2.27)."""
+"""The fixed sine/cosine position encoding of the Transformer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from keras_attn.api_export import keras_attn_export
 
 @keras_attn_export("keras_attn.layers.SinusoidalPositionEncoding")
 class SinusoidalPositionEncoding(keras.layers.Layer):
-    """Sinusoidal position encoding (thesis eq. 2.27, Vaswani et al. 2017).
+    """Sinusoidal position encoding (Vaswani et al., 2017, section 3.5).
 
     For position `pos` and feature `j` of `d` features (`i = floor(j / 2)`):
 
@@ -25,7 +25,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     represent the position 2049 exactly). The Keras mask of the input passes through.
 
     Args:
-        max_wavelength: the base `10000` of eq. 2.27.
+        max_wavelength: the base `10000` of the wavelengths.
 
     Call arguments:
         inputs: `(batch, T, d)`; only its shape is used.

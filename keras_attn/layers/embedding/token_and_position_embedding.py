@@ -24,7 +24,7 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         x[b, t] = E[ids[b, t]] · sqrt(d) + PE(start_index + t)        (batch, T, d)
         x = Dropout(x)
 
-    `PE` is the fixed sinusoidal encoding of eq. 2.27 (`position_encoding="sinusoidal"`) or a
+    `PE` is the fixed sinusoidal encoding of Vaswani et al. (`position_encoding="sinusoidal"`) or a
     learned table of `max_length` rows (`"learned"`, Gehring et al. 2017). `scale_embeddings=False`
     drops the `sqrt(d)` factor (BERT and GPT do not scale).
 

@@ -58,7 +58,7 @@ def quadratic_reference(layer, query, value, mask=None, causal=False):
 
 
 def softmax_reference(layer, query, value):
-    """Exact multi-head softmax attention (eqs. 2.23-2.26) with the layer's weights."""
+    """Exact multi-head softmax attention (Vaswani et al., 2017) with the layer's weights."""
     q, k, v, w = projections(layer, query, value)
     weights = ref.softmax(np.einsum("bhqe,bhke->bhqk", q, k) / np.sqrt(layer.key_dim))
     heads = np.einsum("bhqk,bhke->bqhe", weights, v)

@@ -8,7 +8,10 @@ from keras_attn.testing import run_layer_test
 
 
 def reference(length, dim, start=0, base=10000.0):
-    """Eq. 2.27 in float64: PE(pos, 2i) = sin(pos / base^(2i/d)), PE(pos, 2i+1) = cos(...)."""
+    """Vaswani et al. (2017, section 3.5) in float64.
+
+    PE(pos, 2i) = sin(pos / base^(2i/d)), PE(pos, 2i+1) = cos(pos / base^(2i/d)).
+    """
     table = np.zeros((length, dim))
     for pos in range(start, start + length):
         for i in range((dim + 1) // 2):

@@ -1,8 +1,7 @@
 """Float64 NumPy references of the Transformer sublayers and blocks, read off a layer's weights.
 
-Written from the equations (thesis eqs. 2.23-2.27, fig. 2.10 and fig. 2.11 as DESIGN.md corrects
-it, Vaswani et al. 2017; pre-LN as in Xiong et al. 2020), independently of the Keras code: only
-the weights are taken from the layers.
+Written from the equations of Vaswani et al., 2017 (sections 3.1-3.5; pre-LN as in Xiong et al.,
+2020), independently of the Keras code: only the weights are taken from the layers.
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ def layer_norm(norm, x):
 
 
 def multi_head_attention(layer, query, value, mask=None, query_mask=None):
-    """Eqs. 2.24-2.26 (with `V_i = E_V W_i^V`): returns `(output, weights)`.
+    """Multi-head attention (with `V_i = E_V W_i^V`): returns `(output, weights)`.
 
     `mask` is bool `(batch, T_q, T_k)`; rows of padded queries (`query_mask` False) are zeroed.
     """
@@ -77,7 +76,7 @@ def _sublayer(x, fn, norm, normalize_first):
 
 
 def encoder_block(block, x, padding=None):
-    """Fig. 2.10: self-attention + FFN, each with residual and LayerNorm."""
+    """Encoder layer: self-attention + FFN, each with residual and LayerNorm."""
     batch, length = x.shape[:2]
     padding = np.ones((batch, length), bool) if padding is None else padding
     mask = np.broadcast_to(padding[:, None, :], (batch, length, length))
@@ -97,7 +96,7 @@ def encoder_block(block, x, padding=None):
 
 
 def decoder_block(block, x, memory=None, padding=None, memory_mask=None):
-    """Fig. 2.11 corrected: causal self-attention, cross-attention (query = decoder, keys and
+    """Decoder layer: causal self-attention, cross-attention (query = decoder, keys and
     values = memory, residual = norm_1), FFN. Returns `(output, self_weights, cross_weights)`."""
     batch, length = x.shape[:2]
     padding = np.ones((batch, length), bool) if padding is None else padding

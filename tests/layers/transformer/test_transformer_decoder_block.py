@@ -50,7 +50,7 @@ def test_matches_numpy_reference_decoder_only(normalize_first):
 
 
 def test_residual_after_cross_attention_is_norm_1_not_x():
-    """Fig. 2.11 writes norm_2 = Norm(mha_2 + X); the block adds norm_1 (the standard form)."""
+    """The cross-attention residual adds norm_1 (Vaswani et al.), not the block input X."""
     block = built_block(seed=7)
     output = block(X, MEMORY).numpy()
     expected, _, _ = npt.decoder_block(block, X.astype("float64"), MEMORY.astype("float64"))
@@ -60,7 +60,7 @@ def test_residual_after_cross_attention_is_norm_1_not_x():
     mha_1, _ = npt.multi_head_attention(block.self_attention, h, h, causal)
     norm_1 = npt.layer_norm(block.self_attention_norm, h + mha_1)
     mha_2, _ = npt.multi_head_attention(block.cross_attention_layer, norm_1, MEMORY)
-    typo = npt.layer_norm(block.cross_attention_norm, mha_2 + h)  # the thesis' literal line
+    typo = npt.layer_norm(block.cross_attention_norm, mha_2 + h)  # the wrong residual
     right = npt.layer_norm(block.cross_attention_norm, mha_2 + norm_1)
     ffn = block.feed_forward
     typo_out = npt.layer_norm(block.feed_forward_norm, typo + npt.feed_forward(ffn, typo))
