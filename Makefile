@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONUNBUFFERED := 1
 
-.PHONY: demo test test-fast corpora lint format bench bench-quality clean
+.PHONY: demo test test-fast corpora lint format bench experiment-quality bench-quality clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
