@@ -8,9 +8,6 @@ from typing import Any
 
 from keras_attn.errors import ConfigError, PathNotFoundError
 
-# `export_run`'s parameters whose flag is not `--` + the name.
-_RENAMED = {"run_path": "RUN"}
-
 
 def add_parsers(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -21,37 +18,35 @@ def add_parsers(subparsers: Any) -> None:
         "for a translator run, or serving_default, generate and generate_with_options for a gpt "
         "run, then check it loads with only tensorflow + tensorflow_text.",
     )
-    parser.add_argument("run", help="run directory written by `keras-attn train`")
-    parser.add_argument("--model_base_path", required=True, help="model base directory")
-    parser.add_argument("--version", type=int, default=None, help="default: newest + 1")
-    parser.add_argument(
-        "--max-output-length", type=int, default=128, help="most generated tokens (128)"
-    )
-    parser.add_argument(
+    flags = {"run_path": "RUN"}  # `export_run` parameter -> flag, for error messages
+
+    def argument(*names: str, **kwargs: Any) -> None:
+        action = parser.add_argument(*names, **kwargs)
+        if action.option_strings:
+            flags[action.dest] = action.option_strings[0]
+
+    argument("run", help="run directory written by `keras-attn train`")
+    argument("--model_base_path", required=True, help="model base directory")
+    argument("--version", type=int, default=None, help="default: newest + 1")
+    argument("--max-output-length", type=int, default=128, help="most generated tokens (128)")
+    argument(
         "--decoder",
         choices=("greedy", "beam"),
         default="greedy",
         help="translator decoding (default: greedy); a gpt run decodes greedily in generate and "
         "samples in generate_with_options",
     )
-    parser.add_argument(
+    argument(
         "--beam-size", type=int, default=None, help="hypotheses per sentence (beam; default 4)"
     )
-    parser.add_argument(
+    argument(
         "--length-penalty",
         type=float,
         default=None,
         help="GNMT alpha, lp(Y) = ((5 + |Y|) / 6) ** alpha (beam; default 0.6)",
     )
-    parser.add_argument("--skip-check", action="store_true", help="do not run the contract check")
-    parser.set_defaults(func=run_export, flags=_flag)
-
-
-def _flag(name: str) -> str:
-    """The flag of an `export_run` parameter, for error messages."""
-    if name in _RENAMED:
-        return _RENAMED[name]
-    return "--" + name if name in ("model_base_path", "version") else "--" + name.replace("_", "-")
+    argument("--skip-check", action="store_true", help="do not run the contract check")
+    parser.set_defaults(func=run_export, flags=flags.get)
 
 
 def export_run(
