@@ -18,7 +18,7 @@ def rnn_luong_translator(
     cell: str = "lstm",
     score="general",
     distribution="softmax",
-    attention: str = "global",
+    attention: str | keras.layers.Layer = "global",
     window: int = 10,
     input_feeding: bool = True,
     attention_units: int | None = None,
@@ -45,7 +45,8 @@ def rnn_luong_translator(
         units: decoder state size; also the size of the encoder memory and of `h~`.
         cell: `"lstm"` or `"gru"` for encoder and decoder.
         score, distribution, attention, window, input_feeding, attention_units,
-            position_gradient_scale: as in `keras_attn.layers.LuongDecoder`.
+            position_gradient_scale: as in `keras_attn.layers.LuongDecoder` (`attention` is a
+            name or an `Attention`/`LocalAttention` layer).
         dropout: dropout on embeddings and on `h~`.
         name: model name.
 

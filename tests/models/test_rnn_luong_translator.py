@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from keras_attn.decoding import beam_search, greedy_search
-from keras_attn.layers import LuongDecoder
+from keras_attn.layers import LocalAttention, LuongDecoder
 from keras_attn.models import LuongTranslatorSteps, rnn_luong_translator
 
 SOURCE = np.array([[5, 6, 7, 8, 0], [9, 4, 0, 0, 0]], "int32")
@@ -80,3 +80,17 @@ def test_greedy_and_beam_search_drive_the_steps():
     np.testing.assert_array_equal(beam.ids.numpy(), greedy.ids.numpy())
     np.testing.assert_allclose(beam.scores.numpy(), greedy.scores.numpy(), rtol=1e-5)
     assert greedy.alignments.shape == (2, 6, 5)
+
+
+def test_an_attention_layer_builds_the_same_translator_and_reloads(tmp_path):
+    named = tiny(attention="local-m", window=2)
+    model = tiny(attention=LocalAttention(mode="monotonic", window=2, score="general"))
+    model.set_weights(named.get_weights())
+    inputs = {"source_ids": SOURCE, "target_ids": TARGET}
+    logits = model(inputs).numpy()
+    np.testing.assert_array_equal(logits, named(inputs).numpy())
+    path = tmp_path / "luong_layer.keras"
+    model.save(path)
+    reloaded = keras.saving.load_model(path)
+    assert isinstance(reloaded.get_layer("decoder").attention_layer, LocalAttention)
+    np.testing.assert_array_equal(reloaded(inputs).numpy(), logits)

@@ -98,7 +98,7 @@ class LuongDecoder(AttentionDecoder):
         cell: str = "lstm",
         score="general",
         distribution="softmax",
-        attention="global",
+        attention: str | Attention = "global",
         window: int = 10,
         input_feeding: bool = True,
         attention_units: int | None = None,
