@@ -323,13 +323,6 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         )
         return config
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for name in ("kernel_initializer", "bias_initializer"):
-            config[name] = keras.saving.deserialize_keras_object(config[name])
-        return cls(**config)
-
 
 def _causal_mask(query_length, key_length, offset):
     """Bool `(1, T_q, T_k)`: query `t` (at position `offset + t`) sees keys `<= offset + t`."""

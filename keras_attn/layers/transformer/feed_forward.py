@@ -119,10 +119,3 @@ class FeedForward(keras.layers.Layer):
             bias_initializer=keras.saving.serialize_keras_object(self.bias_initializer),
         )
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for name in ("kernel_initializer", "bias_initializer"):
-            config[name] = keras.saving.deserialize_keras_object(config[name])
-        return cls(**config)
