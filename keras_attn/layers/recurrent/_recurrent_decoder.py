@@ -67,21 +67,21 @@ class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         """
         return [ops.cast(state, self.compute_dtype) for state in initial_state]
 
-    def get_initial_state(self, batch_size) -> list:
-        """`initial_step_states` of a zero cell state `[(batch, units)] * num_cell_states`."""
-        zeros = [
+    def _zero_cell_state(self, batch_size) -> list:
+        """`[(batch, units)] * num_cell_states` zeros in the compute dtype."""
+        return [
             ops.zeros((batch_size, self.units), dtype=self.compute_dtype)
             for _ in range(self.num_cell_states)
         ]
-        return self.initial_step_states(zeros)
+
+    def get_initial_state(self, batch_size) -> list:
+        """`initial_step_states` of a zero cell state: what `step` takes first."""
+        return self.initial_step_states(self._zero_cell_state(batch_size))
 
     def check_initial_state(self, initial_state, batch_size) -> list:
         """The cell's initial state in the compute dtype: zeros when None, else checked."""
         if initial_state is None:
-            return [
-                ops.zeros((batch_size, self.units), dtype=self.compute_dtype)
-                for _ in range(self.num_cell_states)
-            ]
+            return self._zero_cell_state(batch_size)
         if len(initial_state) != self.num_cell_states:
             raise ValueError(
                 f"A {self.cell} decoder takes {self.num_cell_states} initial state tensor(s). "
@@ -98,7 +98,8 @@ class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
 class AttentionDecoder(RecurrentDecoder):
     """Base of a recurrent decoder that attends to an encoder memory at every step.
 
-    A subclass provides `prepare_memory(memory)` (the key-only work, done once per source) and
+    A subclass provides `prepare_memory(memory)` (the key-only work, done once per source),
+    `output_size(inputs_size, memory_size)` (`d_o`) and
     `step(inputs_t, states, memory, prepared_memory, memory_mask=None, training=None)`, which
     returns `(output_t (batch, d_o), alignment_t (batch, T_x), new_states)`. Training runs
     `step` over the teacher-forced inputs (`run_steps`; a subclass whose states do not depend on
@@ -120,10 +121,6 @@ class AttentionDecoder(RecurrentDecoder):
         `outputs` `(batch, T_y, d_o)`, or `(outputs, alignments)` with alignments
         `(batch, T_y, T_x)` when `return_attention_scores=True`.
     """
-
-    def output_size(self, inputs_size: int, memory_size: int) -> int:
-        """`d_o`, the size of one step's output."""
-        raise NotImplementedError
 
     def decode(self, inputs, memory, memory_mask, initial_state: list, training=None) -> tuple:
         """Outputs `(batch, T_y, d_o)` and alignments `(batch, T_y, T_x)`: `run_steps`."""
