@@ -1,4 +1,4 @@
-"""Plain NumPy versions of the thesis' equations, the reference every numeric test compares to."""
+"""Plain NumPy versions of the papers' equations, the reference every numeric test compares to."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 
 
 def softmax(scores: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """Eq. 2.20's normalisation over the last axis; masked positions get 0."""
+    """Softmax over the last axis (Bahdanau et al., 2015, eq. 6); masked positions get 0."""
     scores = scores.astype(np.float64)
     if mask is not None:
         scores = np.where(mask, scores, -np.inf)
@@ -27,7 +27,7 @@ def general_score(q, k, w):
 
 
 def additive_score(q, k, w1, w2, v, b=None, act=np.tanh):
-    """Eq. 2.21: v^T act(W1 q + W2 k_i + b)."""
+    """The additive score of Bahdanau et al., 2015: v^T act(W1 q + W2 k_i + b)."""
     hidden = (q @ w1)[:, :, None, :] + (k @ w2)[:, None, :, :]
     if b is not None:
         hidden = hidden + b
@@ -83,12 +83,12 @@ def lstm_sequence(x, mask, kernel, recurrent_kernel, bias, reverse=False):
 
 
 def elman_step(x, h, kernel, recurrent_kernel, bias, act=np.tanh):
-    """Eq. 2.6: h^(t) = act(x^(t) W_x + h^(t-1) W_h + b)."""
+    """The Elman (1990) step: h^(t) = act(x^(t) W_x + h^(t-1) W_h + b)."""
     return act(x @ kernel + h @ recurrent_kernel + bias)
 
 
 def output_projection(h, output_kernel, output_bias, act=None):
-    """Eq. 2.7 with the thesis' typo corrected: o^(t) = act(h^(t) W_out + b_out)."""
+    """The output layer of an Elman network: o^(t) = act(h^(t) W_out + b_out)."""
     out = h @ output_kernel + output_bias
     return out if act is None else act(out)
 
