@@ -176,7 +176,7 @@ def test_resume_after_a_damaged_checkpoint_equals_a_normal_resume(
     assert len(skipped) == 1 and "ckpt-6: " in skipped[0]
     assert f"resumed from {run / 'checkpoints' / 'ckpt-4'} at step 4" in out
     assert recorded(run) == ["ckpt-2", "ckpt-4"]  # the manager's latest is checkpoint 4 again
-    # The next session does not see the damaged checkpoint, and ends as a normal resume does.
+    # The next run of train does not see the damaged checkpoint, and ends as a normal resume does.
     code, out, err = resume(run, 8, capsys)
     assert (code, err) == (0, "") and "skipped checkpoint" not in out
     assert_same_run(run, reference)

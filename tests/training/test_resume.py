@@ -32,7 +32,7 @@ TINY = dict(
 FLAGS = [f"--{name.replace('_', '-')}={value}" for name, value in TINY.items()] + [
     "--quiet",
     "--resume",
-]  # every session of a killed run is started the same way
+]  # every process of a killed run is started the same way
 
 # Runs `keras-attn train ARGV...`, first arranging a SIGKILL of itself as PLAN (JSON) says.
 LAUNCHER = r"""
@@ -81,8 +81,8 @@ def launch(run: Path, plan: dict) -> subprocess.Popen:
     )
 
 
-def session(run: Path, plan: dict, timeout: float = 600) -> str:
-    """One session that must die by SIGKILL; returns its output."""
+def killed(run: Path, plan: dict, timeout: float = 600) -> str:
+    """One `keras-attn train` process that must die by SIGKILL; returns its output."""
     process = launch(run, plan)
     output, _ = process.communicate(timeout=timeout)
     assert process.returncode == -signal.SIGKILL, f"{plan}: exit {process.returncode}\n{output}"
@@ -90,7 +90,7 @@ def session(run: Path, plan: dict, timeout: float = 600) -> str:
 
 
 def killed_mid_step(run: Path, after_rows: int, delay: float) -> None:
-    """Start a session and SIGKILL it `delay` s after its train log has `after_rows` rows."""
+    """Start `keras-attn train`; SIGKILL it `delay` s after its train log has `after_rows` rows."""
     process = launch(run, {})
     deadline = time.monotonic() + 600
     while len(read_train_log(run / "train_log.tsv")) < after_rows:
@@ -147,10 +147,10 @@ def test_sigkill_after_a_checkpoint_then_resume_equals_the_uninterrupted_run(tmp
     run = tmp_path / "run"
     run.mkdir()
     # A run killed after its config and vocabularies, before any checkpoint (reused here to skip
-    # learning the vocabularies again): the first session resumes it from step 0.
+    # learning the vocabularies again): the first process resumes it from step 0.
     for name in ("config.json", "source_vocab.txt", "target_vocab.txt"):
         shutil.copy(reference / name, run / name)
-    session(run, {"checkpoint": 2 * EVERY, "recorded": True})
+    killed(run, {"checkpoint": 2 * EVERY, "recorded": True})
     assert tf.train.latest_checkpoint(str(run / "checkpoints")).endswith(f"ckpt-{2 * EVERY}")
     assert not (run / "model.keras").exists()
     assert len(read_train_log(run / "train_log.tsv")) == 2 * EVERY
@@ -183,21 +183,21 @@ def test_sigkill_at_every_kind_of_moment_then_resume_equals_the_uninterrupted_ru
     assert process.returncode == 0, output
     assert_same_run(again, reference)
 
-    run = tmp_path / "run"  # every session below is `keras-attn train ... --resume --out run`
-    session(run, {"before_replace": "config.json"})
+    run = tmp_path / "run"  # every process below is `keras-attn train ... --resume --out run`
+    killed(run, {"before_replace": "config.json"})
     assert sorted(p.name for p in run.iterdir()) == ["config.json.tmp"]
-    session(run, {"before_replace": "target_vocab.txt"})  # while learning the vocabularies
+    killed(run, {"before_replace": "target_vocab.txt"})  # while learning the vocabularies
     assert not (run / "target_vocab.txt").exists() and (run / "source_vocab.txt").exists()
-    session(run, {"checkpoint": EVERY, "recorded": False})  # before the first checkpoint counts
+    killed(run, {"checkpoint": EVERY, "recorded": False})  # before the first checkpoint counts
     assert tf.train.latest_checkpoint(str(run / "checkpoints")) is None
-    session(run, {"checkpoint": 2 * EVERY, "recorded": False})  # mid-checkpoint
+    killed(run, {"checkpoint": 2 * EVERY, "recorded": False})  # mid-checkpoint
     assert tf.train.latest_checkpoint(str(run / "checkpoints")).endswith(f"ckpt-{EVERY}")
-    session(run, {"checkpoint": 3 * EVERY, "recorded": True})  # right after a checkpoint
+    killed(run, {"checkpoint": 3 * EVERY, "recorded": True})  # right after a checkpoint
     delay = random.Random(0).uniform(0.0, 0.3)
     killed_mid_step(run, after_rows=3 * EVERY + 2, delay=delay)  # at a random moment
     assert not (run / "model.keras").exists()
-    session(run, {"before_replace": "model.keras"})  # all steps done, writing the model
-    session(run, {"before_replace": "metrics.json"})
+    killed(run, {"before_replace": "model.keras"})  # all steps done, writing the model
+    killed(run, {"before_replace": "metrics.json"})
     assert not (run / "metrics.json").exists()
 
     process = launch(run, {})

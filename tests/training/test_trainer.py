@@ -156,7 +156,7 @@ def test_auto_precision_follows_the_device():
 
 
 def test_clipnorm_flag_clips_the_global_gradient_norm(tmp_path, monkeypatch):
-    """Slides' Algorithm 1: if ||g|| >= threshold, g <- threshold / ||g|| * g, g = all variables."""
+    """Pascanu et al. (2013): if ||g|| >= c, g <- c / ||g|| * g, over all variables together."""
     import keras
 
     from keras_attn.training import trainer
