@@ -13,7 +13,17 @@ class Distribution(keras.layers.Layer):
 
     Subclasses implement `call(scores, attention_mask=None)` (bool, True = may attend); masked
     positions must get exactly zero weight and a fully masked row must not produce NaN.
+    A subclass with constructor arguments adds them to `get_config`.
     """
 
     def compute_output_shape(self, scores_shape, attention_mask_shape=None):
         return scores_shape
+
+    def get_config(self) -> dict:
+        """The layer's base config (name, dtype policy, trainable).
+
+        Defined here so that a distribution built with `dtype=<keras.DTypePolicy>`, as the
+        attention layers build theirs, serializes: Keras' automatic config only accepts plain
+        constructor arguments.
+        """
+        return super().get_config()

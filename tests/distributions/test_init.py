@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 
@@ -52,3 +53,19 @@ def test_attention_harness_with_sparse_distribution(name):
         expected_output_shape=(2, 3, 4),
         run_saved_model_check=False,
     )
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_WEIGHTS))
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
+def test_a_distribution_built_with_a_dtype_policy_serializes(name, policy):
+    # Attention and the decoders build their distributions with dtype=<their DTypePolicy>.
+    distribution = distributions.get(name, dtype=keras.DTypePolicy(policy))
+    layer = Attention(score="dot", distribution=distribution)
+    config = layer.get_config()
+    assert config["distribution"]["config"]["dtype"]["config"]["name"] == policy
+    clone = Attention.from_config(config)
+    assert type(clone.distribution_fn) is type(distribution)
+    assert clone.distribution_fn.dtype_policy.name == policy
+    weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)[1]
+    cloned = clone(Q, V, value_mask=MASK, return_attention_scores=True)[1]
+    np.testing.assert_array_equal(np.asarray(cloned), np.asarray(weights))
