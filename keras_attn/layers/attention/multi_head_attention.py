@@ -9,6 +9,7 @@ from keras import ops
 
 from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import check_positive_int
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.distributions import softmax
 from keras_attn.ops.masking import apply_query_mask, merge_masks
@@ -110,12 +111,12 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int("num_heads", num_heads)
-        _check_positive_int("key_dim", key_dim)
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("key_dim", key_dim)
         if value_dim is not None:
-            _check_positive_int("value_dim", value_dim)
+            check_positive_int("value_dim", value_dim)
         if output_shape is not None:
-            _check_positive_int("output_shape", output_shape)
+            check_positive_int("output_shape", output_shape)
         if not 0.0 <= float(dropout) < 1.0:
             raise ValueError(f"Expected dropout in [0, 1). Received: dropout={dropout!r}")
         self.num_heads = int(num_heads)
@@ -331,6 +332,6 @@ def _causal_mask(query_length, key_length, offset):
     return ops.expand_dims(ops.greater_equal(rows, cols), 0)
 
 
-def _check_positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"Expected {name} to be a positive int. Received: {name}={value!r}")
+# The former private name, still imported by `kernel_attention`; new code imports
+# `keras_attn.layers._arguments.check_positive_int`.
+_check_positive_int = check_positive_int
