@@ -5,7 +5,7 @@ import pytest
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.layers import PlainDecoder
 from keras_attn.models import PlainTranslatorSteps, rnn_plain_translator
-from keras_attn.models.registry import get_family
+from keras_attn.models.families import get_family
 
 SOURCE = np.array([[5, 6, 7, 8, 0], [9, 4, 0, 0, 0]], "int32")
 TARGET = np.array([[2, 11, 12, 13], [2, 14, 15, 0]], "int32")

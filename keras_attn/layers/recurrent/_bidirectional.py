@@ -17,9 +17,8 @@ def bidirectional(layer: keras.layers.Layer, **kwargs) -> keras.layers.Bidirecti
     object recorded earlier under the same id. `layer` is a temporary, so once it is freed the
     next layer's template can get the same address, and the copies of a later `Bidirectional`
     are then taken from an earlier one: loading fails with "Forward layer and backward layer
-    should have different `go_backwards` value", or, worse, two layers share one RNN. Seen in
-    `HierarchicalAttention`'s save/load test and in 1 of 80 loads of a model with three
-    `BidirectionalEncoder`s (it depends on where the allocator puts the templates).
+    should have different `go_backwards` value", or, worse, two layers share one RNN. Whether
+    it happens depends on where the allocator puts the templates, so it is intermittent.
     The copies need no sharing, so the maps are set aside while the wrapper is built and put
     back afterwards (also on error).
     """
