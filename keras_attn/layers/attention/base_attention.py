@@ -45,6 +45,14 @@ class BaseAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     Returns:
         `context`, or `(context, weights)` when `return_attention_scores=True`.
 
+    Step-wise use: a recurrent decoder attends with one new query per step to keys that stay
+    the same for the whole sentence. It calls `prepare_keys(key)` once per sentence and
+    `attention_weights(query, prepared_keys, key_mask, **step_options)` at every step, which
+    gives the weights `call` would give for that query (before dropout) without redoing the
+    key-only work. `uses_query_positions` says whether the structure takes the step's
+    `query_positions` among the `step_options`. A structure that overrides `_calculate_scores`
+    or reads the keys in `_calculate_weights` overrides these methods too.
+
     References:
         Bahdanau, Cho and Bengio, 2015, arXiv:1409.0473; Luong, Pham and Manning, 2015,
         arXiv:1508.04025.
@@ -56,8 +64,54 @@ class BaseAttention(FirstInputMaskPassthrough, keras.layers.Layer):
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
-        self.score_fn.build(query_shape, key_shape)
+        if not self.score_fn.built:  # A score passed in may be built (and own weights) already.
+            self.score_fn.build(query_shape, key_shape)
         self.built = True
+
+    @property
+    def uses_query_positions(self) -> bool:
+        """Whether `attention_weights` takes `query_positions` (the step index) per step."""
+        return False
+
+    def prepare_keys(self, key):
+        """The key-only part of the scores, computed once per sentence for `attention_weights`.
+
+        Args:
+            key: `(batch, T_k, d_k)`.
+
+        Returns:
+            `self.score_fn.prepare_keys(key)`, e.g. the projected keys `K W` of the additive or
+            general score.
+        """
+        return self.score_fn.prepare_keys(key)
+
+    def attention_weights(self, query, prepared_keys, key_mask=None, **step_options):
+        """The attention weights `(batch, T_q, T_k)` of `query` over keys prepared once.
+
+        The same weights as `call(..., return_attention_scores=True)` gives for these queries,
+        before dropout.
+
+        Args:
+            query: `(batch, T_q, d_q)`, at one decoder step usually `T_q = 1`.
+            prepared_keys: `prepare_keys(key)`.
+            key_mask: bool `(batch, T_k)`; padded keys get exactly zero weight.
+            **step_options: extra call arguments of the structure, e.g. `query_positions`
+                `(batch, T_q)` for `LocalAttention`'s local-m.
+
+        Returns:
+            Weights `(batch, T_q, T_k)` in the compute dtype.
+        """
+        scores = self.score_fn.score(query, prepared_keys)
+        return self._calculate_weights(
+            scores,
+            query=query,
+            key=prepared_keys,
+            query_mask=None,
+            value_mask=key_mask,
+            attention_mask=None,
+            training=None,
+            **step_options,
+        )
 
     def call(
         self,

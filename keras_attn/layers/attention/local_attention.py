@@ -170,10 +170,9 @@ class LocalAttention(Attention):
     def window_weights(self, raw_scores, query, value_mask=None, query_positions=None):
         """The window weights `a_t(s)` `(batch, T_q, T_k)` from raw scores, before dropout.
 
-        The hook a step-wise decoder uses with scores it computed from keys projected once per
-        sentence (`score_fn.prepare_keys`): `raw_scores` `(batch, T_q, T_k)`, `query`
-        `(batch, T_q, d_q)` (local-p predicts `p_t` from it), `value_mask` bool `(batch, T_k)` or
-        None, `query_positions` as in `call`.
+        The weights step of the pipeline (`attention_weights` reaches it too):
+        `raw_scores` `(batch, T_q, T_k)`, `query` `(batch, T_q, d_q)` (local-p predicts `p_t`
+        from it), `value_mask` bool `(batch, T_k)` or None, `query_positions` as in `call`.
         """
         if value_mask is None:
             value_mask = ops.ones((ops.shape(raw_scores)[0], ops.shape(raw_scores)[2]), "bool")
@@ -189,6 +188,11 @@ class LocalAttention(Attention):
             gaussian = ops.exp(-ops.square(offset) / (2.0 * sigma**2))
             weights = ops.cast(ops.cast(weights, "float32") * gaussian, weights.dtype)
         return weights
+
+    @property
+    def uses_query_positions(self) -> bool:
+        """local-m aligns a query with its step, `p_t = t`: a step-wise caller passes `t`."""
+        return self.mode == "monotonic"
 
     def _calculate_weights(self, scores, *, query, value_mask, query_positions=None, **kwargs):
         return self.window_weights(scores, query, value_mask, query_positions)

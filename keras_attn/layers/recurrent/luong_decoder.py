@@ -14,7 +14,6 @@ from keras_attn.layers.attention.local_attention import (
 )
 from keras_attn.layers.attention.luong_attentional_state import LuongAttentionalState
 from keras_attn.layers.recurrent._recurrent_decoder import AttentionDecoder
-from keras_attn.ops.masking import merge_masks
 
 # Decoder attention name -> LocalAttention mode (None: global attention).
 ATTENTIONS = {"global": None, "local-m": "monotonic", "local-p": "predictive"}
@@ -128,8 +127,8 @@ class LuongDecoder(AttentionDecoder):
         if isinstance(attention, str):
             attention = self._attention_from_name(attention)
         self.attention_layer = attention
-        # local-m aligns step t with source position p_t = t: a step-wise decoder counts steps.
-        self.counts_steps = isinstance(attention, LocalAttention) and attention.mode == "monotonic"
+        # local-m aligns step t with source position p_t = t: the decoder counts its steps.
+        self.counts_steps = attention.uses_query_positions
 
     def _attention_from_name(self, name: str) -> Attention | LocalAttention:
         """The attention layer that `"global"`, `"local-m"` or `"local-p"` stands for."""
@@ -188,18 +187,14 @@ class LuongDecoder(AttentionDecoder):
 
     def prepare_memory(self, memory):
         """The key-only part of the score, computed once per source sentence."""
-        return self.attention_layer.score_fn.prepare_keys(memory)
+        return self.attention_layer.prepare_keys(memory)
 
     def _attend(self, query, memory, prepared_memory, memory_mask, query_positions=None):
         """Context `(batch, T_q, d_m)` and weights `(batch, T_q, T_x)` for states `h_t`."""
-        raw_scores = self.attention_layer.score_fn.score(query, prepared_memory)
-        if isinstance(self.attention_layer, LocalAttention):
-            weights = self.attention_layer.window_weights(
-                raw_scores, query, memory_mask, query_positions
-            )
-        else:
-            mask = merge_masks(value_mask=memory_mask)
-            weights = self.attention_layer.distribution_fn(raw_scores, attention_mask=mask)
+        options = {} if query_positions is None else {"query_positions": query_positions}
+        weights = self.attention_layer.attention_weights(
+            query, prepared_memory, memory_mask, **options
+        )
         # (batch, T_q, T_x) x (batch, T_x, d_m) -> (batch, T_q, d_m)
         context = ops.einsum("bqk,bkd->bqd", weights, ops.cast(memory, weights.dtype))
         return context, weights
