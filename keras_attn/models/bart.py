@@ -6,9 +6,14 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.embedding.token_and_position_embedding import TokenAndPositionEmbedding
 from keras_attn.layers.transformer.transformer_decoder import TransformerDecoder
 from keras_attn.layers.transformer.transformer_encoder import TransformerEncoder
+from keras_attn.models._transformer_parts import (
+    check_heads_divide_width,
+    float32_logits,
+    learned_position_embedding,
+    stack_arguments,
+)
 
 EMBEDDING = "embedding"
 ENCODER_EMBEDDING_NORM = "encoder_embedding_norm"
@@ -73,38 +78,16 @@ def bart(
         Lewis et al., 2019, "BART: Denoising Sequence-to-Sequence Pre-training for Natural
         Language Generation, Translation, and Comprehension", arXiv:1910.13461.
     """
-    if d_model % num_heads:
-        raise ValueError(
-            f"Expected num_heads to divide d_model. Received: d_model={d_model}, "
-            f"num_heads={num_heads}"
-        )
+    check_heads_divide_width(d_model, num_heads)
     source_ids = keras.Input((None,), dtype="int32", name="source_ids")
     target_ids = keras.Input((None,), dtype="int32", name="target_ids")
-    embedding = TokenAndPositionEmbedding(
-        vocabulary_size,
-        d_model,
-        max_length=max_length,
-        position_encoding="learned",
-        scale_embeddings=False,
-        mask_zero=True,
-        dropout=dropout,
-        name=EMBEDDING,
-    )
-    stack = dict(
-        num_layers=num_layers,
-        num_heads=num_heads,
-        intermediate_dim=ff_dim,
-        dropout=dropout,
-        attention_dropout=dropout,
-        activation="gelu",
-    )
+    embedding = learned_position_embedding(vocabulary_size, d_model, max_length, dropout, EMBEDDING)
+    stack = stack_arguments(num_layers, num_heads, ff_dim, dropout, activation="gelu")
     source = keras.layers.LayerNormalization(name=ENCODER_EMBEDDING_NORM)(embedding(source_ids))
     memory = TransformerEncoder(**stack, name=ENCODER)(source)
     target = keras.layers.LayerNormalization(name=DECODER_EMBEDDING_NORM)(embedding(target_ids))
     hidden = TransformerDecoder(**stack, name=DECODER)(target, memory)
-    logits = keras.layers.Activation("linear", dtype="float32", name=LOGITS)(
-        embedding(hidden, reverse=True)
-    )
+    logits = float32_logits(embedding(hidden, reverse=True), LOGITS)
     return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits, name=name)
 
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 import keras
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.embedding.token_and_position_embedding import TokenAndPositionEmbedding
 from keras_attn.layers.transformer.transformer_encoder import TransformerEncoder
+from keras_attn.models._transformer_parts import (
+    check_heads_divide_width,
+    float32_logits,
+    learned_position_embedding,
+    stack_arguments,
+)
 
 EMBEDDING = "embedding"
 EMBEDDING_NORM = "embedding_norm"
@@ -63,37 +68,16 @@ def bert(
         Devlin et al., 2018, "BERT: Pre-training of Deep Bidirectional Transformers for Language
         Understanding", arXiv:1810.04805.
     """
-    if d_model % num_heads:
-        raise ValueError(
-            f"Expected num_heads to divide d_model. Received: d_model={d_model}, "
-            f"num_heads={num_heads}"
-        )
+    check_heads_divide_width(d_model, num_heads)
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-    embedding = TokenAndPositionEmbedding(
-        vocabulary_size,
-        d_model,
-        max_length=max_length,
-        position_encoding="learned",
-        scale_embeddings=False,
-        mask_zero=True,
-        dropout=dropout,
-        name=EMBEDDING,
-    )
+    embedding = learned_position_embedding(vocabulary_size, d_model, max_length, dropout, EMBEDDING)
     x = keras.layers.LayerNormalization(epsilon=1e-12, name=EMBEDDING_NORM)(embedding(token_ids))
     hidden = TransformerEncoder(
-        num_layers,
-        num_heads=num_heads,
-        intermediate_dim=ff_dim,
-        dropout=dropout,
-        attention_dropout=dropout,
-        activation="gelu",
-        name=ENCODER,
+        **stack_arguments(num_layers, num_heads, ff_dim, dropout, activation="gelu"), name=ENCODER
     )(x)
     transformed = keras.layers.Dense(d_model, activation="gelu", name=MLM_TRANSFORM)(hidden)
     transformed = keras.layers.LayerNormalization(epsilon=1e-12, name=MLM_NORM)(transformed)
-    logits = keras.layers.Activation("linear", dtype="float32", name=MLM_LOGITS)(
-        embedding(transformed, reverse=True)
-    )
+    logits = float32_logits(embedding(transformed, reverse=True), MLM_LOGITS)
     outputs = {SEQUENCE_OUTPUT: hidden, MLM_LOGITS: logits}
     return keras.Model(token_ids, outputs, name=name)
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 import keras
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.embedding.token_and_position_embedding import TokenAndPositionEmbedding
 from keras_attn.layers.transformer.transformer_decoder import TransformerDecoder
+from keras_attn.models._transformer_parts import (
+    check_heads_divide_width,
+    float32_logits,
+    learned_position_embedding,
+    stack_arguments,
+)
 
 # Layer names the decoding view (`GPTSteps`) looks up after a reload.
 EMBEDDING = "embedding"
@@ -58,33 +63,18 @@ def gpt(
         Radford et al., 2018, "Improving Language Understanding by Generative Pre-Training".
         Radford et al., 2019, "Language Models are Unsupervised Multitask Learners" (pre-LN).
     """
-    if d_model % num_heads:
-        raise ValueError(
-            f"Expected num_heads to divide d_model. Received: d_model={d_model}, "
-            f"num_heads={num_heads}"
-        )
+    check_heads_divide_width(d_model, num_heads)
     token_ids = keras.Input((None,), dtype="int32", name="token_ids")
-    embedding = TokenAndPositionEmbedding(
-        vocabulary_size,
-        d_model,
-        max_length=max_length,
-        position_encoding="learned",
-        scale_embeddings=False,
-        mask_zero=True,
-        dropout=dropout,
-        name=EMBEDDING,
-    )
-    hidden = TransformerDecoder(
+    embedding = learned_position_embedding(vocabulary_size, d_model, max_length, dropout, EMBEDDING)
+    stack = stack_arguments(
         num_layers,
-        num_heads=num_heads,
-        intermediate_dim=ff_dim,
+        num_heads,
+        ff_dim,
+        dropout,
         cross_attention=False,
-        dropout=dropout,
-        attention_dropout=dropout,
         activation="gelu",
         normalize_first=True,
-        name=DECODER,
-    )(embedding(token_ids))
-    logits = embedding(hidden, reverse=True)
-    logits = keras.layers.Activation("linear", dtype="float32", name=LOGITS)(logits)
+    )
+    hidden = TransformerDecoder(**stack, name=DECODER)(embedding(token_ids))
+    logits = float32_logits(embedding(hidden, reverse=True), LOGITS)
     return keras.Model(token_ids, logits, name=name)

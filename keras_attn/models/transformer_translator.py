@@ -8,6 +8,11 @@ from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.embedding.token_and_position_embedding import TokenAndPositionEmbedding
 from keras_attn.layers.transformer.transformer_decoder import TransformerDecoder
 from keras_attn.layers.transformer.transformer_encoder import TransformerEncoder
+from keras_attn.models._transformer_parts import (
+    check_heads_divide_width,
+    float32_logits,
+    stack_arguments,
+)
 
 # Layer names the decoding view (`TransformerTranslatorSteps`) looks up after a reload.
 SOURCE_EMBEDDING = "source_embedding"
@@ -74,11 +79,7 @@ def transformer_translator(
             "share_embeddings=True needs one vocabulary size for both sides. Received: "
             f"source_vocab_size={source_vocab_size}, target_vocab_size={target_vocab_size}"
         )
-    if d_model % num_heads:
-        raise ValueError(
-            f"Expected num_heads to divide d_model. Received: d_model={d_model}, "
-            f"num_heads={num_heads}"
-        )
+    check_heads_divide_width(d_model, num_heads)
     source_ids = keras.Input((None,), dtype="int32", name="source_ids")
     target_ids = keras.Input((None,), dtype="int32", name="target_ids")
 
@@ -92,17 +93,8 @@ def transformer_translator(
     else:
         source_embedding = embedding(source_vocab_size, SOURCE_EMBEDDING)
         target_embedding = embedding(target_vocab_size, TARGET_EMBEDDING)
-    stack = dict(
-        num_layers=num_layers,
-        num_heads=num_heads,
-        intermediate_dim=ff_dim,
-        dropout=dropout,
-        attention_dropout=dropout,
-        normalize_first=normalize_first,
-    )
+    stack = stack_arguments(num_layers, num_heads, ff_dim, dropout, normalize_first=normalize_first)
     memory = TransformerEncoder(**stack, name=ENCODER)(source_embedding(source_ids))
     hidden = TransformerDecoder(**stack, name=DECODER)(target_embedding(target_ids), memory)
-    logits = target_embedding(hidden, reverse=True)
-    # Logits in float32 under any precision policy (the softmax and the loss need it).
-    logits = keras.layers.Activation("linear", dtype="float32", name=LOGITS)(logits)
+    logits = float32_logits(target_embedding(hidden, reverse=True), LOGITS)
     return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits, name=name)
