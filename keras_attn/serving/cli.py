@@ -25,6 +25,7 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from keras_attn.serving.limits import RequestLimits
@@ -49,54 +50,38 @@ def _bool_flag(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port in 0..65535, got {value}")
-    return value
+def _number_type(convert: Callable[[str], Any], kind: str, accept, out_of_range: str):
+    """An argparse `type`: `convert(text)`, checked by `accept`; `out_of_range` is formatted with
+    `text` and `value` for a value `accept` refuses."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(out_of_range.format(text=text, value=value))
+        return value
+
+    return parse
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
-    return value
+_port = _number_type(
+    int, "a port number", lambda v: 0 <= v <= 65535, "expected a port in 0..65535, got {value}"
+)
+_positive_seconds = _number_type(
+    float, "seconds", lambda v: v > 0, "expected a positive number of seconds, got {text}"
+)
+_seconds = _number_type(float, "seconds", lambda v: v >= 0, "expected seconds >= 0, got {text}")
+_positive_count = _number_type(
+    int, "an integer", lambda v: v > 0, "expected an integer > 0, got {value}"
+)
+_count = _number_type(int, "an integer", lambda v: v >= 0, "expected an integer >= 0, got {value}")
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text}")
-    return value
-
-
-def _positive_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected an integer > 0, got {value}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
+def _add_bool_flag(parser: argparse.ArgumentParser, flag: str, default: bool, help: str) -> None:
+    """`--flag` alone means true; `--flag=false` (or 0, no) turns it off, as in the stock server."""
+    parser.add_argument(flag, type=_bool_flag, nargs="?", const=True, default=default, help=help)
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -146,38 +131,27 @@ def add_parsers(subparsers: Any) -> None:
         "at once)",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument(
+    _add_bool_flag(
+        serve,
         "--enable_signature_method_name_check",
-        type=_bool_flag,
-        nargs="?",
-        const=True,
-        default=False,
-        help="require matching method names for Classify/Regress/Predict (stock flag; off)",
+        False,
+        "require matching method names for Classify/Regress/Predict (stock flag; off)",
     )
-    serve.add_argument(
-        "--enable_batching",
-        type=_bool_flag,
-        nargs="?",
-        const=True,
-        default=False,
-        help="merge concurrent requests into one model call",
+    _add_bool_flag(
+        serve, "--enable_batching", False, "merge concurrent requests into one model call"
     )
     serve.add_argument("--batching_parameters_file", default="", help="a text BatchingParameters")
-    serve.add_argument(
+    _add_bool_flag(
+        serve,
         "--allow_version_labels_for_unavailable_models",
-        type=_bool_flag,
-        nargs="?",
-        const=True,
-        default=False,
-        help="let labels name versions that are not loaded yet (stock flag; off)",
+        False,
+        "let labels name versions that are not loaded yet (stock flag; off)",
     )
-    serve.add_argument(
+    _add_bool_flag(
+        serve,
         "--enable_model_warmup",
-        type=_bool_flag,
-        nargs="?",
-        const=True,
-        default=True,
-        help="replay assets.extra/tf_serving_warmup_requests at load (default true)",
+        True,
+        "replay assets.extra/tf_serving_warmup_requests at load (default true)",
     )
     serve.add_argument(
         "--num_request_iterations_for_warmup",
