@@ -1,7 +1,8 @@
-"""The user documentation: the README's example runs, links resolve, the license is there."""
+"""The user documentation: its examples run, the names and links it quotes exist, LICENSE."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import subprocess
@@ -13,14 +14,25 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 USER_DOCS = sorted(
-    [README, ROOT / "benchmarks" / "README.md", ROOT / "serving" / "README.md"]
+    [
+        README,
+        ROOT / "benchmarks" / "README.md",
+        ROOT / "serving" / "README.md",
+        ROOT / "experiments" / "README.md",
+    ]
     + list((ROOT / "docs").glob("*.md"))
 )
+ATTENTION_PAGE = ROOT / "docs" / "attention.md"
 # A file or folder of the repository quoted in a code span, e.g. `keras_attn/serving/limits.py`.
 REPOSITORY_PATH = re.compile(
     r"`((?:keras_attn|tests|examples|benchmarks|experiments|serving)/[\w/.\-]+)`"
 )
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+CODE = re.compile(r"```[a-z]*\n(.*?)```|`([^`\n]+)`", re.DOTALL)
+# A dotted name of the package (`keras_attn.models.families.get_family`) or an attribute of one of
+# its public classes (`LocalAttention.window_weights`).
+PACKAGE_NAME = re.compile(r"\bkeras_attn(?:\.\w+)+")
+CLASS_ATTRIBUTE = re.compile(r"(?<![\w.])([A-Z]\w+)\.([a-z_]\w*)")
 # Words that speak of how the work was organised rather than of the library (a TF
 # `Session::Run` and a random `seed=` are fine).
 ORGANISATIONAL = re.compile(
@@ -34,6 +46,39 @@ def _readme_python_block() -> str:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
     assert blocks, "README.md has no python example"
     return blocks[0]
+
+
+def _python_blocks(markdown: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", markdown.read_text(encoding="utf-8"), re.DOTALL)
+
+
+def _run_python(code: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether `a.b.c` names a module of the package or an attribute reached from one."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            target = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for attribute in parts[split:]:
+            if not hasattr(target, attribute):
+                return False
+            target = getattr(target, attribute)
+        return True
+    return False
 
 
 def _anchors(markdown: Path) -> set[str]:
@@ -53,16 +98,7 @@ def test_readme_is_short_and_stays_inside_the_repository():
 
 
 def test_readme_example_runs_and_prints_what_the_readme_says():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    result = subprocess.run(
-        [sys.executable, "-c", _readme_python_block()],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    result = _run_python(_readme_python_block())
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines() == ["(1, 3, 1000)", "[[1. 1. 1.]] True"]
     readme = README.read_text(encoding="utf-8")
@@ -89,6 +125,32 @@ def test_repository_paths_named_in_code_spans_exist(markdown: Path):
     named = re.findall(REPOSITORY_PATH, markdown.read_text(encoding="utf-8"))
     missing = sorted({path for path in named if not (ROOT / path).exists()})
     assert not missing, f"{markdown.relative_to(ROOT)} names files that do not exist: {missing}"
+
+
+def test_attention_page_example_runs_and_prints_what_the_page_says():
+    blocks = _python_blocks(ATTENTION_PAGE)
+    assert len(blocks) == 1, "docs/attention.md should have one python example"
+    result = _run_python(blocks[0])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == ["(2, 5, 8) (2, 5, 5) 0.0"]
+    assert "`(2, 5, 8) (2, 5, 5) 0.0`" in ATTENTION_PAGE.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("markdown", USER_DOCS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_names_of_the_package_in_code_exist(markdown: Path):
+    namespaces = [
+        importlib.import_module(f"keras_attn.{name}")
+        for name in ("layers", "models", "scores", "distributions")
+    ]
+    missing = set()
+    for block, span in CODE.findall(markdown.read_text(encoding="utf-8")):
+        code = block or span
+        missing.update(name for name in PACKAGE_NAME.findall(code) if not _resolves(name))
+        for owner, attribute in CLASS_ATTRIBUTE.findall(code):
+            holders = [getattr(space, owner) for space in namespaces if hasattr(space, owner)]
+            if holders and not any(hasattr(holder, attribute) for holder in holders):
+                missing.add(f"{owner}.{attribute}")
+    assert not missing, f"{markdown.relative_to(ROOT)}: not in keras_attn: {sorted(missing)}"
 
 
 @pytest.mark.parametrize("markdown", USER_DOCS, ids=lambda path: str(path.relative_to(ROOT)))
