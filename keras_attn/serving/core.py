@@ -316,24 +316,16 @@ class ServingCore:
         self, request: classification_pb2.ClassificationRequest
     ) -> classification_pb2.ClassificationResponse:
         """Runs a classification signature on tf.Example inputs (`PredictionService.Classify`)."""
-        if not request.HasField("model_spec"):
-            raise invalid_argument("Missing ModelSpec")
-        servable = self.servable(request.model_spec)
-        signature_name, signature = _find_signature(servable, request.model_spec)
-        if self._method_check and signature.method_name != CLASSIFY_METHOD:
-            raise invalid_argument(
-                f"Expected classification signature method_name to be {CLASSIFY_METHOD}. "
-                f"Was: {signature.method_name}"
-            )
+        servable, signature_name, signature = self._example_signature(
+            request, CLASSIFY_METHOD, "classification"
+        )
         input_alias, output_aliases = classification_aliases(signature)
         response = classification_pb2.ClassificationResponse()
-        _make_model_spec(
-            response.model_spec, request.model_spec.name, signature_name, servable.version
+        outputs, num_examples = self._run_examples(
+            request, servable, signature_name, signature, input_alias, response
         )
-        examples = serialized_examples(request.input, self.limits)
-        outputs = _run_on_examples(servable, signature_name, signature, input_alias, examples)
         fill_classification_result(
-            {alias: outputs[alias] for alias in output_aliases}, len(examples), response.result
+            {alias: outputs[alias] for alias in output_aliases}, num_examples, response.result
         )
         return response
 
@@ -341,24 +333,40 @@ class ServingCore:
         self, request: regression_pb2.RegressionRequest
     ) -> regression_pb2.RegressionResponse:
         """Runs a regression signature on tf.Example inputs (`PredictionService.Regress`)."""
+        servable, signature_name, signature = self._example_signature(
+            request, REGRESS_METHOD, "regression"
+        )
+        input_alias, output_alias = regression_aliases(signature)
+        response = regression_pb2.RegressionResponse()
+        outputs, num_examples = self._run_examples(
+            request, servable, signature_name, signature, input_alias, response
+        )
+        fill_regression_result(outputs[output_alias], num_examples, response.result)
+        return response
+
+    def _example_signature(self, request, method_name: str, kind: str):
+        """`(servable, signature_name, signature)` a Classify/Regress request names, its
+        method name checked when the server checks method names."""
         if not request.HasField("model_spec"):
             raise invalid_argument("Missing ModelSpec")
         servable = self.servable(request.model_spec)
         signature_name, signature = _find_signature(servable, request.model_spec)
-        if self._method_check and signature.method_name != REGRESS_METHOD:
+        if self._method_check and signature.method_name != method_name:
             raise invalid_argument(
-                f"Expected regression signature method_name to be {REGRESS_METHOD}. "
+                f"Expected {kind} signature method_name to be {method_name}. "
                 f"Was: {signature.method_name}"
             )
-        input_alias, output_alias = regression_aliases(signature)
-        response = regression_pb2.RegressionResponse()
+        return servable, signature_name, signature
+
+    def _run_examples(self, request, servable, signature_name, signature, input_alias, response):
+        """Fills `response.model_spec`, runs the signature on the request's tf.Examples and
+        returns `(outputs, number of examples)`."""
         _make_model_spec(
             response.model_spec, request.model_spec.name, signature_name, servable.version
         )
         examples = serialized_examples(request.input, self.limits)
         outputs = _run_on_examples(servable, signature_name, signature, input_alias, examples)
-        fill_regression_result(outputs[output_alias], len(examples), response.result)
-        return response
+        return outputs, len(examples)
 
     def multi_inference(
         self, request: inference_pb2.MultiInferenceRequest
