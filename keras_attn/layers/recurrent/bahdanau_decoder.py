@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import keras
 from keras import ops
 
 from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.attention.attention import Attention
 from keras_attn.layers.recurrent._recurrent_decoder import CELLS, AttentionDecoder
 
 
@@ -22,7 +24,9 @@ class BahdanauDecoder(AttentionDecoder):
 
     `o^(t)` holds every argument of the readout `g(y^(t-1), s^(t), c^(t))`; a Dense layer on it
     gives the logits. The attention reads the previous state `s^(t-1)` and its context enters
-    the cell (section 3.1 and appendix A of the paper).
+    the cell (section 3.1 and appendix A of the paper). The alignment `p(a(., s^(t-1)))` is an
+    attention layer's: the one passed as `attention`, or an `Attention` built from `score`,
+    `distribution` and `attention_units`.
 
     Training runs the loop over the teacher-forced inputs `y^(0..T_y-1)` (`call`); inference calls
     `step` once per generated token with the same weights, so both compute the same function.
@@ -34,6 +38,11 @@ class BahdanauDecoder(AttentionDecoder):
             `"dot"` needs `units == d_m`.
         distribution: `"softmax"` or a `keras_attn.distributions.Distribution`.
         attention_units: hidden size of the additive/concat alignment network (default: `d_m`).
+        attention: None, or the alignment as a `keras_attn.layers.Attention` layer (e.g.
+            `Attention(score="additive")`; a `LocalAttention` with `mode="predictive"` too), its
+            query `s^(t-1)`. `score`, `distribution` and `attention_units` are then not read. The
+            layer's weights are saved under `attention`, while a decoder built from `score` keeps
+            them under `score_fn` as it always has. The layer's dropout is not applied.
 
     Call arguments:
         inputs: embedded previous target tokens `(batch, T_y, d_y)`.
@@ -58,6 +67,10 @@ class BahdanauDecoder(AttentionDecoder):
     >>> outputs, alignments = decoder(y, memory, return_attention_scores=True)
     >>> tuple(outputs.shape), tuple(alignments.shape)
     ((2, 4, 21), (2, 4, 6))
+    >>> from keras_attn.layers import Attention
+    >>> decoder = BahdanauDecoder(8, attention=Attention(score="concat", distribution="sparsemax"))
+    >>> tuple(decoder(y, memory).shape)
+    (2, 4, 21)
 
     References:
         Bahdanau, Cho and Bengio, 2015, "Neural Machine Translation by Jointly Learning to Align
@@ -71,22 +84,48 @@ class BahdanauDecoder(AttentionDecoder):
         score="additive",
         distribution="softmax",
         attention_units: int | None = None,
+        attention: Attention | None = None,
         **kwargs,
     ):
         super().__init__(units, cell, **kwargs)
+        if isinstance(attention, dict):
+            attention = keras.saving.deserialize_keras_object(attention)
+        if attention is not None and (
+            not isinstance(attention, Attention) or attention.uses_query_positions
+        ):
+            raise ValueError(
+                "Expected attention to be None or an Attention layer that needs no query "
+                f"positions. Received: attention={attention!r}"
+            )
         self.score = score
         self.distribution = distribution
         self.attention_units = attention_units
+        self.attention = attention
         self.num_states = self.num_cell_states
-        score_kwargs = {"dtype": self.dtype_policy}
-        if score in ("additive", "concat"):
-            score_kwargs["units"] = attention_units
-        self.score_fn = scores.get(score, **score_kwargs)
-        self.distribution_fn = distributions.get(distribution, dtype=self.dtype_policy)
+        if attention is None:
+            # The attributes (and so the checkpoint and .keras layout) of a decoder built from
+            # names: score_fn and distribution_fn, the attention layer only wraps them.
+            score_kwargs = {"dtype": self.dtype_policy}
+            if score in ("additive", "concat"):
+                score_kwargs["units"] = attention_units
+            self.score_fn = scores.get(score, **score_kwargs)
+            self.distribution_fn = distributions.get(distribution, dtype=self.dtype_policy)
+            attention = Attention(
+                score=self.score_fn,
+                distribution=self.distribution_fn,
+                dtype=self.dtype_policy,
+                name="attention",
+            )
+        # Private, so that Keras saves the weights under `score_fn` or `attention` first.
+        self._attention_layer = attention
         self.rnn_cell = CELLS[cell](units, dtype=self.dtype_policy, name="cell")
 
     def build(self, inputs_shape, memory_shape):
-        self.score_fn.build((inputs_shape[0], 1, self.units), memory_shape)
+        query_shape = (inputs_shape[0], 1, self.units)  # s^(t-1)
+        if self.attention is None:  # Weight paths `<decoder>/<score>/...`, as they always were.
+            self.score_fn.build(query_shape, memory_shape)
+        if not self._attention_layer.built:  # A layer passed in or deserialized may be built.
+            self._attention_layer.build(query_shape, memory_shape)
         self.rnn_cell.build((inputs_shape[0], inputs_shape[-1] + memory_shape[-1]))
         self.built = True
 
@@ -96,7 +135,7 @@ class BahdanauDecoder(AttentionDecoder):
 
     def prepare_memory(self, memory):
         """The key-only part of the score, computed once per source sentence."""
-        return self.score_fn.prepare_keys(memory)
+        return self._attention_layer.prepare_keys(memory)
 
     def step(self, inputs_t, states, memory, prepared_memory, memory_mask=None, training=None):
         """One decoder step.
@@ -113,9 +152,8 @@ class BahdanauDecoder(AttentionDecoder):
             `(output_t (batch, units + d_m + d_y), alignment_t (batch, T_x), new_states)`.
         """
         query = ops.expand_dims(states[0], 1)  # s^(t-1): (batch, 1, units)
-        raw_scores = self.score_fn.score(query, prepared_memory)  # (batch, 1, T_x)
-        mask = None if memory_mask is None else ops.expand_dims(memory_mask, 1)
-        weights = self.distribution_fn(raw_scores, attention_mask=mask)  # (batch, 1, T_x)
+        # (batch, 1, T_x)
+        weights = self._attention_layer.attention_weights(query, prepared_memory, memory_mask)
         # (batch, 1, T_x) x (batch, T_x, d_m) -> (batch, d_m)
         context = ops.einsum("bqk,bkd->bd", weights, ops.cast(memory, weights.dtype))
         cell_inputs = ops.concatenate([inputs_t, ops.cast(context, inputs_t.dtype)], axis=-1)
@@ -130,4 +168,6 @@ class BahdanauDecoder(AttentionDecoder):
             distribution=distributions.serialize(self.distribution),
             attention_units=self.attention_units,
         )
+        if self.attention is not None:  # A config without the key loads as a decoder by name.
+            config["attention"] = keras.saving.serialize_keras_object(self.attention)
         return config

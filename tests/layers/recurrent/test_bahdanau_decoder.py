@@ -1,8 +1,13 @@
+import zipfile
+
+import h5py
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from keras_attn.layers import BahdanauDecoder
+from keras_attn import scores
+from keras_attn.layers import Attention, BahdanauDecoder, LocalAttention
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
 
@@ -112,3 +117,104 @@ def test_harness():
         atol=1e-5,
         rtol=1e-5,
     )
+
+
+def _decoder_model(decoder):
+    y, memory = keras.Input((None, 3)), keras.Input((None, 10))
+    mask = keras.Input((None,), dtype="bool")
+    outputs = decoder(y, memory, memory_mask=mask, return_attention_scores=True)
+    return keras.Model([y, memory, mask], outputs)
+
+
+def _copy_weights(source, target):
+    for ours, theirs in zip(target.weights, source.weights, strict=True):
+        ours.assign(theirs)
+
+
+@pytest.mark.parametrize(
+    ("names", "layer"),
+    [
+        ({"attention_units": 5}, lambda: Attention(score=scores.AdditiveScore(units=5))),
+        ({"score": "general"}, lambda: Attention(score="general")),
+        (
+            {"score": "concat", "distribution": "sparsemax", "attention_units": 4},
+            lambda: Attention(score=scores.ConcatScore(units=4), distribution="sparsemax"),
+        ),
+    ],
+)
+def test_an_attention_layer_equals_its_names(names, layer):
+    by_name, by_layer = BahdanauDecoder(8, **names), BahdanauDecoder(8, attention=layer())
+    expected = by_name(Y, MEMORY, memory_mask=MASK, return_attention_scores=True)
+    by_layer(Y, MEMORY, memory_mask=MASK)
+    _copy_weights(by_name, by_layer)
+    got = by_layer(Y, MEMORY, memory_mask=MASK, return_attention_scores=True)
+    for ours, theirs in zip(got, expected, strict=True):
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), atol=1e-6)
+    assert np.all(np.asarray(got[1])[1, :, 3:] == 0.0)
+
+
+def test_local_p_attention_and_step_by_step_decoding():
+    decoder = BahdanauDecoder(8, attention=LocalAttention(mode="predictive", window=2))
+    outputs, alignments = decoder(Y, MEMORY, memory_mask=MASK, return_attention_scores=True)
+    assert np.all(np.asarray(alignments)[1, :, 3:] == 0.0)
+    states = decoder.get_initial_state(2)
+    prepared = decoder.prepare_memory(MEMORY)
+    for t in range(Y.shape[1]):
+        output, alignment, states = decoder.step(Y[:, t], states, MEMORY, prepared, MASK)
+        np.testing.assert_allclose(np.asarray(output), np.asarray(outputs)[:, t], atol=1e-5)
+        np.testing.assert_allclose(np.asarray(alignment), np.asarray(alignments)[:, t], atol=1e-6)
+
+
+def test_a_layer_that_needs_query_positions_is_refused():
+    with pytest.raises(ValueError, match="needs no query positions"):
+        BahdanauDecoder(8, attention=LocalAttention(mode="monotonic"))
+    with pytest.raises(ValueError, match="attention='global'"):
+        BahdanauDecoder(8, attention="global")
+
+
+def test_an_attention_layer_survives_a_keras_round_trip(tmp_path):
+    decoder = BahdanauDecoder(8, cell="gru", attention=Attention(score="general", dropout=0.1))
+    model = _decoder_model(decoder)
+    inputs = [Y, MEMORY, MASK]
+    expected = model(inputs)
+    assert decoder.get_config()["attention"]["class_name"] == "Attention"
+    model.save(tmp_path / "model.keras")
+    loaded = keras.models.load_model(tmp_path / "model.keras")
+    clone = loaded.layers[-1]
+    assert isinstance(clone.attention, Attention) and clone.attention.score == "general"
+    for ours, theirs in zip(loaded(inputs), expected, strict=True):
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+def test_a_decoder_by_names_keeps_its_saved_layout(tmp_path):
+    # Checkpoints, .keras files and weight names written before attention layers existed load.
+    decoder = BahdanauDecoder(8, attention_units=5, name="decoder")
+    model = _decoder_model(decoder)
+    score = decoder.score_fn.name
+    assert [w.path for w in model.weights] == [
+        f"decoder/{score}/query_kernel",
+        f"decoder/{score}/key_kernel",
+        f"decoder/{score}/bias",
+        f"decoder/{score}/v",
+        "decoder/cell/kernel",
+        "decoder/cell/recurrent_kernel",
+        "decoder/cell/bias",
+    ]
+    tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    keys = [name for name, _ in tf.train.list_variables(str(tmp_path / "ckpt"))]
+    index = model.layers.index(decoder)
+    assert keys == ["_CHECKPOINTABLE_OBJECT_GRAPH"] + [
+        f"model/_operations/{index}/{attr}/{var}/.ATTRIBUTES/VARIABLE_VALUE"
+        for attr, var in [("rnn_cell", "bias"), ("rnn_cell", "kernel")]
+        + [("rnn_cell", "recurrent_kernel"), ("score_fn", "bias"), ("score_fn", "key_kernel")]
+        + [("score_fn", "query_kernel"), ("score_fn", "v")]
+    ]
+    model.save(tmp_path / "model.keras")
+    with zipfile.ZipFile(tmp_path / "model.keras") as archive:
+        archive.extract("model.weights.h5", tmp_path)
+    paths = []
+    with h5py.File(tmp_path / "model.weights.h5") as weights:
+        weights.visit(lambda name: paths.append(name) if "/vars/" in name else None)
+    assert paths == [f"layers/bahdanau_decoder/rnn_cell/vars/{i}" for i in range(3)] + [
+        f"layers/bahdanau_decoder/score_fn/vars/{i}" for i in range(4)
+    ]
