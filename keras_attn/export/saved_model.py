@@ -73,13 +73,14 @@ def export_translator(
         keras_attn.errors.ConfigError: a non-positive version.
         keras_attn.export.contract.ContractError: the check failed (nothing is published).
     """
-    archive = keras.export.ExportArchive()
-    archive.track(translator.model)
-    archive.track(translator.source_tokenizer)
-    archive.track(translator.target_tokenizer)
-    archive.add_endpoint("serving_default", translator.translate)
-    archive.add_endpoint("translate", translator.translate)
-    archive.add_endpoint("translate_with_alignment", translator.translate_with_alignment)
+    archive = _archive(
+        (translator.model, translator.source_tokenizer, translator.target_tokenizer),
+        {
+            "serving_default": translator.translate,
+            "translate": translator.translate,
+            "translate_with_alignment": translator.translate_with_alignment,
+        },
+    )
     return _publish(
         archive,
         translator.model,
@@ -106,12 +107,14 @@ def export_generator(
     warm-up request per signature on `warmup_prompts` (None: none). Arguments, return value and
     errors as in `export_translator`.
     """
-    archive = keras.export.ExportArchive()
-    archive.track(generator.model)
-    archive.track(generator.tokenizer)
-    archive.add_endpoint("serving_default", generator.generate)
-    archive.add_endpoint("generate", generator.generate)
-    archive.add_endpoint("generate_with_options", generator.generate_with_options)
+    archive = _archive(
+        (generator.model, generator.tokenizer),
+        {
+            "serving_default": generator.generate,
+            "generate": generator.generate,
+            "generate_with_options": generator.generate_with_options,
+        },
+    )
     return _publish(
         archive,
         generator.model,
@@ -120,6 +123,16 @@ def export_generator(
         (lambda path: check_generator_saved_model(path, check_prompts)) if check else None,
         None if warmup_prompts is None else generator_warmup_feeds(warmup_prompts),
     )
+
+
+def _archive(tracked: Sequence, endpoints: dict) -> keras.export.ExportArchive:
+    """An `ExportArchive` tracking `tracked` (in order) with one endpoint per `endpoints` item."""
+    archive = keras.export.ExportArchive()
+    for resource in tracked:
+        archive.track(resource)
+    for name, function in endpoints.items():
+        archive.add_endpoint(name, function)
+    return archive
 
 
 def _publish(archive, model, model_base_path, version, check, warmup_feeds) -> Path:
