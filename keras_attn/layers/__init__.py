@@ -38,6 +38,7 @@ from keras_attn.layers.recurrent import (
     TeacherForcedRNN,
     VectorToSequence,
 )
+from keras_attn.layers.recurrent._recurrent_decoder import AttentionDecoder
 from keras_attn.layers.transformer import (
     FeedForward,
     TransformerDecoder,
@@ -49,6 +50,7 @@ from keras_attn.layers.transformer import (
 __all__ = [
     "AreaAttention",
     "Attention",
+    "AttentionDecoder",
     "BaseAttention",
     "BahdanauDecoder",
     "BiLanguageModel",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.masking import apply_query_mask
 
@@ -95,16 +96,23 @@ class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         return config
 
 
+@keras_attn_export("keras_attn.layers.AttentionDecoder")
 class AttentionDecoder(RecurrentDecoder):
     """Base of a recurrent decoder that attends to an encoder memory at every step.
 
-    A subclass provides `prepare_memory(memory)` (the key-only work, done once per source),
+    `BahdanauDecoder` and `LuongDecoder` subclass it. A subclass provides
+    `prepare_memory(memory)` (the key-only work, done once per source),
     `output_size(inputs_size, memory_size)` (`d_o`) and
     `step(inputs_t, states, memory, prepared_memory, memory_mask=None, training=None)`, which
     returns `(output_t (batch, d_o), alignment_t (batch, T_x), new_states)`. Training runs
     `step` over the teacher-forced inputs (`run_steps`; a subclass whose states do not depend on
     the attention may override `decode` with a faster pass); inference calls `step` once per
-    generated token, so both compute the same function.
+    generated token, so both compute the same function. The attention itself is best an
+    attention layer's step-wise API (`BaseAttention.prepare_keys` and `attention_weights`).
+
+    Args:
+        units: decoder state size.
+        cell: `"lstm"` or `"gru"`; the cell's state is `[h, c]` or `[h]`, each `(batch, units)`.
 
     Call arguments:
         inputs: embedded previous target tokens `(batch, T_y, d_y)`.
@@ -120,6 +128,33 @@ class AttentionDecoder(RecurrentDecoder):
     Returns:
         `outputs` `(batch, T_y, d_o)`, or `(outputs, alignments)` with alignments
         `(batch, T_y, T_x)` when `return_attention_scores=True`.
+
+    Example: a decoder that attends from `s^(t-1)` with a dot score, feeds `[y^(t-1); c^(t)]` to
+    the cell and outputs `s^(t)`.
+
+    >>> import numpy as np
+    >>> from keras_attn.layers import Attention
+    >>> class DotDecoder(AttentionDecoder):
+    ...     def build(self, inputs_shape, memory_shape):
+    ...         self.align = Attention(score="dot")
+    ...         self.align.build((inputs_shape[0], 1, self.units), memory_shape)
+    ...         self.rnn = self.build_rnn(inputs_shape[0], inputs_shape[-1] + memory_shape[-1])
+    ...     def output_size(self, inputs_size, memory_size):
+    ...         return self.units
+    ...     def prepare_memory(self, memory):
+    ...         return self.align.prepare_keys(memory)
+    ...     def step(self, inputs_t, states, memory, prepared_memory, memory_mask=None,
+    ...              training=None):
+    ...         query = ops.expand_dims(states[0], 1)  # s^(t-1): (batch, 1, units)
+    ...         weights = self.align.attention_weights(query, prepared_memory, memory_mask)
+    ...         context = ops.einsum("bqk,bkd->bd", weights, memory)  # c^(t): (batch, d_m)
+    ...         cell_inputs = ops.concatenate([inputs_t, context], axis=-1)
+    ...         state_t, states = self.run_cell(self.rnn.cell, cell_inputs, states, training)
+    ...         return state_t, weights[:, 0], states
+    >>> y = np.zeros((2, 4, 3), "float32"); memory = np.ones((2, 6, 8), "float32")
+    >>> outputs, alignments = DotDecoder(8)(y, memory, return_attention_scores=True)
+    >>> tuple(outputs.shape), np.round(np.asarray(alignments[0, 0], "float64"), 3).tolist()
+    ((2, 4, 8), [0.167, 0.167, 0.167, 0.167, 0.167, 0.167])
     """
 
     def decode(self, inputs, memory, memory_mask, initial_state: list, training=None) -> tuple:
