@@ -7,6 +7,8 @@ HTTP code stock TensorFlow Serving uses for that status (`http_server.cc::ToHTTP
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import grpc
 
 # `model_servers/grpc_status_util.cc::ToGRPCStatus` cuts messages at this many characters.
@@ -71,36 +73,21 @@ def code_from_number(number: int) -> grpc.StatusCode:
     return _CODE_BY_NUMBER.get(number, grpc.StatusCode.UNKNOWN)
 
 
-def invalid_argument(message: str) -> ServingStatus:
-    """An INVALID_ARGUMENT status."""
-    return ServingStatus(grpc.StatusCode.INVALID_ARGUMENT, message)
+def _status_of(code: grpc.StatusCode) -> Callable[[str], ServingStatus]:
+    """A function `message -> ServingStatus(code, message)`, named after the code."""
+
+    def make(message: str) -> ServingStatus:
+        return ServingStatus(code, message)
+
+    make.__name__ = make.__qualname__ = code.name.lower()
+    make.__doc__ = f"A {code.name} status."
+    return make
 
 
-def not_found(message: str) -> ServingStatus:
-    """A NOT_FOUND status."""
-    return ServingStatus(grpc.StatusCode.NOT_FOUND, message)
-
-
-def failed_precondition(message: str) -> ServingStatus:
-    """A FAILED_PRECONDITION status."""
-    return ServingStatus(grpc.StatusCode.FAILED_PRECONDITION, message)
-
-
-def internal(message: str) -> ServingStatus:
-    """An INTERNAL status."""
-    return ServingStatus(grpc.StatusCode.INTERNAL, message)
-
-
-def unimplemented(message: str) -> ServingStatus:
-    """An UNIMPLEMENTED status."""
-    return ServingStatus(grpc.StatusCode.UNIMPLEMENTED, message)
-
-
-def resource_exhausted(message: str) -> ServingStatus:
-    """A RESOURCE_EXHAUSTED status."""
-    return ServingStatus(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
-
-
-def unavailable(message: str) -> ServingStatus:
-    """An UNAVAILABLE status."""
-    return ServingStatus(grpc.StatusCode.UNAVAILABLE, message)
+invalid_argument = _status_of(grpc.StatusCode.INVALID_ARGUMENT)
+not_found = _status_of(grpc.StatusCode.NOT_FOUND)
+failed_precondition = _status_of(grpc.StatusCode.FAILED_PRECONDITION)
+internal = _status_of(grpc.StatusCode.INTERNAL)
+unimplemented = _status_of(grpc.StatusCode.UNIMPLEMENTED)
+resource_exhausted = _status_of(grpc.StatusCode.RESOURCE_EXHAUSTED)
+unavailable = _status_of(grpc.StatusCode.UNAVAILABLE)
