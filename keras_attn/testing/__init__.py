@@ -1,33 +1,6 @@
-"""Test helpers shared by every keras_attn layer test (see `harness` for the contract)."""
+"""Test helpers shared by every keras_attn layer test (see `harness` for the contract).
 
-from keras_attn.testing.harness import (
-    MIXED_PRECISION_POLICIES,
-    MIXED_PRECISION_TOLERANCES,
-    PADDING_NOISE_SCALE,
-    AttachMask,
-    LayerSpec,
-    check_call,
-    check_config_round_trip,
-    check_keras_save_load,
-    check_masking,
-    check_mixed_precision,
-    check_saved_model,
-    check_training,
-    run_layer_test,
-)
+The public names are those of `keras_attn.testing.harness`, re-exported with its `__all__`."""
 
-__all__ = [
-    "MIXED_PRECISION_POLICIES",
-    "MIXED_PRECISION_TOLERANCES",
-    "PADDING_NOISE_SCALE",
-    "AttachMask",
-    "LayerSpec",
-    "check_call",
-    "check_config_round_trip",
-    "check_keras_save_load",
-    "check_masking",
-    "check_mixed_precision",
-    "check_saved_model",
-    "check_training",
-    "run_layer_test",
-]
+from keras_attn.testing.harness import *  # noqa: F403
+from keras_attn.testing.harness import __all__ as __all__
