@@ -79,9 +79,3 @@ class PositionEmbedding(keras.layers.Layer):
             initializer=keras.saving.serialize_keras_object(self.initializer),
         )
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["initializer"] = keras.saving.deserialize_keras_object(config["initializer"])
-        return cls(**config)

@@ -170,11 +170,3 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
             embeddings_initializer=keras.saving.serialize_keras_object(self.embeddings_initializer),
         )
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["embeddings_initializer"] = keras.saving.deserialize_keras_object(
-            config["embeddings_initializer"]
-        )
-        return cls(**config)
