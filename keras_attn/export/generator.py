@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from keras_attn.decoding import sample
 from keras_attn.errors import ConfigError
+from keras_attn.export._decoded import string_outputs, trim_ids
 
 PROMPT_SPEC = tf.TensorSpec([None], tf.string, name="prompt")
 OPTION_SPECS = (
@@ -86,15 +87,8 @@ class Generator(tf.Module):
             top_p=top_p,
             pad_id=self.tokenizer.pad_id,
         )
-        lengths = tf.cast(result.lengths, tf.int32)
-        width = tf.reduce_max(tf.concat([lengths, [0]], axis=0))
-        keep = tf.sequence_mask(lengths, width)
-        ids = tf.where(keep, result.ids[:, :width], self.tokenizer.pad_id)
-        return {
-            "continuation": self.tokenizer.detokenize(ids),
-            "tokens": self.tokenizer.id_to_token(ids),
-            "scores": tf.cast(result.scores, tf.float32),
-        }
+        ids, _, _ = trim_ids(result, self.tokenizer.pad_id)
+        return string_outputs("continuation", self.tokenizer, ids, result.scores)
 
     @tf.function(input_signature=[PROMPT_SPEC])
     def generate(self, prompt):

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.errors import ConfigError
+from keras_attn.export._decoded import string_outputs, trim_ids
 from keras_attn.formats import MAX_OUTPUT_LENGTH
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
@@ -115,18 +116,11 @@ class Translator(tf.Module):
             result = greedy_search(
                 self._steps.step, state, batch_size, max_length=max_length, **tokens
             )
-        lengths = tf.cast(result.lengths, tf.int32)
-        width = tf.reduce_max(tf.concat([lengths, [0]], axis=0))
-        keep = tf.sequence_mask(lengths, width)
-        ids = tf.where(keep, result.ids[:, :width], self.target_tokenizer.pad_id)
+        ids, lengths, width = trim_ids(result, self.target_tokenizer.pad_id)
         return source_ids, ids, lengths, result, width
 
     def _outputs(self, ids, result):
-        return {
-            "translation": self.target_tokenizer.detokenize(ids),
-            "tokens": self.target_tokenizer.id_to_token(ids),
-            "scores": tf.cast(result.scores, tf.float32),
-        }
+        return string_outputs("translation", self.target_tokenizer, ids, result.scores)
 
     @tf.function(input_signature=[TEXT_SPEC])
     def translate(self, text):
