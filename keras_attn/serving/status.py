@@ -80,7 +80,7 @@ def _status_of(code: grpc.StatusCode) -> Callable[[str], ServingStatus]:
         return ServingStatus(code, message)
 
     make.__name__ = make.__qualname__ = code.name.lower()
-    make.__doc__ = f"A {code.name} status."
+    make.__doc__ = f"A ServingStatus with code {code.name}."
     return make
 
 
