@@ -12,6 +12,11 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_attn.layers.recurrent._optional_activation import (
+    get_optional_activation,
+    serialize_optional_activation,
+)
+
 FEEDBACKS = ("continuous", "categorical")
 SCHEDULES = ("constant", "linear", "exponential", "inverse_sigmoid")
 
@@ -80,9 +85,7 @@ class OutputFeedbackDecoder(keras.layers.Layer):
         self.output_units = output_units
         self.feedback = feedback
         self.activation = keras.activations.get(activation)
-        self.output_activation = (
-            None if output_activation is None else keras.activations.get(output_activation)
-        )
+        self.output_activation = get_optional_activation(output_activation)
         self.schedule = schedule
         self.sampling_probability = sampling_probability
         self.decay = decay
@@ -224,11 +227,7 @@ class OutputFeedbackDecoder(keras.layers.Layer):
             seed=self.seed,
             units=self.units,
             activation=keras.activations.serialize(self.activation),
-            output_activation=(
-                None
-                if self.output_activation is None
-                else keras.activations.serialize(self.output_activation)
-            ),
+            output_activation=serialize_optional_activation(self.output_activation),
         )
         return config
 

@@ -6,6 +6,10 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.recurrent._optional_activation import (
+    get_optional_activation,
+    serialize_optional_activation,
+)
 
 
 @keras_attn_export("keras_attn.layers.ElmanRNNCell")
@@ -73,9 +77,7 @@ class ElmanRNNCell(keras.layers.Layer):
         self.units = units
         self.output_units = output_units
         self.activation = keras.activations.get(activation)
-        self.output_activation = (
-            None if output_activation is None else keras.activations.get(output_activation)
-        )
+        self.output_activation = get_optional_activation(output_activation)
         self.state_size = self.feedback_size
         self.output_size = units if output_units is None else output_units
 
@@ -131,10 +133,6 @@ class ElmanRNNCell(keras.layers.Layer):
             units=self.units,
             output_units=self.output_units,
             activation=keras.activations.serialize(self.activation),
-            output_activation=(
-                None
-                if self.output_activation is None
-                else keras.activations.serialize(self.output_activation)
-            ),
+            output_activation=serialize_optional_activation(self.output_activation),
         )
         return config

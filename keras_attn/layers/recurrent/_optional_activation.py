@@ -1,0 +1,17 @@
+"""An activation argument where None means "no activation" (kept as None in the config)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import keras
+
+
+def get_optional_activation(activation) -> Callable | None:
+    """None for None, `keras.activations.get(activation)` otherwise."""
+    return None if activation is None else keras.activations.get(activation)
+
+
+def serialize_optional_activation(activation: Callable | None):
+    """None for None, `keras.activations.serialize(activation)` otherwise."""
+    return None if activation is None else keras.activations.serialize(activation)
