@@ -50,7 +50,7 @@ corpora: $(STAMP)
 # hours on 2 cores), heatmaps of its test sentences with a noun-adjective pair. QUALITY_FLAGS
 # overrides the budget, corpora, output. `bench-quality` is the former name of the target.
 QUALITY_FLAGS ?= --budget-minutes 18 --corpora libreoffice-es-en --workers 2 \
-	--heatmap-rows 43 80 245 764 896 --out bench-quality
+	--heatmap-rows 43 80 245 764 896 --out quality-runs
 
 experiment-quality: corpora
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,corpora,bench]'
@@ -75,4 +75,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/serving.py $(BENCH_FLAGS)
 
 clean:
-	rm -rf $(VENV) demo bench-quality .pytest_cache
+	rm -rf $(VENV) demo quality-runs .pytest_cache
