@@ -31,6 +31,15 @@ class Score(keras.layers.Layer):
     def build(self, query_shape, keys_shape):
         self.built = True
 
+    def get_config(self) -> dict:
+        """The layer's base config (name, dtype policy, trainable).
+
+        Defined here so that a score built with `dtype=<keras.DTypePolicy>`, as the attention
+        layers and decoders build theirs, serializes: Keras' automatic config only accepts plain
+        constructor arguments. A subclass with constructor arguments adds them.
+        """
+        return super().get_config()
+
     def compute_mask(self, query, previous_mask=None):
         return None
 

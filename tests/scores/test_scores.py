@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 
@@ -119,6 +120,27 @@ def test_attention_with_every_score_masks_padding(name):
     np.testing.assert_allclose(
         layer(Q, noisy, value_mask=mask).numpy()[0], context[0], rtol=1e-6, atol=1e-6
     )
+
+
+@pytest.mark.parametrize("name", sorted({**TABLE_2_1, **EXTRA}))
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
+def test_a_score_built_with_a_dtype_policy_serializes(name, policy):
+    # Attention and the decoders build their scores with dtype=<their DTypePolicy>.
+    units = {"units": 4} if name in ("additive", "concat") else {}
+    score = scores.get(name, dtype=keras.DTypePolicy(policy), **units)
+    layer = Attention(score=score)
+    config = layer.get_config()
+    assert config["score"]["config"]["dtype"]["config"]["name"] == policy
+    clone = Attention.from_config(config)
+    assert type(clone.score_fn) is type(score)
+    assert clone.score_fn.dtype_policy.name == policy
+    values = RNG.normal(size=(2, 5, 4)).astype("float32")
+    weights = layer(Q, values, return_attention_scores=True)[1]
+    clone(Q, values)
+    for source, target in zip(layer.weights, clone.weights, strict=True):
+        target.assign(source)
+    cloned = clone(Q, values, return_attention_scores=True)[1]
+    np.testing.assert_array_equal(np.asarray(cloned), np.asarray(weights))
 
 
 def test_get_errors_and_instances():

@@ -8,10 +8,8 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.attention.multi_head_attention import (
-    MultiHeadAttention,
-    _check_positive_int,
-)
+from keras_attn.layers._arguments import check_positive_int
+from keras_attn.layers.attention.multi_head_attention import MultiHeadAttention
 from keras_attn.ops.masking import apply_query_mask
 
 # Stands in for log(0) inside exp(): exp(-1e9) is exactly 0 in float32, and the value itself is
@@ -139,13 +137,13 @@ class KernelAttention(MultiHeadAttention):
         dropout: float = 0.0,
         **kwargs,
     ):
-        _check_positive_int("num_features", num_features)
+        check_positive_int("num_features", num_features)
         if not isinstance(causal, bool):
             raise ValueError(f"Expected causal to be a bool. Received: causal={causal!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"Expected seed to be an int or None. Received: seed={seed!r}")
         if redraw_interval is not None:
-            _check_positive_int("redraw_interval", redraw_interval)
+            check_positive_int("redraw_interval", redraw_interval)
         if isinstance(dropout, bool) or not 0.0 <= float(dropout) < 1.0:
             raise ValueError(f"Expected dropout in [0, 1). Received: dropout={dropout!r}")
         # The parent's dropout acts on a weight matrix this layer never forms: it gets rate 0 and

@@ -330,8 +330,3 @@ def _causal_mask(query_length, key_length, offset):
     rows = ops.expand_dims(ops.arange(query_length) + offset, -1)  # (T_q, 1)
     cols = ops.expand_dims(ops.arange(key_length), 0)  # (1, T_k)
     return ops.expand_dims(ops.greater_equal(rows, cols), 0)
-
-
-# The former private name, still imported by `kernel_attention`; new code imports
-# `keras_attn.layers._arguments.check_positive_int`.
-_check_positive_int = check_positive_int
