@@ -1,7 +1,11 @@
+import keras
 import numpy as np
 import pytest
 
+from keras_attn import distributions, scores
 from keras_attn.layers import Attention, BaseAttention, LocalAttention
+from keras_attn.testing import run_layer_test
+from tests.ops.numpy_distributions import sparsemax as numpy_sparsemax
 
 RNG = np.random.default_rng(11)
 Q = RNG.normal(size=(2, 4, 6)).astype("float32")
@@ -66,3 +70,37 @@ def test_a_built_score_keeps_its_weights_when_the_layer_builds():
     layer.build(Q.shape, V.shape)
     assert layer.score_fn.weights == [kernel]
     assert isinstance(layer, BaseAttention)
+
+
+@keras.saving.register_keras_serializable(package="tests")
+class GeneralSparsemaxAttention(BaseAttention):
+    """A structure written on the base alone: a general score and sparsemax, set in __init__."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.score_fn = scores.get("general", dtype=self.dtype_policy)
+        self.distribution_fn = distributions.get("sparsemax", dtype=self.dtype_policy)
+
+
+def test_a_structure_written_on_the_base_passes_the_layer_harness():
+    run_layer_test(
+        GeneralSparsemaxAttention,
+        {},
+        {"query": Q, "value": V},
+        mask=MASK,
+        padded_input="value",
+        mask_kwarg="value_mask",
+        expected_output_shape=(2, 4, 6),
+    )
+
+
+def test_a_structure_written_on_the_base_computes_the_default_pipeline():
+    layer = GeneralSparsemaxAttention()
+    context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
+    kernel = np.asarray(layer.score_fn.kernel)
+    expected_weights = numpy_sparsemax(
+        np.einsum("bqi,ij,bkj->bqk", Q, kernel, V), np.broadcast_to(MASK[:, None, :], (2, 4, 7))
+    )
+    np.testing.assert_allclose(np.asarray(weights), expected_weights, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(weights)[1, :, 5:], 0.0)
+    np.testing.assert_allclose(np.asarray(context), expected_weights @ V, atol=1e-5)
