@@ -1,4 +1,4 @@
-"""Public layers: attention, recurrent, Transformer and embedding blocks."""
+"""Public layers: attention, recurrent, Transformer, embedding and pooling blocks."""
 
 from keras_attn.layers.attention import (
     AreaAttention,
@@ -21,6 +21,7 @@ from keras_attn.layers.embedding import (
     SinusoidalPositionEncoding,
     TokenAndPositionEmbedding,
 )
+from keras_attn.layers.pooling import TokenPooling
 from keras_attn.layers.recurrent import (
     BahdanauDecoder,
     BidirectionalEncoder,
@@ -81,6 +82,7 @@ __all__ = [
     "SinusoidalPositionEncoding",
     "TeacherForcedRNN",
     "TokenAndPositionEmbedding",
+    "TokenPooling",
     "TransformerDecoder",
     "TransformerDecoderBlock",
     "TransformerEncoder",
