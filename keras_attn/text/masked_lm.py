@@ -223,8 +223,9 @@ def mask_tokens(
     if ids.shape.rank not in (1, 2):
         raise ValueError(f"Expected ids of rank 1 or 2. Received: ids.shape={ids.shape}")
     rows = ids if ids.shape.rank == 2 else ids[None, :]  # (batch, T)
+    # The split depends on the seed's dtype: int64 always, so [1, 2] and its int64 form agree.
     choose_seed, action_seed, token_seed = tf.unstack(
-        tf.random.experimental.stateless_split(seed, 3)
+        tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 3)
     )
 
     # Step 1: choose positions.
