@@ -234,7 +234,9 @@ def mask_tokens(
     draws = tf.random.stateless_uniform(tf.shape(rows), choose_seed)
     chosen = maskable & (draws < rate)
     if rate > 0:
-        first = tf.argmin(tf.where(maskable, draws, 2.0), axis=-1)  # (batch,)
+        # A sentinel column keeps argmin defined for empty rows (T = 0).
+        scores = tf.pad(tf.where(maskable, draws, 2.0), [[0, 0], [0, 1]], constant_values=3.0)
+        first = tf.argmin(scores, axis=-1)  # (batch,)
         needs_one = tf.reduce_any(maskable, axis=-1) & ~tf.reduce_any(chosen, axis=-1)
         forced = tf.one_hot(first, tf.shape(rows)[1], on_value=True, off_value=False)
         chosen = chosen | (forced & needs_one[:, None])

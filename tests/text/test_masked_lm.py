@@ -190,6 +190,12 @@ def test_mask_tokens_on_one_sequence_keeps_its_shape_and_dtype():
     np.testing.assert_array_equal(labels.numpy()[chosen], ids.numpy()[chosen])
 
 
+@pytest.mark.parametrize("shape", [(0,), (0, 0), (3, 0)])
+def test_mask_tokens_on_empty_ids(shape):
+    inputs, labels = mask_tokens(tf.zeros(shape, tf.int32), seed=[1, 2], **BERT)
+    assert inputs.shape == labels.shape == shape
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
