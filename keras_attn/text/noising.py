@@ -12,6 +12,8 @@ dataset with a different seed per element.
     sentence_permutation  sentences (ended by `sentence_end_id`) shuffled
     document_rotation     the document rotated to start at a uniformly chosen token
 
+`denoise` composes any of them in a fixed order, each with its own seed drawn from one.
+
 Example:
 
 >>> ids = tf.range(1, 11)
@@ -28,9 +30,33 @@ References:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import tensorflow as tf
+
+__all__ = [
+    "DEFAULT_NOISES",
+    "NOISES",
+    "check_noise_options",
+    "denoise",
+    "document_rotation",
+    "noise_dataset",
+    "sentence_permutation",
+    "text_infilling",
+    "token_deletion",
+    "token_masking",
+]
+
+# The order in which `denoise` applies the noising functions it is given.
+NOISES = (
+    "sentence_permutation",
+    "document_rotation",
+    "token_deletion",
+    "token_masking",
+    "text_infilling",
+)
+# BART's pre-training noise (Lewis et al., 2019, section 5).
+DEFAULT_NOISES = ("text_infilling", "sentence_permutation")
 
 
 def _check_rate(rate: float, upper: float = 1.0) -> float:
@@ -167,3 +193,98 @@ def noise_dataset(
         return transform(ids, seed=tf.stack([seed, index]), **kwargs)
 
     return dataset.enumerate().map(apply, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def check_noise_options(
+    noises: Sequence[str], mask_ratio: float, poisson_lambda: float, deletion_ratio: float
+) -> tuple[str, ...]:
+    """Validates `denoise`'s noise options; returns `noises` as a tuple.
+
+    Raises:
+        ValueError: naming the argument and its value, on an unknown or repeated noise name, a
+            ratio outside [0, 1] or a negative `poisson_lambda`.
+    """
+    if isinstance(noises, str) or not all(isinstance(name, str) for name in noises):
+        raise ValueError(
+            f"Expected noises to be a sequence of names from {NOISES}. Received: noises={noises!r}"
+        )
+    unknown = [name for name in noises if name not in NOISES]
+    if unknown:
+        raise ValueError(
+            f"Expected noises among {NOISES}. Received: noises={tuple(noises)!r} "
+            f"(unknown: {unknown})"
+        )
+    if len(set(noises)) != len(noises):
+        raise ValueError(f"Expected each noise at most once. Received: noises={tuple(noises)!r}")
+    for name, ratio in (("mask_ratio", mask_ratio), ("deletion_ratio", deletion_ratio)):
+        if not 0.0 <= ratio <= 1.0:
+            raise ValueError(f"Expected {name} in [0, 1]. Received: {name}={ratio}")
+    if poisson_lambda < 0:
+        raise ValueError(f"Expected poisson_lambda >= 0. Received: poisson_lambda={poisson_lambda}")
+    return tuple(noises)
+
+
+def denoise(
+    ids,
+    *,
+    seed,
+    mask_id: int,
+    sentence_end_id: int,
+    noises: Sequence[str] = DEFAULT_NOISES,
+    mask_ratio: float = 0.3,
+    poisson_lambda: float = 3.0,
+    deletion_ratio: float = 0.3,
+) -> tf.Tensor:
+    """Noise one document with several of BART's noising functions, composed in a fixed order.
+
+    The functions named in `noises` are applied in the order of `NOISES`, whatever the order
+    they are named in, each to the output of the previous one:
+
+        sentence_permutation → document_rotation → token_deletion → token_masking
+        → text_infilling
+
+    so sentences are shuffled and the document rotated before tokens are dropped or masked.
+    Each function gets its own stateless seed: `seed`, as int64, is split in five, one per entry
+    of `NOISES`, so adding or removing one noise leaves the draws of the others unchanged.
+
+    The defaults are BART's pre-training noise (Lewis et al., 2019, section 5): all sentences
+    permuted, then text infilling of 30 % of the tokens with Poisson(λ = 3) span lengths.
+
+    Args:
+        ids: 1-D int tensor, one document.
+        seed: int tensor of shape `[2]`, as `tf.random.stateless_*` takes.
+        mask_id: the mask token id (token masking and text infilling).
+        sentence_end_id: the id that ends every sentence (sentence permutation).
+        noises: names from `NOISES`, each at most once; `()` returns `ids` unchanged.
+        mask_ratio: fraction of tokens masked by `token_masking` and by `text_infilling`.
+        poisson_lambda: mean span length of `text_infilling`.
+        deletion_ratio: fraction of tokens dropped by `token_deletion`.
+
+    Returns:
+        The noised 1-D ids, of the dtype of `ids`.
+
+    Example:
+
+    >>> ids = tf.constant([10, 11, 5, 12, 13, 14, 5])  # two sentences, each ended by 5
+    >>> noised = denoise(ids, seed=[0, 1], mask_id=4, sentence_end_id=5, noises=["token_masking"],
+    ...                  mask_ratio=1.0)
+    >>> noised.numpy().tolist()
+    [4, 4, 4, 4, 4, 4, 4]
+    """
+    noises = check_noise_options(noises, mask_ratio, poisson_lambda, deletion_ratio)
+    transforms = {
+        "sentence_permutation": lambda x, s: sentence_permutation(x, sentence_end_id, seed=s),
+        "document_rotation": lambda x, s: document_rotation(x, seed=s),
+        "token_deletion": lambda x, s: token_deletion(x, rate=deletion_ratio, seed=s),
+        "token_masking": lambda x, s: token_masking(x, mask_id, rate=mask_ratio, seed=s),
+        "text_infilling": lambda x, s: text_infilling(
+            x, mask_id, rate=mask_ratio, poisson_lambda=poisson_lambda, seed=s
+        ),
+    }
+    ids = tf.convert_to_tensor(ids)
+    # int64, so that a seed given as int32 or as Python ints draws as `noise_dataset`'s seeds do.
+    seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), len(NOISES))
+    for position, name in enumerate(NOISES):
+        if name in noises:
+            ids = transforms[name](ids, seeds[position])
+    return ids

@@ -5,6 +5,10 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.text.noising import (
+    DEFAULT_NOISES,
+    NOISES,
+    check_noise_options,
+    denoise,
     document_rotation,
     noise_dataset,
     sentence_permutation,
@@ -186,3 +190,94 @@ def test_rejects_bad_rates():
         token_masking(DOC, MASK, rate=1.5)
     with pytest.raises(ValueError, match="poisson_lambda=-1"):
         text_infilling(DOC, MASK, poisson_lambda=-1)
+
+
+SEP = 7
+SENTENCES_DOC = tf.where(DOC % 7 == 0, SEP, DOC + 10)  # distinct ids, every 7th a sentence end
+OPTIONS = {"mask_id": MASK, "sentence_end_id": SEP}
+
+
+def test_denoise_applies_the_named_noises_in_the_fixed_order():
+    # The reference: each function by hand, in NOISES order, each with its split of the seed;
+    # mask_ratio is the rate of both token masking and text infilling.
+    seeds = tf.random.experimental.stateless_split(tf.constant([3, 4], tf.int64), len(NOISES))
+    expected = sentence_permutation(SENTENCES_DOC, SEP, seed=seeds[0])
+    expected = document_rotation(expected, seed=seeds[1])
+    expected = token_deletion(expected, rate=0.2, seed=seeds[2])
+    expected = token_masking(expected, MASK, rate=0.25, seed=seeds[3])
+    expected = text_infilling(expected, MASK, rate=0.25, poisson_lambda=2.0, seed=seeds[4])
+    noised = denoise(
+        SENTENCES_DOC,
+        seed=[3, 4],
+        noises=list(reversed(NOISES)),  # the order they are named in does not matter
+        mask_ratio=0.25,
+        poisson_lambda=2.0,
+        deletion_ratio=0.2,
+        **OPTIONS,
+    )
+    np.testing.assert_array_equal(noised.numpy(), expected.numpy())
+
+
+def test_denoise_each_noise_keeps_its_seed_whatever_the_others():
+    seeds = tf.random.experimental.stateless_split(tf.constant([3, 4], tf.int64), len(NOISES))
+    for position, name in enumerate(NOISES):
+        alone = denoise(SENTENCES_DOC, seed=[3, 4], noises=[name], **OPTIONS)
+        if name == "sentence_permutation":
+            expected = sentence_permutation(SENTENCES_DOC, SEP, seed=seeds[position])
+        elif name == "document_rotation":
+            expected = document_rotation(SENTENCES_DOC, seed=seeds[position])
+        elif name == "token_deletion":
+            expected = token_deletion(SENTENCES_DOC, rate=0.3, seed=seeds[position])
+        elif name == "token_masking":
+            expected = token_masking(SENTENCES_DOC, MASK, rate=0.3, seed=seeds[position])
+        else:
+            expected = text_infilling(SENTENCES_DOC, MASK, 0.3, 3.0, seed=seeds[position])
+        np.testing.assert_array_equal(alone.numpy(), expected.numpy(), err_msg=name)
+
+
+def test_denoise_defaults_are_infilling_after_permutation():
+    assert DEFAULT_NOISES == ("text_infilling", "sentence_permutation")
+    noised = denoise(SENTENCES_DOC, seed=[5, 6], **OPTIONS)
+    explicit = denoise(
+        SENTENCES_DOC,
+        seed=[5, 6],
+        noises=["sentence_permutation", "text_infilling"],
+        mask_ratio=0.3,
+        poisson_lambda=3.0,
+        **OPTIONS,
+    )
+    np.testing.assert_array_equal(noised.numpy(), explicit.numpy())
+    assert 0 < (noised.numpy() == MASK).sum() < 120  # infilled: one mask per span
+
+
+def test_denoise_is_deterministic_and_identity_without_noise():
+    first = denoise(SENTENCES_DOC, seed=[1, 2], **OPTIONS).numpy()
+    # Python ints, int32 and int64 seeds draw alike.
+    for seed in ([1, 2], tf.constant([1, 2], tf.int32), tf.constant([1, 2], tf.int64)):
+        np.testing.assert_array_equal(denoise(SENTENCES_DOC, seed=seed, **OPTIONS).numpy(), first)
+    graph = tf.function(lambda ids: denoise(ids, seed=[1, 2], **OPTIONS))
+    np.testing.assert_array_equal(graph(SENTENCES_DOC).numpy(), first)
+    other = denoise(SENTENCES_DOC, seed=[1, 3], **OPTIONS).numpy()
+    assert first.shape != other.shape or np.any(first != other)
+    unchanged = denoise(SENTENCES_DOC, seed=[1, 2], noises=(), **OPTIONS)
+    np.testing.assert_array_equal(unchanged.numpy(), SENTENCES_DOC.numpy())
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"noises": ["text_infiling"]}, "text_infiling"),
+        ({"noises": ["foo"]}, "sentence_permutation.*document_rotation.*token_deletion"),
+        ({"noises": "text_infilling"}, "noises='text_infilling'"),
+        ({"noises": ["token_masking", "token_masking"]}, "at most once"),
+        ({"mask_ratio": 1.2}, "mask_ratio=1.2"),
+        ({"deletion_ratio": -0.1}, "deletion_ratio=-0.1"),
+        ({"poisson_lambda": -2.0}, "poisson_lambda=-2.0"),
+    ],
+)
+def test_denoise_rejects_bad_options(options, message):
+    with pytest.raises(ValueError, match=message):
+        denoise(SENTENCES_DOC, seed=[0, 0], **OPTIONS, **options)
+    defaults = {"noises": DEFAULT_NOISES, "mask_ratio": 0.3, "poisson_lambda": 3.0}
+    with pytest.raises(ValueError, match=message):
+        check_noise_options(**(defaults | {"deletion_ratio": 0.3} | options))
