@@ -175,7 +175,8 @@ def mask_tokens(
        maskable position is chosen independently with probability `rate`. A row that has a
        maskable position but none chosen gets exactly one: its maskable position with the
        smallest uniform draw (so every row with content gives a training signal, as BERT
-       implementations ensure). With `rate=0` nothing is chosen.
+       implementations ensure): a row of `n` maskable tokens has `n · rate + (1 - rate)^n`
+       chosen on average. With `rate=0` nothing is chosen.
     2. Each chosen position, independently: with probability `mask_fraction` becomes `mask_id`;
        with probability `random_fraction` becomes an id drawn uniformly from
        `[1, vocab_size)` minus `special_ids`; otherwise keeps its id.
