@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from keras_attn.models import bart, bart_classifier
+from keras_attn.models.bart import bart_translator, bart_translator_first_stage_variables
 
 VOCAB, START = 30, 2
 
@@ -77,3 +78,83 @@ def test_keras_round_trip(tmp_path):
     model.save(tmp_path / "bart.keras")
     reloaded = keras.saving.load_model(tmp_path / "bart.keras")
     np.testing.assert_allclose(reloaded(inputs).numpy(), model(inputs).numpy(), atol=1e-6)
+
+
+SETTINGS = dict(num_layers=1, d_model=16, num_heads=2, ff_dim=32, max_length=12, dropout=0.0)
+
+
+def weight_shapes(model):
+    return {w.path: tuple(w.shape) for w in model.weights}
+
+
+def test_plain_translator_is_bart_with_the_same_weights_and_outputs():
+    pretrained = tiny_bart()
+    translator = bart_translator(VOCAB, VOCAB, **SETTINGS)
+    assert [w.path for w in translator.weights] == [w.path for w in pretrained.weights]
+    assert weight_shapes(translator) == weight_shapes(pretrained)
+    translator.set_weights(pretrained.get_weights())
+    inputs = {"source_ids": SOURCE, "target_ids": TARGET}
+    np.testing.assert_allclose(translator(inputs).numpy(), pretrained(inputs).numpy(), atol=1e-6)
+    assert translator.name == "bart_translator"
+    with pytest.raises(ValueError, match="source_vocabulary_size=31, target_vocabulary_size=30"):
+        bart_translator(31, VOCAB)
+
+
+def test_new_source_encoder_adds_its_own_weights_to_barts():
+    pretrained = weight_shapes(tiny_bart())
+    translator = bart_translator(50, VOCAB, new_source_encoder_layers=2, **SETTINGS)
+    shapes = weight_shapes(translator)
+    new = {path: shape for path, shape in shapes.items() if path not in pretrained}
+    # Every weight of BART is there with its shape; only the new source side is added.
+    assert {path: shapes[path] for path in pretrained} == pretrained
+    assert {path.split("/")[0] for path in new} == {"source_embedding", "source_encoder"}
+    assert new["source_embedding/token_embedding/embeddings"] == (50, 16)
+    assert new["source_embedding/position_embedding/position_embeddings"] == (12, 16)
+    assert {path.split("/")[1] for path in new if path.startswith("source_encoder")} == {
+        "block_0",
+        "block_1",
+    }
+    assert shapes["embedding/token_embedding/embeddings"] == (VOCAB, 16)
+    with pytest.raises(ValueError, match="new_source_encoder_layers=-1"):
+        bart_translator(50, VOCAB, new_source_encoder_layers=-1)
+
+
+def test_new_source_encoder_feeds_barts_encoder_in_place_of_its_embedding():
+    translator = bart_translator(50, VOCAB, new_source_encoder_layers=1, **SETTINGS)
+    source = np.array([[45, 6, 49, 8, 9], [10, 47, 12, 0, 0]], "int32")  # ids beyond BART's 30
+    logits = translator({"source_ids": source, "target_ids": TARGET}).numpy()
+    assert logits.shape == (2, 4, VOCAB)
+    layer = translator.get_layer
+    encoded = layer("source_encoder")(layer("source_embedding")(source))
+    memory = layer("encoder")(layer("encoder_embedding_norm")(encoded))
+    target = layer("decoder_embedding_norm")(layer("embedding")(TARGET))
+    hidden = layer("decoder")(target, memory)
+    expected = layer("embedding")(hidden, reverse=True).numpy()
+    np.testing.assert_allclose(logits, expected, atol=1e-5)
+    # The source padding is masked through the new encoder as well.
+    short = translator({"source_ids": source[1:, :3], "target_ids": TARGET[1:]}).numpy()
+    np.testing.assert_allclose(short, logits[1:], atol=1e-5)
+
+
+def test_first_stage_variables_are_the_new_encoder_positions_and_first_input_projections():
+    settings = dict(SETTINGS, num_layers=2)
+    translator = bart_translator(50, VOCAB, new_source_encoder_layers=1, **settings)
+    paths = {v.path for v in bart_translator_first_stage_variables(translator)}
+    new = {w.path for w in translator.weights if w.path.startswith("source_")}
+    projections = {
+        f"encoder/block_0/self_attention/{name}_{kind}"
+        for name in ("query", "key", "value")
+        for kind in ("kernel", "bias")
+    }
+    assert paths == new | projections | {"embedding/position_embedding/position_embeddings"}
+    with pytest.raises(ValueError, match="model='bart'"):
+        bart_translator_first_stage_variables(tiny_bart())
+
+
+def test_new_source_encoder_translator_keras_round_trip(tmp_path):
+    model = bart_translator(50, VOCAB, new_source_encoder_layers=1, **SETTINGS)
+    inputs = {"source_ids": np.array([[45, 6, 7, 0]], "int32"), "target_ids": TARGET[:1]}
+    model.save(tmp_path / "translator.keras")
+    reloaded = keras.saving.load_model(tmp_path / "translator.keras")
+    np.testing.assert_allclose(reloaded(inputs).numpy(), model(inputs).numpy(), atol=1e-6)
+    assert [w.path for w in reloaded.weights] == [w.path for w in model.weights]
