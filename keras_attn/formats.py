@@ -33,6 +33,7 @@ VOCAB = "vocab.txt"  # the one vocabulary of a language-model run
 CHECKPOINTS = "checkpoints"
 LOGS = "logs"
 TRAIN_LOG = "train_log.tsv"
+INIT_REPORT = "init_from.json"  # what `--init-from` loaded: layers loaded, new and unused
 
 # Default hard limit on generated tokens; families with preallocated caches size them to it.
 MAX_OUTPUT_LENGTH = 128

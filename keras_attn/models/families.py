@@ -41,11 +41,35 @@ class ModelFamily:
     """
 
     build: Callable[..., keras.Model]
-    steps: Callable[..., object]
+    steps: Callable[..., object] | None
     hyperparameters: tuple[str, ...]
     # Whether `steps(model, max_length=...)` preallocates caches for `max_length` tokens.
     sized_steps: bool = False
-    language_model: bool = False
+    # What `keras-attn train` trains the model on (a `keras_attn.training.tasks` name).
+    task: str = "translation"
+    # The vocabularies' reserved tokens, when not the plain RESERVED_TOKENS.
+    reserved_tokens: tuple[str, ...] | None = None
+    # hyperparameters -> whether source and target share one vocabulary (a translator).
+    shares_vocabulary: Callable[[dict], bool] | None = None
+    # hyperparameters -> {"source" | "target" | "single": the side of an `--init-from` run
+    # ("source", "target" or "single", a run with one vocabulary) it is copied from}.
+    vocabulary_origin: Callable[[dict], dict[str, str]] | None = None
+    # Layers trained by the encoder optimizer when the run sets `encoder_learning_rate`.
+    encoder_layers: tuple[str, ...] = ()
+
+    @property
+    def language_model(self) -> bool:
+        """Whether this is a causal language model (one vocabulary, exported as a generator)."""
+        return self.task == "language_model"
+
+    @property
+    def exportable(self) -> bool:
+        """Whether `keras-attn export` exports this family (a translator or a language model)."""
+        return self.steps is not None and self.task in ("translation", "language_model")
+
+    def shared_vocabulary(self, hyperparameters: dict) -> bool:
+        """Whether a translator's source and target share one vocabulary."""
+        return self.shares_vocabulary is not None and self.shares_vocabulary(hyperparameters)
 
     def builder_defaults(self) -> dict:
         """The keyword defaults of `build` for this family's hyperparameters."""
@@ -123,7 +147,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         steps=GPTSteps,
         hyperparameters=("num_layers", "d_model", "num_heads", "ff_dim", "dropout"),
         sized_steps=True,
-        language_model=True,
+        task="language_model",
     ),
 }
 

@@ -50,10 +50,29 @@ class TrainConfig:
         "corpus: synthetic, ding-de-en, bible-es-en, libreoffice-es-en, or PATH.tsv "
         "(source TAB target per line; see docs/corpora.md)",
     )
+    init_from: str | None = option(
+        None,
+        "a finished run directory: start from its weights (every layer of the same name) and "
+        "its vocabulary (fine-tuning a pre-trained model)",
+    )
+    train_examples: int | None = option(
+        None, "train on the first N examples of the training split only (default: all)"
+    )
+    examples_per_class: int | None = option(
+        None, "classification: keep N training sentences per class (default: all)"
+    )
     steps: int = option(2000, "total training steps")
     batch_size: int = option(64)
     learning_rate: float = option(3e-3, "peak learning rate")
     warmup_steps: int = option(100, "steps until the peak learning rate")
+    encoder_learning_rate: float | None = option(
+        None,
+        "a second optimizer for the encoder (bertsum): its peak learning rate (default: one "
+        "optimizer for the whole model)",
+    )
+    encoder_warmup_steps: int | None = option(
+        None, "the encoder optimizer's warm-up steps (default: {warmup_steps})"
+    )
     schedule: str = option(
         "cosine",
         "cosine: linear warm-up, cosine decay to 5%% of the peak at {steps}; inverse-sqrt: "
@@ -111,6 +130,25 @@ class TrainConfig:
     normalize_first: bool | None = option(
         None, "pre-LN blocks instead of post-LN, transformer (default: post-LN)"
     )
+    new_source_encoder_layers: int | None = option(
+        None,
+        "bart-translator: a new source embedding and encoder of this many blocks in front of "
+        "the pre-trained encoder (Lewis et al.'s translation fine-tuning; default 0: none)",
+    )
+    decoder_layers: int | None = option(None, "bertsum: decoder blocks (default: {num_layers})")
+    side: str | None = option(
+        None,
+        "pre-training text (bert, bart): the corpus' source or target side, or both "
+        "(multilingual: a language tag per document, mBART) (default: target)",
+        ("source", "target", "both"),
+    )
+    mask_rate: float | None = option(
+        None, "bert: share of tokens the masked LM predicts (0.15); bart: share masked (0.3)"
+    )
+    noises: str | None = option(
+        None,
+        "bart: comma-separated noising functions (default: text_infilling,sentence_permutation)",
+    )
     checkpoint_every: int = option(200, "steps between checkpoints")
     eval_sentences: int = option(1000, "dev sentences for BLEU (0: skip)")
     max_minutes: float | None = option(
@@ -148,7 +186,8 @@ class TrainConfig:
                     f"{', '.join(family.hyperparameters)})",
                     [name, "model", *family.hyperparameters],
                 )
-        for name in ("window", "num_layers", "d_model", "num_heads", "ff_dim"):
+        positive = ("window", "num_layers", "d_model", "num_heads", "ff_dim", "decoder_layers")
+        for name in (*positive, "train_examples", "examples_per_class"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}", [name])
         if self.position_gradient_scale is not None and self.attention != "local-p":
@@ -169,7 +208,27 @@ class TrainConfig:
                 f"eval_sentences must be >= 0, got {self.eval_sentences}", ["eval_sentences"]
             )
         # NaN fails every comparison, so each float is checked with isfinite, not only with `<`.
-        rates = ("learning_rate", "position_gradient_scale", "max_minutes", "max_cpu_minutes")
+        if self.new_source_encoder_layers is not None and self.new_source_encoder_layers < 0:
+            raise ConfigError(
+                f"new_source_encoder_layers must be >= 0, got {self.new_source_encoder_layers}",
+                ["new_source_encoder_layers"],
+            )
+        if self.encoder_warmup_steps is not None and self.encoder_warmup_steps < 0:
+            raise ConfigError(
+                f"encoder_warmup_steps must be >= 0, got {self.encoder_warmup_steps}",
+                ["encoder_warmup_steps"],
+            )
+        if self.mask_rate is not None and not (
+            math.isfinite(self.mask_rate) and 0 < self.mask_rate < 1
+        ):
+            raise ConfigError(f"mask_rate must be in (0, 1), got {self.mask_rate}", ["mask_rate"])
+        rates = (
+            "learning_rate",
+            "encoder_learning_rate",
+            "position_gradient_scale",
+            "max_minutes",
+            "max_cpu_minutes",
+        )
         for name in rates:
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value > 0):
@@ -179,7 +238,12 @@ class TrainConfig:
                 f"clipnorm must be a finite number >= 0 (0 disables clipping), got {self.clipnorm}",
                 ["clipnorm"],
             )
-        for name in ("learning_rate", "clipnorm", "position_gradient_scale"):
+        for name in (
+            "learning_rate",
+            "encoder_learning_rate",
+            "clipnorm",
+            "position_gradient_scale",
+        ):
             value = getattr(self, name)
             if value is not None and value > FLOAT32_MAX:  # these are applied in float32
                 raise ConfigError(
@@ -226,6 +290,23 @@ class TrainConfig:
                 f"label_smoothing must be in [0, 1), got {self.label_smoothing}",
                 ["label_smoothing"],
             )
+        for name, tasks in TASK_OPTIONS.items():
+            if getattr(self, name) is not None and family.task not in tasks:
+                raise ConfigError(
+                    f"{name} does not apply to model={self.model!r} (a {family.task} model)",
+                    [name, "model"],
+                )
+        if self.encoder_learning_rate is not None and not family.encoder_layers:
+            raise ConfigError(
+                f"encoder_learning_rate needs a model with a separate encoder (bertsum), not "
+                f"model={self.model!r}",
+                ["encoder_learning_rate", "model"],
+            )
+        if self.encoder_warmup_steps is not None and self.encoder_learning_rate is None:
+            raise ConfigError(
+                "encoder_warmup_steps applies with encoder_learning_rate only",
+                ["encoder_warmup_steps", "encoder_learning_rate"],
+            )
         family.check(self.model_hyperparameters(family))
 
     def model_hyperparameters(self, family: ModelFamily | None = None) -> dict:
@@ -249,4 +330,14 @@ FAMILY_OPTIONS = (
     "num_heads",
     "ff_dim",
     "normalize_first",
+    "new_source_encoder_layers",
+    "decoder_layers",
 )
+
+# TrainConfig fields that only some training tasks read (`ModelFamily.task`).
+TASK_OPTIONS = {
+    "examples_per_class": ("classification", "tagging"),
+    "side": ("masked_lm", "denoising"),
+    "mask_rate": ("masked_lm", "denoising"),
+    "noises": ("denoising",),
+}

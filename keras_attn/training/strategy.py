@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attn.errors import ConfigError
-from keras_attn.training.data import BatchPlan
+from keras_attn.training.data import BatchOrder
 
 STRATEGIES = ("none", "mirrored", "multiworker")
 
@@ -105,7 +105,7 @@ def barrier(strategy: tf.distribute.Strategy, ok: bool = True) -> bool:
 
 
 def distributed_batches(
-    strategy: tf.distribute.Strategy, plan: BatchPlan, start_step: int, stop_step: int
+    strategy: tf.distribute.Strategy, plan: BatchOrder, start_step: int, stop_step: int
 ):
     """Batches `start_step … stop_step - 1` of `plan`, each split over the replicas.
 
@@ -114,8 +114,7 @@ def distributed_batches(
     batch, by which a replica divides its summed loss so that the sum over replicas is the
     global batch's mean.
     """
-    ids = tf.TensorSpec((None, None), tf.int32)
-    signature = (plan.feature_spec, ids, tf.TensorSpec((), tf.float32))
+    signature = (plan.feature_spec, plan.label_spec, tf.TensorSpec((), tf.float32))
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
         replicas = context.num_replicas_in_sync
@@ -125,12 +124,13 @@ def distributed_batches(
 
         def generate():
             for features, labels in plan.iterate(start_step, stop_step):
-                tokens = np.float32(np.count_nonzero(labels != plan.pad_id))
+                tokens = np.float32(plan.count_labels(labels))
                 # A worker's pipeline hands successive elements to its local replicas in turn.
                 for replica in range(first, first + local):
                     part = slice(replica * rows, (replica + 1) * rows)
                     mine = tf.nest.map_structure(lambda v, p=part: v[p], features)
-                    yield mine, labels[part], tokens
+                    theirs = tf.nest.map_structure(lambda v, p=part: v[p], labels)
+                    yield mine, theirs, tokens
 
         return tf.data.Dataset.from_generator(generate, output_signature=signature).prefetch(
             4 * local

@@ -32,6 +32,7 @@ from keras_attn.errors import (
 from keras_attn.formats import (  # noqa: F401  (re-exported: the run directory's file names)
     CHECKPOINTS,
     CONFIG_FILE,
+    INIT_REPORT,
     LOGS,
     MAX_OUTPUT_LENGTH,
     METRICS_FILE,
@@ -42,21 +43,20 @@ from keras_attn.formats import (  # noqa: F401  (re-exported: the run directory'
     VOCAB,
 )
 from keras_attn.models.families import ModelFamily
-from keras_attn.text import corpora
-from keras_attn.text.normalization import normalize_text
-from keras_attn.text.vocab import build_wordpiece_vocab, save_vocab
 from keras_attn.training import precision
 from keras_attn.training import strategy as strategies
 from keras_attn.training.checkpoints import restore_newest
 from keras_attn.training.config import FLOAT32_MAX, TrainConfig  # noqa: F401  (re-exported)
-from keras_attn.training.data import BatchPlan, tokenize_pairs, tokenize_sentences
-from keras_attn.training.metrics import masked_cross_entropy, masked_token_accuracy
+from keras_attn.training.data import BatchOrder
+from keras_attn.training.initialization import initialize_from, resolve_init_config
 from keras_attn.training.optimizers import OPTIMIZERS
 from keras_attn.training.schedules import (
     HalvingSchedule,
     InverseSqrtSchedule,
     warmup_cosine_schedule,
 )
+from keras_attn.training.tasks import get_task
+from keras_attn.training.tasks.language_model import lm_positions  # noqa: F401  (re-exported)
 
 # Steps in a row that the loss scaler (mixed_float16) may skip for a non-finite loss before the
 # run counts as diverged: an overflow of one batch is skipped, one that persists is not.
@@ -133,17 +133,15 @@ def train(
 
     plan = _training_data(run, config, splits["train"], family)
     log(
-        f"corpus {config.corpus}: {len(plan.targets)} training "
-        f"{'sentences' if plan.sources is None else 'pairs'}, {plan.batches_per_epoch} "
-        f"batches per pass; precision {policy}; {strategy.num_replicas_in_sync} replica(s) "
-        f"(--distribute {distribute})"
+        f"corpus {config.corpus}: {get_task(family.task).describe(plan)}, "
+        f"{plan.batches_per_epoch} batches per pass; precision {policy}; "
+        f"{strategy.num_replicas_in_sync} replica(s) (--distribute {distribute})"
     )
     state = _build_or_restore(run, config, family, plan, policy, strategy, chief, log)
     try:
-        metrics = _fit(run, config, plan, state, policy, strategy, chief, progress, log)
+        metrics = _fit(run, config, family, plan, state, policy, strategy, chief, progress, log)
         if chief:
-            dev_pairs = splits["dev"][: config.eval_sentences]
-            _finish(run, config, family, state.model, dev_pairs, metrics, log)
+            _finish(run, config, family, state.model, splits, metrics, log)
         else:
             state.model.save(state.private / MODEL_FILE)  # as the chief does, then thrown away
         strategies.barrier(strategy)  # no worker leaves while the chief may still need it
@@ -191,10 +189,12 @@ def _start_run(
             if config.model != requested:
                 family = config.family()
             strategies.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
-            splits = _load_corpus(config)
+            splits = _load_data(config, family)
             run.path.mkdir(parents=True, exist_ok=True)
             run.write_json(CONFIG_FILE, dataclasses.asdict(config))
-            _vocabularies(run, config, family, splits["train"], log)
+            init_run = RunDirectory(config.init_from) if config.init_from else None
+            task = get_task(family.task)
+            task.build_vocabularies(run, config, family, splits["train"], log, init_run)
         except BaseException:
             strategies.barrier(strategy, ok=False)  # the other workers stop too
             raise
@@ -205,14 +205,16 @@ def _start_run(
         if config.model != requested:
             family = config.family()
         strategies.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
-        splits = _load_corpus(config)
+        splits = _load_data(config, family)
     return config, family, splits
 
 
-def _load_corpus(config: TrainConfig) -> dict:
-    """`corpora.load_corpus` for `config.corpus`; its errors become a ConfigError (`corpus`)."""
+def _load_data(config: TrainConfig, family: ModelFamily) -> dict:
+    """The task's data splits for `config.corpus`; its errors become a ConfigError (`corpus`)."""
     try:
-        return corpora.load_corpus(config.corpus, seed=config.seed)
+        return get_task(family.task).load_data(config, family)
+    except ConfigError:
+        raise
     except (ValueError, FileNotFoundError) as error:
         raise ConfigError(str(error), ["corpus"]) from error
 
@@ -250,58 +252,17 @@ def _resolve_config(run: RunDirectory, config: TrainConfig, resume: bool, log) -
             f"{run.path} already holds a run; pass resume to continue it or choose another out",
             ["resume", "out"],
         )
+    if config.init_from:
+        return resolve_init_config(config, RunDirectory(config.init_from), log)
     return config
 
 
-def _vocabularies(
-    run: RunDirectory, config: TrainConfig, family: ModelFamily, train_pairs, log
-) -> None:
-    """Build the missing vocabularies: source + target, or one target-side `vocab.txt` for an LM."""
-    sides = ((VOCAB, 1),) if family.language_model else ((SOURCE_VOCAB, 0), (TARGET_VOCAB, 1))
-    for name, side in sides:
-        if not run.file(name).exists():
-            started = time.perf_counter()
-            vocab = build_wordpiece_vocab([pair[side] for pair in train_pairs], config.vocab_size)
-            save_vocab(run.temporary(name), vocab)
-            os.replace(run.temporary(name), run.file(name))
-            log(f"built {name}: {len(vocab)} tokens in {time.perf_counter() - started:.1f}s")
-
-
-def lm_positions(config: TrainConfig) -> int:
-    """Learned positions of a language-model run's model.
-
-    A training sequence is START + at most `max_length` tokens (END is only a label); the export
-    keeps prompts of up to `max_length` tokens after START and generates up to
-    `MAX_OUTPUT_LENGTH` tokens, so the model gets `max_length + 1 + MAX_OUTPUT_LENGTH` positions
-    (those past `max_length + 1` are only reached by continuations longer than any training
-    sentence).
-    """
-    return config.max_length + 1 + MAX_OUTPUT_LENGTH
-
-
 def _training_data(
-    run: RunDirectory, config: TrainConfig, train_pairs, family: ModelFamily | None = None
-) -> BatchPlan:
-    """The batch plan: `(source, target)` pairs for a translator, target sentences for an LM."""
-    if (family or config.family()).language_model:
-        targets = [target for _, target in train_pairs]
-        sequences = tokenize_sentences(targets, run.tokenizer(), config.max_length)
-        return BatchPlan(None, sequences, config.batch_size, seed=config.seed)
-    source_tokenizer, target_tokenizer = run.tokenizers()
-    sources, targets = tokenize_pairs(
-        train_pairs, source_tokenizer, target_tokenizer, config.max_length
-    )
-    return BatchPlan(sources, targets, config.batch_size, seed=config.seed)
-
-
-def _build_model(run: RunDirectory, config: TrainConfig, family: ModelFamily) -> keras.Model:
-    hyperparameters = config.model_hyperparameters(family)
-    if family.language_model:
-        return family.build(
-            run.tokenizer().vocab_size, max_length=lm_positions(config), **hyperparameters
-        )
-    source_tokenizer, target_tokenizer = run.tokenizers()
-    return family.build(source_tokenizer.vocab_size, target_tokenizer.vocab_size, **hyperparameters)
+    run: RunDirectory, config: TrainConfig, train_split, family: ModelFamily | None = None
+) -> BatchOrder:
+    """The batch plan of the training split (the family's task makes it)."""
+    family = family or config.family()
+    return get_task(family.task).plan(run, config, family, train_split)
 
 
 @dataclass
@@ -310,6 +271,9 @@ class _TrainingState:
 
     model: keras.Model
     optimizer: keras.optimizers.Optimizer
+    # (optimizer, variables) pairs: `optimizer` with the variables no other optimizer trains,
+    # then the encoder optimizer with the encoder's (when the run sets encoder_learning_rate).
+    groups: list
     step: tf.Variable
     manager: tf.train.CheckpointManager
     start: int
@@ -320,39 +284,83 @@ def _build_or_restore(
     run: RunDirectory,
     config: TrainConfig,
     family: ModelFamily,
-    plan: BatchPlan,
+    plan: BatchOrder,
     policy: str,
     strategy,
     chief: bool,
     log,
 ) -> _TrainingState:
-    """Build the model and optimizer under `strategy` and restore the newest checkpoint."""
+    """Build the model and optimizer(s) under `strategy` and restore the newest checkpoint.
+
+    A run that restores no checkpoint and names `init_from` starts from that run's weights
+    (`keras_attn.training.initialization.initialize_from`); the report goes to `log` and to
+    `init_from.json`.
+    """
     keras.utils.set_random_seed(config.seed)
     with strategy.scope():
-        model = _build_model(run, config, family)
+        model = get_task(family.task).build_model(run, config, family)
         model(plan.batch(0)[0])  # build every variable before checkpoint restore
-        optimizer = build_optimizer(config, policy)
-        optimizer.build(model.trainable_variables)
+        groups = _optimizer_groups(config, family, policy, model)
+        for group_optimizer, variables in groups:
+            group_optimizer.build(variables)
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     # The optimizer holds the trainable variables; `model_state` adds the rest, among them the
     # dropout seed generators' states, so a resumed run draws the masks it would have drawn.
+    optimizer = groups[0][0]
+    extra = {"encoder_optimizer": groups[1][0]} if len(groups) > 1 else {}
     checkpoint = tf.train.Checkpoint(
-        model=model, model_state=model.non_trainable_variables, optimizer=optimizer, step=step
+        model=model,
+        model_state=model.non_trainable_variables,
+        optimizer=optimizer,
+        step=step,
+        **extra,
     )
     latest = restore_newest(checkpoint, run.file(CHECKPOINTS), log, forget_skipped=chief)
     if latest:
         log(f"resumed from {latest} at step {int(step.numpy())}")
+    elif config.init_from:
+        report = initialize_from(model, RunDirectory(config.init_from), log)
+        if chief:
+            run.write_json(INIT_REPORT, report)
     # Non-chief workers save too (a checkpoint may need every worker), into a private directory.
     private = None if chief else Path(tempfile.mkdtemp(prefix="keras-attn-worker-"))
     checkpoints = run.file(CHECKPOINTS) if chief else private / CHECKPOINTS
     manager = tf.train.CheckpointManager(checkpoint, str(checkpoints), max_to_keep=3)
-    return _TrainingState(model, optimizer, step, manager, int(step.numpy()), private)
+    return _TrainingState(model, optimizer, groups, step, manager, int(step.numpy()), private)
+
+
+def _optimizer_groups(config: TrainConfig, family: ModelFamily, policy: str, model) -> list:
+    """`[(optimizer, variables), ...]`: one optimizer for every trainable variable, or, with
+    `encoder_learning_rate`, a second one (its own peak rate and warm-up, Liu & Lapata, 2019,
+    arXiv:1908.08345) for the variables of the family's encoder layers."""
+    variables = model.trainable_variables
+    if config.encoder_learning_rate is None:
+        return [(build_optimizer(config, policy), variables)]
+    encoder_ids = set()
+    for name in family.encoder_layers:
+        encoder_ids.update(id(v) for v in model.get_layer(name).trainable_variables)
+    encoder = [v for v in variables if id(v) in encoder_ids]
+    rest = [v for v in variables if id(v) not in encoder_ids]
+    encoder_config = dataclasses.replace(
+        config,
+        learning_rate=config.encoder_learning_rate,
+        warmup_steps=(
+            config.warmup_steps
+            if config.encoder_warmup_steps is None
+            else config.encoder_warmup_steps
+        ),
+    )
+    return [
+        (build_optimizer(config, policy), rest),
+        (build_optimizer(encoder_config, policy), encoder),
+    ]
 
 
 def _fit(
     run: RunDirectory,
     config: TrainConfig,
-    plan: BatchPlan,
+    family: ModelFamily,
+    plan: BatchOrder,
     state: _TrainingState,
     policy: str,
     strategy,
@@ -367,22 +375,21 @@ def _fit(
     logs) on a non-finite loss or weights.
     """
     model, optimizer, step, manager = state.model, state.optimizer, state.step, state.manager
+    task = get_task(family.task)
 
     def replica_step(features, labels, tokens):
-        # This replica's share of the global batch's non-padding labels weights its mean, so
-        # the sum over replicas is the global batch's mean loss.
-        share = tf.math.divide_no_nan(
-            tf.reduce_sum(tf.cast(tf.not_equal(labels, plan.pad_id), tf.float32)), tokens
-        )
-        with tf.GradientTape() as tape:
-            logits = model(features, training=True)
-            loss = masked_cross_entropy(labels, logits, label_smoothing=config.label_smoothing)
+        # This replica's share of the global batch's labels weights its mean, so the sum over
+        # replicas is the global batch's mean loss.
+        share = tf.math.divide_no_nan(plan.count_labels(labels), tokens)
+        with tf.GradientTape(persistent=len(state.groups) > 1) as tape:
+            outputs = model(features, training=True)
+            loss, accuracy = task.loss(labels, outputs, config)
             loss = loss * share
-            scaled = optimizer.scale_loss(loss)
-        gradients = tape.gradient(scaled, model.trainable_variables)
-        gradients = _sum_over_replicas(gradients)
-        optimizer.apply(gradients, model.trainable_variables)
-        return loss, masked_token_accuracy(labels, logits) * share
+            scaled = [group_optimizer.scale_loss(loss) for group_optimizer, _ in state.groups]
+        for (group_optimizer, variables), scaled_loss in zip(state.groups, scaled, strict=True):
+            gradients = _sum_over_replicas(tape.gradient(scaled_loss, variables))
+            group_optimizer.apply(gradients, variables)
+        return loss, accuracy * share
 
     batches = strategies.distributed_batches(strategy, plan, state.start, config.steps)
 
@@ -472,39 +479,6 @@ def _fit(
             writer.flush()
             train_log.close()
     return metrics
-
-
-def _evaluate(
-    run: RunDirectory, config: TrainConfig, family: ModelFamily, model: keras.Model, dev_pairs
-) -> dict:
-    """Dev metrics: BLEU + exact match of the exported translation path, or LM perplexity."""
-    from keras_attn.export.translator import Translator
-    from keras_attn.training.evaluation import evaluate_pairs, evaluate_perplexity
-
-    if family.language_model:
-        targets = [target for _, target in dev_pairs]
-        sequences = tokenize_sentences(targets, run.tokenizer(), config.max_length)
-        scores = evaluate_perplexity(model, sequences)
-        return {
-            "dev_perplexity": round(scores["perplexity"], 3),
-            "dev_tokens": scores["tokens"],
-            "dev_sentences": scores["sentences"],
-        }
-    source_tokenizer, target_tokenizer = run.tokenizers()
-    translator = Translator(
-        model,
-        family.decoding_steps(model, MAX_OUTPUT_LENGTH),
-        source_tokenizer,
-        target_tokenizer,
-        config.max_length,
-        max_output_length=MAX_OUTPUT_LENGTH,
-    )
-    scores = evaluate_pairs(translator, dev_pairs, normalize_text)
-    return {
-        "dev_bleu": round(scores["bleu"], 2),
-        "dev_exact_match": round(scores["exact_match"], 4),
-        "dev_sentences": scores["sentences"],
-    }
 
 
 class TrainLog:
@@ -616,7 +590,7 @@ def _finish(
     config: TrainConfig,
     family: ModelFamily,
     model: keras.Model,
-    dev_pairs,
+    splits: dict,
     metrics: dict,
     log,
 ) -> None:
@@ -624,19 +598,15 @@ def _finish(
     temporary = run.file(MODEL_FILE + ".tmp.keras")  # Keras insists on the .keras suffix
     model.save(temporary)
     os.replace(temporary, run.file(MODEL_FILE))
-    if not dev_pairs:
+    if not config.eval_sentences or not splits["dev"]:
         metrics["dev_sentences"] = 0
         run.write_json(METRICS_FILE, metrics)
         return
-    metrics.update(_evaluate(run, config, family, model, dev_pairs))
+    task = get_task(family.task)
+    metrics.update(task.evaluate(run, config, family, model, splits))
     run.write_json(METRICS_FILE, metrics)
-    if "dev_perplexity" in metrics:
-        quality = f"dev perplexity {metrics['dev_perplexity']:.2f}"
-    else:
-        quality = (
-            f"dev BLEU {metrics['dev_bleu']:.2f}, exact match {metrics['dev_exact_match']:.1%}"
-        )
-    log(f"{quality} on {metrics['dev_sentences']} sentences ({metrics['steps']} steps)")
+    where = f"{metrics['dev_sentences']} sentences ({metrics['steps']} steps)"
+    log(f"{task.summary(metrics)} on {where}")
 
 
 def _sum_over_replicas(gradients: list) -> list:

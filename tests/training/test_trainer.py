@@ -300,9 +300,10 @@ def test_position_gradient_scale_reaches_the_saved_local_p_layer(tmp_path):
 def test_schedule_and_label_smoothing_flags_reach_the_train_step(tmp_path, monkeypatch):
     from keras_attn.training import trainer
     from keras_attn.training.schedules import InverseSqrtSchedule
+    from keras_attn.training.tasks import translation
 
     losses, optimizers = [], []
-    original_loss, original_build = trainer.masked_cross_entropy, trainer.build_optimizer
+    original_loss, original_build = translation.masked_cross_entropy, trainer.build_optimizer
 
     def recording_loss(labels, logits, **kwargs):
         losses.append(kwargs)
@@ -312,7 +313,7 @@ def test_schedule_and_label_smoothing_flags_reach_the_train_step(tmp_path, monke
         optimizers.append(original_build(config, policy))
         return optimizers[-1]
 
-    monkeypatch.setattr(trainer, "masked_cross_entropy", recording_loss)
+    monkeypatch.setattr(translation, "masked_cross_entropy", recording_loss)
     monkeypatch.setattr(trainer, "build_optimizer", recording_build)
     flags = ["--schedule", "inverse-sqrt", "--warmup-steps", "3", "--label-smoothing", "0.1"]
     tiny = ["--batch-size", "16", "--units", "16", "--embedding-dim", "8", "--vocab-size", "400"]

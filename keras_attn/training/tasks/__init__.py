@@ -1,0 +1,19 @@
+"""The training tasks of the model families (see `keras_attn.training.tasks.base.Task`)."""
+
+from __future__ import annotations
+
+from keras_attn.training.tasks.base import Task
+from keras_attn.training.tasks.language_model import LanguageModelTask
+from keras_attn.training.tasks.translation import TranslationTask
+
+TASKS: dict[str, Task] = {
+    "translation": TranslationTask(),
+    "language_model": LanguageModelTask(),
+}
+
+
+def get_task(name: str) -> Task:
+    """The task called `name` (a `ModelFamily.task`)."""
+    if name not in TASKS:
+        raise ValueError(f"Unknown training task {name!r}. Expected one of: {', '.join(TASKS)}")
+    return TASKS[name]

@@ -1,0 +1,133 @@
+"""`Task`: what a model family trains on, how its loss is computed and how it is scored.
+
+The trainer (`keras_attn.training.trainer`) runs the same resumable loop for every family; the
+family's task supplies the parts that differ: the data and vocabularies, the batch plan, the
+model, the loss and the dev evaluation.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import shutil
+import time
+
+import keras
+
+from keras_attn.errors import ConfigError
+from keras_attn.formats import SOURCE_VOCAB, TARGET_VOCAB, VOCAB, RunDirectory
+from keras_attn.models.families import ModelFamily
+from keras_attn.text.vocab import build_wordpiece_vocab, save_vocab
+from keras_attn.training.config import TrainConfig
+from keras_attn.training.data import BatchOrder
+
+# The vocabulary files of the sides named by `ModelFamily.vocabulary_origin`.
+VOCABULARY_FILES = {"source": SOURCE_VOCAB, "target": TARGET_VOCAB, "single": VOCAB}
+
+
+class Task(abc.ABC):
+    """The parts of a training run that depend on what is trained.
+
+    Every method receives the run's resolved `TrainConfig` and `ModelFamily`. Data splits are
+    whatever `load_data` returns (a dict with at least "train" and "dev"); the trainer passes
+    them back unchanged.
+    """
+
+    @abc.abstractmethod
+    def load_data(self, config: TrainConfig, family: ModelFamily) -> dict:
+        """The run's data splits; a ValueError or FileNotFoundError for an unusable corpus."""
+
+    @abc.abstractmethod
+    def vocabularies(self, config: TrainConfig, family: ModelFamily) -> dict[str, list[str]]:
+        """`{vocabulary file name: its reserved tokens}` of the run."""
+
+    @abc.abstractmethod
+    def vocabulary_text(self, name: str, config: TrainConfig, family: ModelFamily, train) -> list:
+        """The sentences vocabulary `name` is built from when the run does not inherit it."""
+
+    def inherited_vocabularies(self, config: TrainConfig, family: ModelFamily) -> dict[str, str]:
+        """`{this run's vocabulary file: the initialising run's file}` under `--init-from`.
+
+        The family's `vocabulary_origin` when it has one, else each vocabulary from the file of
+        the same name.
+        """
+        names = self.vocabularies(config, family)
+        if family.vocabulary_origin is None:
+            return {name: name for name in names}
+        origin = family.vocabulary_origin(config.model_hyperparameters(family))
+        return {
+            VOCABULARY_FILES[side]: VOCABULARY_FILES[theirs]
+            for side, theirs in origin.items()
+            if VOCABULARY_FILES[side] in names
+        }
+
+    @abc.abstractmethod
+    def plan(
+        self, run: RunDirectory, config: TrainConfig, family: ModelFamily, train
+    ) -> BatchOrder:
+        """The batch plan of the training split."""
+
+    @abc.abstractmethod
+    def describe(self, plan: BatchOrder) -> str:
+        """A few words on the training data, e.g. "28000 training pairs"."""
+
+    @abc.abstractmethod
+    def build_model(
+        self, run: RunDirectory, config: TrainConfig, family: ModelFamily
+    ) -> keras.Model:
+        """The model, built from the run's vocabularies and `config`'s hyperparameters."""
+
+    @abc.abstractmethod
+    def loss(self, labels, outputs, config: TrainConfig) -> tuple:
+        """`(loss, accuracy)` of a batch: float32 scalars, each a mean over its labels."""
+
+    @abc.abstractmethod
+    def evaluate(
+        self, run: RunDirectory, config: TrainConfig, family: ModelFamily, model: keras.Model, data
+    ) -> dict:
+        """Dev metrics for `metrics.json` (`data`: the splits of `load_data`)."""
+
+    @abc.abstractmethod
+    def summary(self, metrics: dict) -> str:
+        """One line on the evaluation's result."""
+
+    def build_vocabularies(
+        self,
+        run: RunDirectory,
+        config: TrainConfig,
+        family: ModelFamily,
+        train,
+        log,
+        init_run: RunDirectory | None = None,
+    ) -> None:
+        """Write the vocabularies missing from `run`: copied from `init_run` where this run
+        inherits them, built from the training text otherwise."""
+        inherited = self.inherited_vocabularies(config, family) if init_run is not None else {}
+        for name, reserved in self.vocabularies(config, family).items():
+            if run.file(name).exists():
+                if name in inherited and (
+                    run.file(name).read_bytes() != init_run.file(inherited[name]).read_bytes()
+                ):
+                    raise ConfigError(
+                        f"{run.file(name)} differs from {inherited[name]} of init_from "
+                        f"{init_run.path}: the pre-trained weights are for that vocabulary",
+                        ["init_from"],
+                    )
+                continue
+            if name in inherited:
+                source = init_run.file(inherited[name])
+                if not source.exists():
+                    raise ConfigError(
+                        f"init_from {init_run.path} has no {inherited[name]} for this run's {name}",
+                        ["init_from"],
+                    )
+                shutil.copyfile(source, run.temporary(name))
+                os.replace(run.temporary(name), run.file(name))
+                log(f"{name}: {inherited[name]} of {init_run.path}")
+                continue
+            started = time.perf_counter()
+            texts = self.vocabulary_text(name, config, family, train)
+            vocab = build_wordpiece_vocab(texts, config.vocab_size, reserved_tokens=reserved)
+            save_vocab(run.temporary(name), vocab)
+            os.replace(run.temporary(name), run.file(name))
+            log(f"built {name}: {len(vocab)} tokens in {time.perf_counter() - started:.1f}s")

@@ -1,0 +1,86 @@
+"""Translation: teacher-forced training on `(source, target)` pairs, scored by dev BLEU."""
+
+from __future__ import annotations
+
+import keras
+
+from keras_attn.formats import MAX_OUTPUT_LENGTH, SOURCE_VOCAB, TARGET_VOCAB, RunDirectory
+from keras_attn.models.families import ModelFamily
+from keras_attn.text import corpora
+from keras_attn.text.normalization import normalize_text
+from keras_attn.text.vocab import RESERVED_TOKENS
+from keras_attn.training.config import TrainConfig
+from keras_attn.training.data import BatchPlan, tokenize_pairs
+from keras_attn.training.metrics import masked_cross_entropy, masked_token_accuracy
+from keras_attn.training.tasks.base import Task
+
+
+def first_examples(examples: list, config: TrainConfig) -> list:
+    """The first `config.train_examples` of a training split (all of it when None)."""
+    return examples if config.train_examples is None else examples[: config.train_examples]
+
+
+class TranslationTask(Task):
+    """A translator: `{"source_ids", "target_ids"}` → logits, labels = targets shifted by one."""
+
+    def load_data(self, config: TrainConfig, family: ModelFamily) -> dict:
+        splits = corpora.load_corpus(config.corpus, seed=config.seed)
+        return {**splits, "train": first_examples(splits["train"], config)}
+
+    def vocabularies(self, config: TrainConfig, family: ModelFamily) -> dict[str, list[str]]:
+        reserved = list(family.reserved_tokens or RESERVED_TOKENS)
+        return {SOURCE_VOCAB: reserved, TARGET_VOCAB: reserved}
+
+    def vocabulary_text(self, name: str, config: TrainConfig, family: ModelFamily, train) -> list:
+        if family.shared_vocabulary(config.model_hyperparameters(family)):
+            return [sentence for pair in train for sentence in pair]
+        side = 0 if name == SOURCE_VOCAB else 1
+        return [pair[side] for pair in train]
+
+    def plan(self, run: RunDirectory, config: TrainConfig, family: ModelFamily, train) -> BatchPlan:
+        source_tokenizer, target_tokenizer = run.tokenizers()
+        sources, targets = tokenize_pairs(
+            train, source_tokenizer, target_tokenizer, config.max_length
+        )
+        return BatchPlan(sources, targets, config.batch_size, seed=config.seed)
+
+    def describe(self, plan: BatchPlan) -> str:
+        return f"{plan.num_examples} training pairs"
+
+    def build_model(
+        self, run: RunDirectory, config: TrainConfig, family: ModelFamily
+    ) -> keras.Model:
+        source_tokenizer, target_tokenizer = run.tokenizers()
+        return family.build(
+            source_tokenizer.vocab_size,
+            target_tokenizer.vocab_size,
+            **config.model_hyperparameters(family),
+        )
+
+    def loss(self, labels, outputs, config: TrainConfig) -> tuple:
+        loss = masked_cross_entropy(labels, outputs, label_smoothing=config.label_smoothing)
+        return loss, masked_token_accuracy(labels, outputs)
+
+    def evaluate(self, run, config, family, model, data) -> dict:
+        from keras_attn.export.translator import Translator
+        from keras_attn.training.evaluation import evaluate_pairs
+
+        dev_pairs = data["dev"][: config.eval_sentences]
+        source_tokenizer, target_tokenizer = run.tokenizers()
+        translator = Translator(
+            model,
+            family.decoding_steps(model, MAX_OUTPUT_LENGTH),
+            source_tokenizer,
+            target_tokenizer,
+            config.max_length,
+            max_output_length=MAX_OUTPUT_LENGTH,
+        )
+        scores = evaluate_pairs(translator, dev_pairs, normalize_text)
+        return {
+            "dev_bleu": round(scores["bleu"], 2),
+            "dev_exact_match": round(scores["exact_match"], 4),
+            "dev_sentences": scores["sentences"],
+        }
+
+    def summary(self, metrics: dict) -> str:
+        return f"dev BLEU {metrics['dev_bleu']:.2f}, exact match {metrics['dev_exact_match']:.1%}"
