@@ -185,3 +185,22 @@ def test_a_bart_translator_exports_and_serves_what_it_translates(tmp_path):
     served = tf.saved_model.load(str(version)).signatures["translate"](text=tf.constant(texts))
     np.testing.assert_array_equal(served["tokens"].numpy(), expected["tokens"].numpy())
     np.testing.assert_allclose(served["scores"].numpy(), expected["scores"].numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("policy, tolerance", [("mixed_float16", 1e-3), ("mixed_bfloat16", 1e-2)])
+def test_mixed_precision_cached_steps_follow_the_full_pass(policy, tolerance):
+    # Half-precision caches and activations: the cached and full passes round differently, so
+    # they agree to about the half type's precision (float16 ~1e-3, bfloat16 ~1e-2 relative).
+    keras.config.set_dtype_policy(policy)
+    model = build("new_source_encoder")
+    steps = BartSteps(model, max_length=5)
+    source = source_batch("new_source_encoder")
+    target = np.array([[START, 5, 6, 7, 8]] * 3, "int32")
+    full = model({"source_ids": source, "target_ids": target}).numpy()
+    assert full.dtype == np.float32 and np.isfinite(full).all()
+    state = steps.encode(source)
+    assert state["cache"][0]["self_key"].dtype == keras.config.dtype_policy().compute_dtype
+    for t in range(5):
+        logits, state = steps.step(target[:, t], state)
+        assert logits.dtype == tf.float32
+        np.testing.assert_allclose(logits.numpy(), full[:, t], atol=tolerance, rtol=tolerance)

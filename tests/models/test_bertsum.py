@@ -157,3 +157,19 @@ def test_rejects_bad_arguments():
         tiny(num_heads=3)
     with pytest.raises(ValueError, match="max_length=0"):
         BertSumSteps(tiny(), max_length=0)
+
+
+def test_mixed_float16_cached_steps_follow_the_full_pass():
+    # Half-precision caches and activations round differently in the two passes (~1e-3).
+    keras.config.set_dtype_policy("mixed_float16")
+    model = tiny(num_segments=2)
+    steps = BertSumSteps(model, max_length=4)
+    source, target = source_batch(), np.array([[START, 5, 6, 7]] * 3, "int32")
+    full = model({"source_ids": source, "target_ids": target}).numpy()
+    assert full.dtype == np.float32 and np.isfinite(full).all()
+    state = steps.encode(source)
+    assert state["cache"][0]["self_key"].dtype == "float16"
+    for t in range(4):
+        logits, state = steps.step(target[:, t], state)
+        assert logits.dtype == tf.float32
+        np.testing.assert_allclose(logits.numpy(), full[:, t], atol=1e-3, rtol=1e-3)
