@@ -4,6 +4,7 @@
   vocabulary with `build_wordpiece_vocab(sentences, size, reserved_tokens=bart_reserved_tokens(
   ["en", "es"]))` gives `[PAD]`=0, `[UNK]`=1, `[START]`=2, `[END]`=3, `[MASK]`=4, `[SEP]`=5, then
   one language tag per language, `[en]`=6, `[es]`=7.
+- `group_sentences`: consecutive sentences of a corpus grouped into documents that fit.
 - `denoising_example` / `denoising_dataset`: `(source, target)` pairs for a sequence-to-sequence
   model that learns to rebuild a document from its noised version (`noising.denoise`).
 
@@ -61,6 +62,7 @@ __all__ = [
     "bart_reserved_tokens",
     "denoising_dataset",
     "denoising_example",
+    "group_sentences",
     "language_tag",
 ]
 
@@ -167,6 +169,44 @@ def _check_max_length(max_length: int) -> int:
             f"Expected max_length to be an int >= {_MIN_LENGTH}. Received: max_length={max_length}"
         )
     return max_length
+
+
+def group_sentences(
+    sentences: Sequence[Sequence[int]], *, max_length: int
+) -> list[list[list[int]]]:
+    """Groups consecutive sentences into documents that `denoising_example` keeps whole.
+
+    Sentences are taken in order and added to the current document while its sentences, each
+    with its `[SEP]`, fit in `max_length - 2` tokens; the next one starts a new document. A
+    sentence longer than that is a document of its own (which `denoising_example` cuts).
+    Sentences without tokens are dropped.
+
+    Args:
+        sentences: token ids of consecutive sentences (of a text where order exists, or not).
+        max_length: as `denoising_example` takes it (at least 4).
+
+    Returns:
+        The documents, each a list of sentences; together, the non-empty sentences in order.
+
+    Example:
+
+    >>> group_sentences([[7, 8], [9], [], [10, 11, 12]], max_length=7)
+    [[[7, 8], [9]], [[10, 11, 12]]]
+    """
+    _check_max_length(max_length)
+    budget = max_length - 2
+    documents: list[list[list[int]]] = []
+    used = budget  # no open document yet
+    for sentence in sentences:
+        sentence = list(sentence)
+        if not sentence:
+            continue
+        if used + len(sentence) + 1 > budget:
+            documents.append([])
+            used = 0
+        documents[-1].append(sentence)
+        used += len(sentence) + 1
+    return documents
 
 
 def _example(

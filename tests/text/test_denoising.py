@@ -11,6 +11,7 @@ from keras_attn.text.denoising import (
     bart_reserved_tokens,
     denoising_dataset,
     denoising_example,
+    group_sentences,
     language_tag,
 )
 from keras_attn.text.noising import NOISES
@@ -240,6 +241,26 @@ def test_empty_sentences_and_dataset_dtype():
     (pair,) = list(denoising_dataset(documents, seed=0, max_length=16, noises=(), **IDS))
     assert pair[0].dtype == pair[1].dtype == tf.int64
     assert pair[1].numpy().tolist() == [START, 10, 11, SEP, END]
+
+
+def test_group_sentences_fills_documents_greedily():
+    rng = np.random.default_rng(6)
+    sentences = [list(range(10, 10 + n)) for n in rng.integers(0, 20, size=200)]
+    max_length = 30
+    documents = group_sentences(sentences, max_length=max_length)
+    # Together, the non-empty sentences in order.
+    assert [s for d in documents for s in d] == [s for s in sentences if s]
+    sizes = [sum(len(s) + 1 for s in d) for d in documents]
+    for document, size, following in zip(documents, sizes, documents[1:] + [None], strict=True):
+        assert size <= max_length - 2 or len(document) == 1
+        if following is not None:  # the next document's first sentence did not fit
+            assert size + len(following[0]) + 1 > max_length - 2
+        _, target = denoising_example(document, seed=(0, 0), max_length=max_length, **IDS)
+        if size <= max_length - 2:  # kept whole
+            assert target.tolist() == [START, *ended(document), END]
+    assert group_sentences([list(range(10, 60))], max_length=8) == [[list(range(10, 60))]]
+    with pytest.raises(ValueError, match="max_length=2"):
+        group_sentences(sentences, max_length=2)
 
 
 @pytest.mark.parametrize(
