@@ -247,7 +247,7 @@ def bart_translator(
     return _bart_graph(source_ids, target_ids, source, embedding, stack, name)
 
 
-FIRST_STAGE_PREFIXES = (
+_FIRST_STAGE_PREFIXES = (
     f"{SOURCE_EMBEDDING}/",
     f"{SOURCE_ENCODER}/",
     f"{EMBEDDING}/position_embedding/",
@@ -286,5 +286,5 @@ def bart_translator_first_stage_variables(model: keras.Model) -> list:
             f"{SOURCE_ENCODER!r}). Received: model={model.name!r}"
         )
     return [
-        variable for variable in model.weights if variable.path.startswith(FIRST_STAGE_PREFIXES)
+        variable for variable in model.weights if variable.path.startswith(_FIRST_STAGE_PREFIXES)
     ]
