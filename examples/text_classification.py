@@ -3,7 +3,7 @@
     python examples/text_classification.py [--task source|language|synthetic] [--quick]
                                            [--out text_classification]
 
-Tasks, built from the installed corpora of `keras_attn.text.corpora` (`make corpora`):
+Tasks (`keras_attn.text.classification.TASKS`), built from the installed corpora (`make corpora`):
 
 - `source` (default): the English side of a pair — is it a dictionary example sentence (Ding,
   `ding-de-en`), a Bible verse (`bible-es-en`) or a LibreOffice help paragraph
@@ -57,7 +57,8 @@ import tensorflow as tf
 from keras_attn.models import bert, bert_classifier, char_cnn, han_classifier, text_cnn
 from keras_attn.models.han_classifier import han_attention_weights
 from keras_attn.text.characters import ZHANG_ALPHABET, encode_characters
-from keras_attn.text.corpora import CorpusNotInstalledError, load_corpus
+from keras_attn.text.classification import TASK_ALIASES, TASKS
+from keras_attn.text.corpora import SIDES, CorpusNotInstalledError, load_corpus
 from keras_attn.text.synthetic import generate_pairs
 
 matplotlib.use("Agg")
@@ -68,21 +69,6 @@ MODELS = ("text_cnn", "char_cnn", "han", "bert")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _CLAUSE_END = frozenset(",;:.!?")
 
-# task -> class name -> [(corpus, side)]; side 0 = source (German / Spanish), 1 = English.
-TASKS = {
-    "source": {
-        "dictionary": [("ding-de-en", 1)],
-        "Bible": [("bible-es-en", 1)],
-        "help": [("libreoffice-es-en", 1)],
-    },
-    "language": {
-        "German": [("ding-de-en", 0)],
-        "English": [("ding-de-en", 1), ("bible-es-en", 1), ("libreoffice-es-en", 1)],
-        "Spanish": [("bible-es-en", 0), ("libreoffice-es-en", 0)],
-    },
-    "synthetic": {"Spanish": [("synthetic", 0)], "English": [("synthetic", 1)]},
-}
-
 
 def tokenize(text: str) -> list[str]:
     """Lower-cased words and punctuation marks."""
@@ -92,14 +78,19 @@ def tokenize(text: str) -> list[str]:
 def load_task(
     task: str, train_per_class: int, test_per_class: int, seed: int
 ) -> tuple[list[str], np.ndarray, list[str], np.ndarray, list[str]]:
-    """`(train_texts, train_labels, test_texts, test_labels, class_names)`, balanced classes."""
+    """`(train_texts, train_labels, test_texts, test_labels, class_names)`, balanced classes.
+
+    The classes and their sentences' corpora are those of `keras_attn.text.classification.TASKS`;
+    `per_class` sentences of each are drawn from the corpora's train and test splits.
+    """
     rng = np.random.default_rng(seed)
     splits_of: dict[str, dict] = {}
     data = {"train": ([], []), "test": ([], [])}
-    class_names = list(TASKS[task])
+    classes = TASKS[TASK_ALIASES[task]]
+    class_names = list(classes)
     for label, name in enumerate(class_names):
         for split, per_class in (("train", train_per_class), ("test", test_per_class)):
-            sources = TASKS[task][name]
+            sources = classes[name]
             texts = []
             for corpus, side in sources:
                 if corpus not in splits_of:
@@ -109,7 +100,8 @@ def load_task(
                         splits_of[corpus] = {"train": pairs[:cut], "test": pairs[cut:]}
                     else:
                         splits_of[corpus] = load_corpus(corpus)
-                candidates = sorted({pair[side] for pair in splits_of[corpus][split]})
+                column = SIDES.index(side)
+                candidates = sorted({pair[column] for pair in splits_of[corpus][split]})
                 share = -(-per_class // len(sources))
                 chosen = rng.choice(len(candidates), min(share, len(candidates)), replace=False)
                 texts += [candidates[i] for i in chosen]
@@ -289,7 +281,7 @@ def plot_han_attention(path, documents, title):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", choices=sorted(TASKS), default="source")
+    parser.add_argument("--task", choices=sorted(TASK_ALIASES), default="source")
     parser.add_argument("--out", default="text_classification", help="output directory")
     parser.add_argument("--quick", action="store_true", help="small data and models, 2 epochs")
     # Sizes: (default, --quick); a flag given on the command line wins over both.
