@@ -46,8 +46,9 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -253,6 +254,24 @@ def _example(
     return source, target
 
 
+@functools.lru_cache(maxsize=16)
+def _traced_example(**options) -> Callable[..., tuple[tf.Tensor, tf.Tensor]]:
+    """`_example` as one graph for int32 documents given as values and row lengths."""
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.int32),
+            tf.TensorSpec([None], tf.int64),
+            tf.TensorSpec([2], tf.int64),
+        ]
+    )
+    def example(values, row_lengths, seed):
+        document = tf.RaggedTensor.from_row_lengths(values, row_lengths)
+        return _example(document, seed, **options)
+
+    return example
+
+
 def denoising_example(
     document_ids: Sequence[Sequence[int]],
     *,
@@ -303,14 +322,8 @@ def denoising_example(
     sentences = [list(sentence) for sentence in document_ids]
     if not sentences:
         raise ValueError("Expected a document of at least one sentence. Received: document_ids=[]")
-    values = np.asarray([token for sentence in sentences for token in sentence], np.int64)
-    document = tf.RaggedTensor.from_row_lengths(
-        tf.constant(values, tf.int32, shape=[len(values)]),
-        tf.constant([len(sentence) for sentence in sentences], tf.int64),
-    )
-    source, target = _example(
-        document,
-        tf.constant(seed, tf.int64, shape=[2]),
+    values = np.asarray([token for sentence in sentences for token in sentence], np.int32)
+    example = _traced_example(
         start_id=start_id,
         end_id=end_id,
         mask_id=mask_id,
@@ -321,6 +334,11 @@ def denoising_example(
         mask_ratio=mask_ratio,
         poisson_lambda=poisson_lambda,
         deletion_ratio=deletion_ratio,
+    )
+    source, target = example(
+        tf.constant(values, tf.int32, shape=[len(values)]),
+        tf.constant([len(sentence) for sentence in sentences], tf.int64),
+        tf.constant(seed, tf.int64, shape=[2]),
     )
     return source.numpy(), target.numpy()
 
