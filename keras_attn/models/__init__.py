@@ -2,9 +2,14 @@
 decoding views."""
 
 from keras_attn.models.bart import bart, bart_classifier
-from keras_attn.models.bert import bert, bert_classifier
+from keras_attn.models.bert import (
+    bert,
+    bert_classifier,
+    bert_pretraining,
+    bert_token_classifier,
+)
 from keras_attn.models.char_cnn import char_cnn
-from keras_attn.models.gpt import gpt
+from keras_attn.models.gpt import gpt, gpt_classifier
 from keras_attn.models.gpt_steps import GPTSteps
 from keras_attn.models.han_classifier import han_attention_weights, han_classifier
 from keras_attn.models.luong_translator_steps import LuongTranslatorSteps
@@ -27,8 +32,11 @@ __all__ = [
     "bart_classifier",
     "bert",
     "bert_classifier",
+    "bert_pretraining",
+    "bert_token_classifier",
     "char_cnn",
     "gpt",
+    "gpt_classifier",
     "han_attention_weights",
     "han_classifier",
     "rnn_attention_translator",

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attn.models import bert, bert_classifier
+from keras_attn.models import bert, bert_classifier, bert_pretraining, bert_token_classifier
 
 VOCAB, MASK = 30, 4
 
@@ -89,3 +89,230 @@ def test_classifier_pools_cls_and_shares_the_backbone(tmp_path):
     np.testing.assert_allclose(reloaded(ids).numpy(), logits, atol=1e-6)
     with pytest.raises(ValueError, match="num_classes=0"):
         bert_classifier(backbone, 0)
+
+
+# The weights of `bert(..., num_layers=1)` before segments existed, in order.
+SINGLE_SEQUENCE_WEIGHTS = [
+    "embedding/token_embedding/embeddings",
+    "embedding/position_embedding/position_embeddings",
+    "embedding_norm/gamma",
+    "embedding_norm/beta",
+    *(
+        f"encoder/block_0/self_attention/{part}"
+        for part in (
+            "query_kernel",
+            "key_kernel",
+            "value_kernel",
+            "output_kernel",
+            "query_bias",
+            "key_bias",
+            "value_bias",
+            "output_bias",
+        )
+    ),
+    "encoder/block_0/self_attention_norm/gamma",
+    "encoder/block_0/self_attention_norm/beta",
+    "encoder/block_0/feed_forward/hidden_dense/kernel",
+    "encoder/block_0/feed_forward/hidden_dense/bias",
+    "encoder/block_0/feed_forward/output_dense/kernel",
+    "encoder/block_0/feed_forward/output_dense/bias",
+    "encoder/block_0/feed_forward_norm/gamma",
+    "encoder/block_0/feed_forward_norm/beta",
+    "mlm_transform/kernel",
+    "mlm_transform/bias",
+    "mlm_norm/gamma",
+    "mlm_norm/beta",
+]
+IDS = np.array([[1, 7, 8, 2, 9, 10, 2, 0], [1, 5, 2, 6, 2, 0, 0, 0]], "int32")
+SEGMENTS = np.array([[0, 0, 0, 0, 1, 1, 1, 0], [0, 0, 0, 1, 1, 0, 0, 0]], "int32")
+PAIRS = {"token_ids": IDS, "segment_ids": SEGMENTS}
+
+
+def layer_norm(x, layer, epsilon=1e-12):
+    mean, variance = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(variance + epsilon) * layer.gamma.numpy() + layer.beta.numpy()
+
+
+def test_without_segments_bert_is_the_single_sequence_model():
+    model = tiny_bert(num_segments=0)
+    assert [w.path for w in model.weights] == SINGLE_SEQUENCE_WEIGHTS
+    assert [layer.name for layer in model.layers] == [
+        "token_ids",
+        "embedding",
+        "embedding_norm",
+        "encoder",
+        "mlm_transform",
+        "mlm_norm",
+        "mlm_logits",
+    ]
+    assert not isinstance(model.input, dict) and model.input.name == "token_ids"
+    # The single-sequence graph, recomposed from the model's own layers.
+    embedding = model.get_layer("embedding")
+    hidden = model.get_layer("encoder")(model.get_layer("embedding_norm")(embedding(IDS)))
+    transformed = model.get_layer("mlm_norm")(model.get_layer("mlm_transform")(hidden))
+    outputs = model(IDS)
+    np.testing.assert_allclose(outputs["sequence_output"].numpy(), hidden.numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        outputs["mlm_logits"].numpy(), embedding(transformed, reverse=True).numpy(), atol=1e-5
+    )
+
+
+def test_segment_embedding_is_added_before_the_embedding_norm():
+    model = tiny_bert(num_segments=2)
+    assert sorted(model.input) == ["segment_ids", "token_ids"]
+    assert [w.path for w in model.weights] == [
+        *SINGLE_SEQUENCE_WEIGHTS[:2],
+        "segment_embedding/embeddings",
+        *SINGLE_SEQUENCE_WEIGHTS[2:],
+    ]
+    embedding = model.get_layer("embedding")
+    table = model.get_layer("segment_embedding").embeddings.numpy()
+    assert table.shape == (2, 16)
+    positions = embedding.position_layer.position_embeddings.numpy()[: IDS.shape[1]]
+    summed = embedding.embeddings.numpy()[IDS] + positions + table[SEGMENTS]
+    norm = model.get_layer("embedding_norm")
+    normalised = keras.Model(model.input, norm.output)(PAIRS).numpy()
+    np.testing.assert_allclose(normalised, layer_norm(summed, norm), atol=1e-4)
+
+
+def test_segments_change_the_output_and_padding_does_not():
+    model = tiny_bert(num_segments=2)
+    base = model(PAIRS)["sequence_output"].numpy()
+    flipped = model({"token_ids": IDS, "segment_ids": 1 - SEGMENTS})["sequence_output"].numpy()
+    real = IDS != 0
+    assert np.abs(flipped - base).max(-1)[real].min() > 1e-4
+    # Longer padding with other segment ids there leaves every real position unchanged.
+    padded = {
+        "token_ids": np.pad(IDS, ((0, 0), (0, 3))),
+        "segment_ids": np.pad(SEGMENTS, ((0, 0), (0, 3)), constant_values=1),
+    }
+    out = model(padded)["sequence_output"].numpy()[:, : IDS.shape[1]]
+    np.testing.assert_allclose(out[real], base[real], atol=1e-5)
+    for row, length in enumerate(real.sum(1)):
+        alone = {key: value[row : row + 1, :length] for key, value in PAIRS.items()}
+        np.testing.assert_allclose(
+            model(alone)["sequence_output"].numpy()[0], base[row, :length], atol=1e-5
+        )
+
+
+def same_inputs(model, backbone):
+    """Whether `model` takes the very input tensors of `backbone` (a dict is rebuilt per access)."""
+    mine, theirs = model.input, backbone.input
+    if not isinstance(theirs, dict):
+        return mine is theirs
+    return sorted(mine) == sorted(theirs) and all(mine[key] is theirs[key] for key in theirs)
+
+
+def nsp_reference(sequence_output, model):
+    pooler, head = model.get_layer("pooler"), model.get_layer("nsp_logits")
+    pooled = np.tanh(sequence_output[:, 0] @ pooler.kernel.numpy() + pooler.bias.numpy())
+    return pooled @ head.kernel.numpy() + head.bias.numpy()
+
+
+def test_pretraining_adds_next_sentence_prediction_on_cls(tmp_path):
+    backbone = tiny_bert(num_segments=2)
+    model = bert_pretraining(backbone)
+    assert same_inputs(model, backbone) and sorted(model.output) == [
+        "mlm_logits",
+        "nsp_logits",
+        "sequence_output",
+    ]
+    out = model(PAIRS)
+    assert out["nsp_logits"].shape == (2, 2) and out["nsp_logits"].dtype == "float32"
+    reference = backbone(PAIRS)
+    for key in ("mlm_logits", "sequence_output"):
+        np.testing.assert_allclose(out[key].numpy(), reference[key].numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        out["nsp_logits"].numpy(), nsp_reference(out["sequence_output"].numpy(), model), atol=1e-5
+    )
+    assert model.get_layer("encoder") is backbone.get_layer("encoder")
+    model.save(tmp_path / "pretraining.keras")
+    reloaded = keras.saving.load_model(tmp_path / "pretraining.keras")
+    assert sorted(reloaded.input) == ["segment_ids", "token_ids"]
+    for key, value in reloaded(PAIRS).items():
+        np.testing.assert_allclose(value.numpy(), out[key].numpy(), atol=1e-6)
+
+
+def test_next_sentence_prediction_trains():
+    """Fits one positive and one negative pair (final loss < 0.02 over 5 seeds; bound 0.1)."""
+    keras.utils.set_random_seed(0)
+    model = bert_pretraining(tiny_bert(num_segments=2))
+    labels = np.array([1, 0])
+    optimizer = keras.optimizers.Adam(1e-2)
+    variables = [v for v in model.trainable_variables if not v.path.startswith("mlm_")]
+    losses = []
+    for _ in range(20):
+        with tf.GradientTape() as tape:
+            logits = model(PAIRS, training=True)["nsp_logits"]
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+        optimizer.apply(tape.gradient(loss, variables), variables)
+        losses.append(float(loss))
+    assert losses[0] > 0.5 and losses[-1] < 0.1, losses
+
+
+def test_a_classifier_inherits_the_pretrained_pooler_by_layer_name():
+    pretraining = bert_pretraining(tiny_bert(num_segments=2))
+    classifier = bert_classifier(tiny_bert(num_segments=2), 3, dropout=0.0)
+    shared = {layer.name for layer in pretraining.layers} & {
+        layer.name for layer in classifier.layers
+    }
+    assert {"pooler", "embedding", "segment_embedding", "encoder"} <= shared
+    for name in shared:
+        classifier.get_layer(name).set_weights(pretraining.get_layer(name).get_weights())
+    pooled = keras.Model(classifier.input, classifier.get_layer("pooler").output)(PAIRS)
+    expected = keras.Model(pretraining.input, pretraining.get_layer("pooler").output)(PAIRS)
+    np.testing.assert_allclose(pooled.numpy(), expected.numpy(), atol=1e-6)
+
+
+def test_classifier_of_a_backbone_with_segments():
+    backbone = tiny_bert(num_segments=2)
+    classifier = bert_classifier(backbone, 3, dropout=0.0)
+    assert same_inputs(classifier, backbone)
+    cls = backbone(PAIRS)["sequence_output"].numpy()[:, 0]
+    pooler, dense = classifier.get_layer("pooler"), classifier.get_layer("classifier")
+    expected = np.tanh(cls @ pooler.kernel.numpy() + pooler.bias.numpy())
+    expected = expected @ dense.kernel.numpy() + dense.bias.numpy()
+    np.testing.assert_allclose(classifier(PAIRS).numpy(), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("num_segments", [0, 2])
+def test_token_classifier_tags_every_position(tmp_path, num_segments):
+    backbone = tiny_bert(num_segments=num_segments)
+    tagger = bert_token_classifier(backbone, 5, dropout=0.0)
+    inputs = PAIRS if num_segments else IDS
+    logits = tagger(inputs)
+    assert logits.shape == (2, 8, 5) and logits.dtype == "float32"
+    np.testing.assert_array_equal(logits._keras_mask.numpy(), IDS != 0)  # the loss skips padding
+    hidden = backbone(inputs)["sequence_output"].numpy()
+    dense = tagger.get_layer("token_classifier")
+    expected = hidden @ dense.kernel.numpy() + dense.bias.numpy()
+    np.testing.assert_allclose(logits.numpy(), expected, atol=1e-5)
+    assert tagger.get_layer("encoder") is backbone.get_layer("encoder")
+    assert same_inputs(tagger, backbone)
+    tagger.save(tmp_path / "tagger.keras")
+    reloaded = keras.saving.load_model(tmp_path / "tagger.keras")
+    np.testing.assert_allclose(reloaded(inputs).numpy(), logits.numpy(), atol=1e-6)
+
+
+def test_heads_give_float32_logits_under_mixed_precision():
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        backbone = tiny_bert(num_segments=2)
+        outputs = [
+            bert_pretraining(backbone)(PAIRS)["nsp_logits"],
+            bert_classifier(backbone, 3)(PAIRS),
+            bert_token_classifier(backbone, 4)(PAIRS),
+        ]
+    finally:
+        keras.config.set_dtype_policy(previous)
+    assert backbone(PAIRS)["sequence_output"].dtype == "float16"
+    for output in outputs:
+        assert output.dtype == "float32" and np.all(np.isfinite(output.numpy()))
+
+
+def test_rejects_bad_head_arguments():
+    with pytest.raises(ValueError, match="num_segments=-1"):
+        tiny_bert(num_segments=-1)
+    with pytest.raises(ValueError, match="num_tags=0"):
+        bert_token_classifier(tiny_bert(), 0)
