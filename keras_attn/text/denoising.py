@@ -20,7 +20,7 @@ final punctuation, which not every sentence has and which is not a single id. Th
 to emit it between sentences; fine-tuning data, one sentence per example, holds none.
 
 The BART source holds no special token, as the sources of the translation data do. The mBART
-source is followed by `[END]` and the document's language tag (Liu et al., 2020, section 2.1).
+source is followed by `[END]` and the document's language tag (Liu et al., 2020).
 The target starts with `[START]`, the first input of this library's decoders; with
 `start_id=language_id` it is mBART's own target, `[lang] … [END]`, whose decoding then starts
 from the language tag.
@@ -40,7 +40,7 @@ References:
     Lewis et al., 2019, "BART: Denoising Sequence-to-Sequence Pre-training for Natural Language
     Generation, Translation, and Comprehension", arXiv:1910.13461 (sections 2.2 and 5).
     Liu et al., 2020, "Multilingual Denoising Pre-training for Neural Machine Translation",
-    arXiv:2001.08210 (section 2.1).
+    arXiv:2001.08210.
 """
 
 from __future__ import annotations
