@@ -1,13 +1,20 @@
 """Functional-API builders for the sequence models of the papers cited in docs, and their
 decoding views."""
 
-from keras_attn.models.bart import bart, bart_classifier
+from keras_attn.models.bart import (
+    bart,
+    bart_classifier,
+    bart_translator,
+    bart_translator_first_stage_variables,
+)
+from keras_attn.models.bart_steps import BartSteps
 from keras_attn.models.bert import (
     bert,
     bert_classifier,
     bert_pretraining,
     bert_token_classifier,
 )
+from keras_attn.models.bertsum import BertSumSteps, bertsum_translator
 from keras_attn.models.char_cnn import char_cnn
 from keras_attn.models.gpt import gpt, gpt_classifier
 from keras_attn.models.gpt_steps import GPTSteps
@@ -23,6 +30,8 @@ from keras_attn.models.transformer_translator import transformer_translator
 from keras_attn.models.transformer_translator_steps import TransformerTranslatorSteps
 
 __all__ = [
+    "BartSteps",
+    "BertSumSteps",
     "GPTSteps",
     "LuongTranslatorSteps",
     "PlainTranslatorSteps",
@@ -30,10 +39,13 @@ __all__ = [
     "TransformerTranslatorSteps",
     "bart",
     "bart_classifier",
+    "bart_translator",
+    "bart_translator_first_stage_variables",
     "bert",
     "bert_classifier",
     "bert_pretraining",
     "bert_token_classifier",
+    "bertsum_translator",
     "char_cnn",
     "gpt",
     "gpt_classifier",
