@@ -1,4 +1,7 @@
+import dataclasses
+import hashlib
 import importlib.util
+import json
 import random
 import shutil
 import sqlite3
@@ -388,3 +391,239 @@ def test_real_libreoffice_corpus():
         "Saves the current document with a different name and format to a location that you "
         "specify.",
     ) in all_pairs(splits)
+
+
+# ---------------------------------------------------------------------------------------------
+# Documents: the corpora's pairs grouped by chapter / help page, flattened by the pair readers.
+
+
+def test_bible_chapters_group_the_verses_that_read_bible_flattens(tmp_path):
+    database = write_bible(tmp_path / "bible.db")
+    chapters = corpora.read_bible_chapters(database)
+    assert [key for key, _ in chapters] == ["1:1", "1:28", "3:2", "43:3"]
+    assert [len(verses) for _, verses in chapters] == [2, 1, 1, 1]  # 1:1:2 has no WEB row
+    assert [pair for _, verses in chapters for pair in verses] == read_bible(database)
+
+
+def test_help_pages_group_the_paragraphs_that_read_libreoffice_help_flattens():
+    spanish, english = FIXTURES / "help" / "es", FIXTURES / "help" / "en-US"
+    pages = corpora.read_libreoffice_help_pages(spanish, english)
+    # only_es.html has no English page: no pair, no page.
+    assert [key for key, _ in pages] == ["text/shared/01/01020000.html"]
+    assert pages[0][1] == read_libreoffice_help(spanish, english)
+
+
+def numbered_bible(path, books=4, chapters=10, verses=12):
+    """A bible.db whose verse texts spell out their book, chapter and verse numbers."""
+    rows = []
+    for book in range(1, books + 1):
+        for chapter in range(1, chapters + 1):
+            for verse in range(1, verses + 1):
+                number = f"{book} {chapter} {verse}"
+                rows.append(
+                    (len(rows), "v", book, chapter, verse, f"Libro capítulo versículo {number}.")
+                )
+                rows.append((len(rows), "4", book, chapter, verse, f"Book chapter verse {number}."))
+    random.Random(0).shuffle(rows)  # the reader orders them
+    connection = sqlite3.connect(path)
+    connection.execute(BIBLE_SCHEMA)
+    connection.executemany("INSERT INTO bible VALUES (?, ?, ?, ?, ?, ?)", rows)
+    connection.commit()
+    connection.close()
+    return path
+
+
+def numbers(sentence):
+    return tuple(int(word) for word in sentence.rstrip(".").split()[-3:])
+
+
+@pytest.fixture
+def fixture_bible(tmp_path, monkeypatch):
+    """`bible-es-en` read from a 4-book, 40-chapter, 480-verse numbered bible.db."""
+    database = numbered_bible(tmp_path / "bible.db")
+    corpus = dataclasses.replace(corpora._CORPORA["bible-es-en"], locate=lambda: (database,))
+    monkeypatch.setitem(corpora._CORPORA, "bible-es-en", corpus)
+    return database
+
+
+@pytest.mark.parametrize("side", ["source", "target"])
+def test_bible_documents_are_chapters_in_verse_order_without_dev_and_test(fixture_bible, side):
+    assert corpora.is_ordered("bible-es-en")
+    documents = corpora.load_documents("bible-es-en", side=side)
+    splits = load_corpus("bible-es-en")
+    held_out = {text for pair in splits["dev"] + splits["test"] for text in pair}
+    assert len(held_out) == 2 * (24 + 24)  # 5 % of 480 sources each, both sides
+    column = 0 if side == "source" else 1
+    every = {pair[column] for pair in all_pairs(splits)}
+    for split in ("train", "dev"):
+        for document in documents[split]:
+            verses = [numbers(sentence) for sentence in document]
+            assert len({(book, chapter) for book, chapter, _ in verses}) == 1  # one chapter
+            assert [verse for _, _, verse in verses] == sorted(v for _, _, v in verses)
+            assert len(document) > 1
+    sentences = [sentence for split in documents.values() for doc in split for sentence in doc]
+    assert len(sentences) == len(set(sentences)) == 480 - 48
+    assert set(sentences) == every - held_out  # exactly the verses outside dev and test
+    assert sentences[0].startswith("Libro" if side == "source" else "Book")
+    # Chapters in canonical order; dev is 5 % of the 40 chapters, by the hash of their key.
+    for split in documents.values():
+        chapters = [numbers(document[0])[:2] for document in split]
+        assert chapters == sorted(chapters)
+    assert (len(documents["train"]), len(documents["dev"])) == (38, 2)
+    ranked = sorted((f"{b}:{c}" for b in range(1, 5) for c in range(1, 11)), key=corpora._rank)
+    assert {"{}:{}".format(*numbers(doc[0])[:2]) for doc in documents["dev"]} == set(ranked[:2])
+    assert corpora.load_documents("bible-es-en", side=side, seed=5) == documents
+
+
+def write_page(path, title, paragraphs):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = "".join(
+        f'<p id="par_id{900 - i}" class="paragraph">{text}</p>\n'
+        for i, text in enumerate(paragraphs)
+    )
+    path.write_text(
+        f'<html><body><h1 id="hd_id1">{title}</h1>\n{body}</body></html>', encoding="utf-8"
+    )
+
+
+def test_help_documents_are_pages_of_paragraphs_in_page_order(tmp_path, monkeypatch):
+    # 30 pages of 8 paragraphs; ids decrease down the page, so only page order gives 0..7.
+    for page in range(30):
+        relative = Path("text") / f"{page % 3}" / f"page{page:02d}.html"
+        write_page(tmp_path / "es" / relative, f"Título {page}",
+                   [f"Párrafo {page} número {i}." for i in range(8)])  # fmt: skip
+        write_page(tmp_path / "en-US" / relative, f"Title {page}",
+                   [f"Paragraph {page} number {i}." for i in range(8)])  # fmt: skip
+    help_dirs = (tmp_path / "es", tmp_path / "en-US")
+    corpus = dataclasses.replace(corpora._CORPORA["libreoffice-es-en"], locate=lambda: help_dirs)
+    monkeypatch.setitem(corpora._CORPORA, "libreoffice-es-en", corpus)
+    assert corpora.is_ordered("libreoffice-es-en")
+    documents = corpora.load_documents("libreoffice-es-en", side="target")
+    splits = load_corpus("libreoffice-es-en")
+    held_out = {text for pair in splits["dev"] + splits["test"] for text in pair}
+    assert len(held_out) == 2 * 2 * 13  # 5 % of 270 distinct sources per split, both sides
+    pages = documents["train"] + documents["dev"]
+    assert (len(documents["train"]), len(documents["dev"])) == (29, 1)
+    for document in pages:
+        page = int(document[0].split()[1])  # "Title 7" or "Paragraph 7 number 0."
+        expected = [f"Title {page}"] + [f"Paragraph {page} number {i}." for i in range(8)]
+        assert document == [text for text in expected if text not in held_out]
+    # Pages in path order: text/0/ (pages 0, 3, ..., 27), then text/1/, then text/2/.
+    in_path_order = [page for directory in range(3) for page in range(directory, 30, 3)]
+    for split in documents.values():
+        order = [int(document[0].split()[1]) for document in split]
+        assert order == [page for page in in_path_order if page in order]
+    sentences = [text for document in pages for text in document]
+    assert set(sentences) == {target for _, target in all_pairs(splits)} - held_out
+
+
+def test_unordered_corpora_give_one_sentence_per_document(tmp_path):
+    lines = [f"frase {i % 150}\tsentence {i}" for i in range(200)]  # 50 sources twice
+    path = write(tmp_path / "mine.tsv", "\n".join(lines))
+    assert not corpora.is_ordered(str(path)) and not corpora.is_ordered("synthetic")
+    assert not corpora.is_ordered("ding-de-en")
+    splits = load_corpus(str(path))
+    held_out = {text for pair in splits["dev"] + splits["test"] for text in pair}
+    for side, column in (("source", 0), ("target", 1)):
+        documents = corpora.load_documents(str(path), side=side)
+        assert all(len(document) == 1 for split in documents.values() for document in split)
+        sentences = [document[0] for split in documents.values() for document in split]
+        assert len(sentences) == len(set(sentences))
+        assert set(sentences) == {pair[column] for pair in splits["train"]} - held_out
+        assert len(documents["dev"]) == int(len(sentences) * 0.05)
+
+
+def test_load_monolingual_tags_documents_with_their_language(fixture_bible, tmp_path):
+    path = write(tmp_path / "mine.tsv", "\n".join(f"frase {i}\tsentence {i}" for i in range(100)))
+    text = corpora.load_monolingual(["bible-es-en", str(path)])
+    for split in ("train", "dev"):
+        expected = [("es", d) for d in corpora.load_documents("bible-es-en", "source")[split]]
+        expected += [("en", d) for d in corpora.load_documents("bible-es-en", "target")[split]]
+        expected += [("src", d) for d in corpora.load_documents(str(path), "source")[split]]
+        expected += [("tgt", d) for d in corpora.load_documents(str(path), "target")[split]]
+        assert text[split] == expected
+    english = corpora.load_monolingual("bible-es-en", sides="target")
+    assert {code for split in english.values() for code, _ in split} == {"en"}
+    assert corpora.language_codes("ding-de-en") == ("de", "en")
+    assert corpora.language_codes("synthetic") == ("es", "en")
+
+
+def test_document_errors_are_clear(tmp_path):
+    with pytest.raises(ValueError) as info:
+        corpora.load_documents("synthetic", side="middle")
+    assert str(info.value) == "Expected side in {'source', 'target'}. Received: side='middle'"
+    with pytest.raises(ValueError, match="Unknown corpus 'foo'"):
+        corpora.load_documents("foo")
+    with pytest.raises(ValueError, match="Unknown corpus 'foo'"):
+        corpora.is_ordered("foo")
+    with pytest.raises(ValueError, match="Expected at least one corpus and one side"):
+        corpora.load_monolingual([])
+
+
+def test_split_by_hash_follows_make_splits():
+    pairs = [(f"fuente {i}", f"source {i}") for i in range(80)]
+    pairs += [(f"fuente {i}", f"other {i}") for i in range(10)]
+    assert corpora.split_by_hash(pairs, key=lambda pair: pair[0]) == make_splits(pairs)
+    with pytest.raises(ValueError, match="Expected at least 3 distinct keys"):
+        corpora.split_by_hash([("a", 1), ("b", 2), ("a", 3)], key=lambda item: item[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# load_corpus's splits are fixed: SHA-256 of their JSON, per corpus and split.
+
+SPLIT_DIGESTS = {
+    "synthetic": {
+        "train": (28000, "ead987553ae6a61b3c94251f0efd104e3d55a9f8261bdb6e98e591f41f873bcf"),
+        "dev": (1000, "6ffe6cd2d0676584672d6b4db6ccfa49c70c60e0dea4aa7ff28629b81df02aa0"),
+        "test": (1000, "9392ffdc95eaeffa14f6c2358367b876b124680ac8837dc65af237656024737c"),
+    },
+    "ding-de-en": {
+        "train": (17006, "d848f80a64ad4d3d86d171c30a6b107deb3afc164d2f49af32c7525c06f02531"),
+        "dev": (944, "17593ded30f652850493f7fb82e6c0f39cd0fc499acce7cab6ce8573f7a15e33"),
+        "test": (931, "704e66cd0b04eea7e04779e3acdfa6558823fcfaffd0f15bf3ee8f2e5e42e42b"),
+    },
+    "bible-es-en": {
+        "train": (28777, "c2aa4a190e2d28a206333eb0e4917bcc8376e6e925d2c038fb04039c947a39c5"),
+        "dev": (1000, "15b8bdd5938a98dacd399bae0839778cb69d72649ddf9dc4947ffcebee07b0f7"),
+        "test": (1000, "4e04b5f5cf72fda5d5b78c6a79e4561fbe16c5ddbd97894e6db8ed255594e643"),
+    },
+    "libreoffice-es-en": {
+        "train": (27252, "ba7c8fa0ddadd8b4ea0f7cf7850a134edadff238728689bde25958c2611b88a4"),
+        "dev": (1023, "5d226b46c6cc158d748e8a9c948b39e47e6656c5f3dbd00c29bdea6482c7f9fc"),
+        "test": (1015, "052624d6ce923c761bd4fc54543ed9b6a235967bc3745e2826c554564ad6e09a"),
+    },
+}
+
+
+def digests(splits):
+    return {
+        name: (
+            len(pairs),
+            hashlib.sha256(json.dumps(pairs, ensure_ascii=False).encode()).hexdigest(),
+        )
+        for name, pairs in splits.items()
+    }
+
+
+def test_synthetic_splits_are_fixed(splits):
+    assert digests(splits) == SPLIT_DIGESTS["synthetic"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ding-de-en", "bible-es-en", "libreoffice-es-en"])
+def test_real_corpus_splits_are_fixed(name):
+    if corpora._CORPORA[name].locate() is None:
+        pytest.skip(f"{name} is not installed")
+    assert digests(load_corpus(name)) == SPLIT_DIGESTS[name]  # trans-de-en 1.9-6, LibreOffice 7.4
+
+
+@pytest.mark.slow
+@installed("bible-es-en")
+def test_real_bible_documents_are_chapters():
+    documents = corpora.load_documents("bible-es-en", side="target")
+    assert len(documents["train"]) + len(documents["dev"]) == 1189  # chapters of the 66 books
+    assert documents["train"][0][:2] == [
+        "In the beginning God created the heavens and the earth.",
+        "Now the earth was formless and empty. Darkness was on the surface of the deep. God's "
+        "Spirit was hovering over the surface of the waters.",
+    ]
