@@ -34,6 +34,7 @@ CHECKPOINTS = "checkpoints"
 LOGS = "logs"
 TRAIN_LOG = "train_log.tsv"
 INIT_REPORT = "init_from.json"  # what `--init-from` loaded: layers loaded, new and unused
+LABELS = "labels.txt"  # a classifier's class names (a tagger's tag names), one per line
 
 # Default hard limit on generated tokens; families with preallocated caches size them to it.
 MAX_OUTPUT_LENGTH = 128

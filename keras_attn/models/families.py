@@ -14,7 +14,11 @@ from dataclasses import dataclass
 import keras
 
 from keras_attn.errors import ConfigError
-from keras_attn.models.gpt import gpt
+from keras_attn.models.bart import bart, bart_classifier, bart_translator
+from keras_attn.models.bart_steps import BartSteps
+from keras_attn.models.bert import bert, bert_classifier, bert_pretraining, bert_token_classifier
+from keras_attn.models.bertsum import BERTSUM_ENCODER_LAYERS, BertSumSteps, bertsum_translator
+from keras_attn.models.gpt import gpt, gpt_classifier
 from keras_attn.models.gpt_steps import GPTSteps
 from keras_attn.models.luong_translator_steps import LuongTranslatorSteps
 from keras_attn.models.plain_translator_steps import PlainTranslatorSteps
@@ -22,6 +26,7 @@ from keras_attn.models.rnn_luong_translator import rnn_luong_translator
 from keras_attn.models.rnn_plain_translator import rnn_plain_translator
 from keras_attn.models.rnn_translator import rnn_attention_translator
 from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
+from keras_attn.models.text_cnn import text_cnn
 from keras_attn.models.transformer_translator import transformer_translator
 from keras_attn.models.transformer_translator_steps import TransformerTranslatorSteps
 
@@ -56,6 +61,9 @@ class ModelFamily:
     vocabulary_origin: Callable[[dict], dict[str, str]] | None = None
     # Layers trained by the encoder optimizer when the run sets `encoder_learning_rate`.
     encoder_layers: tuple[str, ...] = ()
+    # A classifier's architecture ("bert", "gpt", "bart", or "none" for one trained from
+    # scratch only): its vocabulary's reserved tokens and its input format.
+    backbone: str | None = None
 
     @property
     def language_model(self) -> bool:
@@ -101,6 +109,112 @@ class ModelFamily:
             return self.steps(model, max_length=max_length)
         return self.steps(model)
 
+
+# BERT runs pack sentence pairs: their models have two segment embeddings (Devlin et al., 2018).
+BERT_SEGMENTS = 2
+
+
+def bert_pretraining_model(
+    vocabulary_size: int,
+    num_layers: int = 2,
+    d_model: int = 128,
+    num_heads: int = 4,
+    ff_dim: int = 512,
+    dropout: float = 0.1,
+) -> keras.Model:
+    """`bert_pretraining` on a two-segment `bert`: masked LM + next-sentence prediction."""
+    backbone = bert(
+        vocabulary_size, num_layers, d_model, num_heads, ff_dim, dropout=dropout,
+        num_segments=BERT_SEGMENTS,
+    )  # fmt: skip
+    return bert_pretraining(backbone)
+
+
+def bert_classifier_model(
+    vocabulary_size: int,
+    num_classes: int,
+    num_layers: int = 2,
+    d_model: int = 128,
+    num_heads: int = 4,
+    ff_dim: int = 512,
+    dropout: float = 0.1,
+) -> keras.Model:
+    """`bert_classifier` on a two-segment `bert` (the layers of `bert_pretraining_model`)."""
+    backbone = bert(
+        vocabulary_size, num_layers, d_model, num_heads, ff_dim, dropout=dropout,
+        num_segments=BERT_SEGMENTS,
+    )  # fmt: skip
+    return bert_classifier(backbone, num_classes, dropout=dropout)
+
+
+def bert_tagger_model(
+    vocabulary_size: int,
+    num_tags: int,
+    num_layers: int = 2,
+    d_model: int = 128,
+    num_heads: int = 4,
+    ff_dim: int = 512,
+    dropout: float = 0.1,
+) -> keras.Model:
+    """`bert_token_classifier` on a two-segment `bert`: one tag per token."""
+    backbone = bert(
+        vocabulary_size, num_layers, d_model, num_heads, ff_dim, dropout=dropout,
+        num_segments=BERT_SEGMENTS,
+    )  # fmt: skip
+    return bert_token_classifier(backbone, num_tags, dropout=dropout)
+
+
+def gpt_classifier_model(
+    vocabulary_size: int,
+    num_classes: int,
+    max_length: int,
+    num_layers: int = 2,
+    d_model: int = 128,
+    num_heads: int = 4,
+    ff_dim: int = 512,
+    dropout: float = 0.1,
+) -> keras.Model:
+    """`gpt_classifier` on a `gpt` with `max_length` positions."""
+    backbone = gpt(vocabulary_size, num_layers, d_model, num_heads, ff_dim, max_length, dropout)
+    return gpt_classifier(backbone, num_classes, dropout=dropout)
+
+
+def bart_classifier_model(
+    vocabulary_size: int,
+    num_classes: int,
+    num_layers: int = 2,
+    d_model: int = 128,
+    num_heads: int = 4,
+    ff_dim: int = 512,
+    dropout: float = 0.1,
+) -> keras.Model:
+    """`bart_classifier` on a `bart`."""
+    backbone = bart(vocabulary_size, num_layers, d_model, num_heads, ff_dim, dropout=dropout)
+    return bart_classifier(backbone, num_classes, dropout=dropout)
+
+
+def bertsum_model(
+    source_vocabulary_size: int,
+    target_vocabulary_size: int,
+    num_layers: int = 2,
+    d_model: int = 128,
+    num_heads: int = 4,
+    ff_dim: int = 512,
+    decoder_layers: int | None = None,
+    dropout: float = 0.1,
+) -> keras.Model:
+    """`bertsum_translator` whose encoder has the layers of `bert_pretraining_model`."""
+    return bertsum_translator(
+        source_vocabulary_size, target_vocabulary_size, num_layers, d_model, num_heads, ff_dim,
+        decoder_layers, dropout=dropout, num_segments=BERT_SEGMENTS,
+    )  # fmt: skip
+
+
+def _new_source_encoder(hyperparameters: dict) -> bool:
+    return bool(hyperparameters.get("new_source_encoder_layers"))
+
+
+TRANSFORMER_OPTIONS = ("num_layers", "d_model", "num_heads", "ff_dim", "dropout")
 
 MODEL_FAMILIES: dict[str, ModelFamily] = {
     "rnn-plain": ModelFamily(
@@ -148,6 +262,76 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         hyperparameters=("num_layers", "d_model", "num_heads", "ff_dim", "dropout"),
         sized_steps=True,
         task="language_model",
+    ),
+    "bert": ModelFamily(
+        build=bert_pretraining_model,
+        steps=None,
+        hyperparameters=TRANSFORMER_OPTIONS,
+        task="masked_lm",
+    ),
+    "bart": ModelFamily(
+        build=bart,
+        steps=BartSteps,
+        hyperparameters=TRANSFORMER_OPTIONS,
+        sized_steps=True,
+        task="denoising",
+    ),
+    "bart-translator": ModelFamily(
+        build=bart_translator,
+        steps=BartSteps,
+        hyperparameters=(*TRANSFORMER_OPTIONS, "new_source_encoder_layers"),
+        sized_steps=True,
+        # The plain fine-tune keeps BART's one vocabulary on both sides; a new source encoder
+        # reads a source vocabulary of its own.
+        shares_vocabulary=lambda hp: not _new_source_encoder(hp),
+        vocabulary_origin=lambda hp: (
+            {"target": "single"}
+            if _new_source_encoder(hp)
+            else {"source": "single", "target": "single"}
+        ),
+    ),
+    "bertsum": ModelFamily(
+        build=bertsum_model,
+        steps=BertSumSteps,
+        hyperparameters=(*TRANSFORMER_OPTIONS, "decoder_layers"),
+        sized_steps=True,
+        vocabulary_origin=lambda hp: {"source": "single"},
+        encoder_layers=BERTSUM_ENCODER_LAYERS,
+    ),
+    "bert-classifier": ModelFamily(
+        build=bert_classifier_model,
+        steps=None,
+        hyperparameters=TRANSFORMER_OPTIONS,
+        task="classification",
+        backbone="bert",
+    ),
+    "gpt-classifier": ModelFamily(
+        build=gpt_classifier_model,
+        steps=None,
+        hyperparameters=TRANSFORMER_OPTIONS,
+        task="classification",
+        backbone="gpt",
+    ),
+    "bart-classifier": ModelFamily(
+        build=bart_classifier_model,
+        steps=None,
+        hyperparameters=TRANSFORMER_OPTIONS,
+        task="classification",
+        backbone="bart",
+    ),
+    "text-cnn": ModelFamily(
+        build=text_cnn,
+        steps=None,
+        hyperparameters=("embedding_dim", "dropout"),
+        task="classification",
+        backbone="none",
+    ),
+    "bert-tagger": ModelFamily(
+        build=bert_tagger_model,
+        steps=None,
+        hyperparameters=TRANSFORMER_OPTIONS,
+        task="tagging",
+        backbone="bert",
     ),
 }
 

@@ -42,13 +42,18 @@ class TrainConfig:
 
     model: str = option(
         "rnn-attention",
-        "model family: rnn-plain (no attention), rnn-attention, rnn-luong, transformer, or gpt "
-        "(a language model of the corpus' target side)",
+        "model family. Translators: rnn-plain (no attention), rnn-attention, rnn-luong, "
+        "transformer, bertsum (a BERT encoder under a new decoder), bart-translator. Language "
+        "model: gpt (of the corpus' target side). Pre-training: bert (masked LM + next sentence), "
+        "bart (denoising; mBART with {side} both). Classifiers: bert-classifier, gpt-classifier, "
+        "bart-classifier, text-cnn; tagger: bert-tagger (fine-tune with {init_from})",
     )
     corpus: str = option(
         "synthetic",
         "corpus: synthetic, ding-de-en, bible-es-en, libreoffice-es-en, or PATH.tsv "
-        "(source TAB target per line; see docs/corpora.md)",
+        "(source TAB target per line; see docs/corpora.md); pre-training: one or more, "
+        "comma-separated; classifiers: source-id, language-id, synthetic-language-id or PATH.tsv "
+        "(text TAB label); bert-tagger: PATH.tsv (tokens TAB tags)",
     )
     init_from: str | None = option(
         None,

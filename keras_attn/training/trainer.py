@@ -194,7 +194,7 @@ def _start_run(
             run.write_json(CONFIG_FILE, dataclasses.asdict(config))
             init_run = RunDirectory(config.init_from) if config.init_from else None
             task = get_task(family.task)
-            task.build_vocabularies(run, config, family, splits["train"], log, init_run)
+            task.prepare_run(run, config, family, splits, log, init_run)
         except BaseException:
             strategies.barrier(strategy, ok=False)  # the other workers stop too
             raise

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from keras_attn.training.tasks.base import Task
+from keras_attn.training.tasks.classification import ClassificationTask, TaggingTask
 from keras_attn.training.tasks.language_model import LanguageModelTask
+from keras_attn.training.tasks.pretraining import DenoisingTask, MaskedLanguageModelTask
 from keras_attn.training.tasks.translation import TranslationTask
 
 TASKS: dict[str, Task] = {
     "translation": TranslationTask(),
     "language_model": LanguageModelTask(),
+    "masked_lm": MaskedLanguageModelTask(),
+    "denoising": DenoisingTask(),
+    "classification": ClassificationTask(),
+    "tagging": TaggingTask(),
 }
 
 

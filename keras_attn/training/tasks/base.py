@@ -91,6 +91,18 @@ class Task(abc.ABC):
     def summary(self, metrics: dict) -> str:
         """One line on the evaluation's result."""
 
+    def prepare_run(
+        self,
+        run: RunDirectory,
+        config: TrainConfig,
+        family: ModelFamily,
+        data: dict,
+        log,
+        init_run: RunDirectory | None = None,
+    ) -> None:
+        """Write what the run needs besides its config before training: its vocabularies."""
+        self.build_vocabularies(run, config, family, data["train"], log, init_run)
+
     def build_vocabularies(
         self,
         run: RunDirectory,
