@@ -263,12 +263,12 @@ def load_classification_task(
 
     A class's sentences are the distinct sentences of its `(corpus, side)` sources; training
     sentences come from the corpora's train splits, dev and test sentences from their dev and
-    test splits (`keras_attn.text.corpora.load_corpus`; `synthetic` with its seed 0). Texts found
-    under two classes, and training texts that are also dev or test texts, are left out. Dev and
-    test hold `DEV_TEST_PER_CLASS` sentences per class (all there are when fewer), an equal share
-    from each source chosen by the SHA-256 of the text: they depend neither on `seed` nor on
-    `examples_per_class`. Training keeps every sentence, shuffled by `seed`, or
-    `examples_per_class` per class (`load_classification_data`).
+    test splits (`keras_attn.text.corpora.load_corpus`; `synthetic` with its seed 0). Left out:
+    texts found under two classes, dev texts that are test texts, training texts that are dev
+    or test texts. Dev and test hold `DEV_TEST_PER_CLASS` sentences per class (all there are
+    when fewer), an equal share from each source chosen by the SHA-256 of the text: they depend
+    neither on `seed` nor on `examples_per_class`. Training keeps every sentence, shuffled by
+    `seed`, or `examples_per_class` per class, a seeded draw nested across sizes.
 
     Args:
         name: a task of `TASKS` (`"source-id"`, `"language-id"`, `"synthetic-language-id"`) or
@@ -313,17 +313,18 @@ def load_classification_task(
             for text in (text for pool in class_pools for text in pool):
                 labels_of.setdefault(text, set()).add(label)
     ambiguous = {text for text, labels in labels_of.items() if len(labels) > 1}
+    held_out = set(ambiguous)  # grows with the test, then the dev texts
     evaluation: dict[str, list[Example]] = {}
-    for split in ("dev", "test"):
+    for split in ("test", "dev"):
         evaluation[split] = [
             (text, label)
             for label, class_pools in enumerate(pools[split])
             for text in _balanced(
-                [[t for t in pool if t not in ambiguous] for pool in class_pools],
+                [[t for t in pool if t not in held_out] for pool in class_pools],
                 DEV_TEST_PER_CLASS,
             )
         ]
-    held_out = ambiguous | {text for examples in evaluation.values() for text, _ in examples}
+        held_out.update(text for text, _ in evaluation[split])
     train = [
         (text, label)
         for label, class_pools in enumerate(pools["train"])

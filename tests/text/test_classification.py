@@ -45,7 +45,8 @@ def fake_corpus(source_prefix, target_prefix, sizes=(60, 12, 12)):
 @pytest.fixture
 def fake_corpora(monkeypatch):
     """ding/bible/help/synthetic stand-ins; 'Open.' is in two English corpora (train), 'Ja.' in
-    the German and a Spanish corpus, 'Amen.' in Bible train and help test."""
+    the German and a Spanish corpus, 'Amen.' in Bible train and help test, 'Shared.' in
+    dictionary dev and Bible test."""
     fakes = {
         "ding-de-en": fake_corpus("Satz", "Sentence"),
         "bible-es-en": fake_corpus("Versículo", "Verse", sizes=(80, 12, 12)),
@@ -56,6 +57,8 @@ def fake_corpora(monkeypatch):
     fakes["bible-es-en"]["train"] += [("Ja.", "Amen.")]
     fakes["libreoffice-es-en"]["train"] += [("Abrir.", "Open.")]
     fakes["libreoffice-es-en"]["test"] += [("Amén.", "Amen.")]
+    fakes["ding-de-en"]["dev"] += [("Geteilt.", "Shared.")]
+    fakes["bible-es-en"]["test"] += [("Compartido.", "Shared.")]
     loaded = []
 
     def load_corpus(name, seed=0):
@@ -123,6 +126,15 @@ def test_language_id_takes_an_equal_share_of_each_source(fake_corpora, monkeypat
     other = load_classification_task("language-id", seed=3)
     assert (other.dev, other.test) == (data.dev, data.test)
     assert other.train != data.train and sorted(other.train) == sorted(data.train)
+
+
+def test_a_text_is_in_one_split_only(fake_corpora):
+    data = load_classification_task("language-id")
+    assert "Shared." in texts(data.test) and "Shared." not in texts(data.dev)
+    assert "Amen." in texts(data.test) and "Amen." not in texts(data.train)
+    assert per_class(data.dev) == {0: 13, 1: 12 + 12 + 12, 2: 12 + 12}
+    source = load_classification_task("source-id")  # 'Shared.' is dictionary and Bible there
+    assert "Shared." not in texts(source.train + source.dev + source.test)
 
 
 def test_examples_per_class_is_a_seeded_nested_draw(fake_corpora):
