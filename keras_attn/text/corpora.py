@@ -60,6 +60,7 @@ __all__ = [
     "SIDES",
     "CorpusNotInstalledError",
     "corpora_dir",
+    "installed_corpora",
     "is_ordered",
     "language_codes",
     "load_corpus",
@@ -679,6 +680,17 @@ def load_corpus(name: str, seed: int = 0) -> Splits:
     if _is_path(name):
         return make_splits(read_tsv(name))
     raise _unknown_corpus(name)
+
+
+def installed_corpora() -> list[str]:
+    """The names of the real corpora installed on this machine, in registry order.
+
+    Example:
+
+    >>> set(installed_corpora()) <= {"ding-de-en", "bible-es-en", "libreoffice-es-en"}
+    True
+    """
+    return [name for name, corpus in _CORPORA.items() if corpus.locate() is not None]
 
 
 def _arguments(name: str, corpus: _Corpus) -> Sequence[Path]:

@@ -326,6 +326,14 @@ def test_named_corpora_load_from_the_cache_directory_and_the_system(nothing_inst
     assert len(all_pairs(load_corpus("bible-es-en"))) == 5
 
 
+def test_installed_corpora_are_those_found(nothing_installed):
+    assert corpora.installed_corpora() == []
+    ding = nothing_installed / "cache" / "trans-de-en" / "usr/share/trans/de-en"
+    ding.parent.mkdir(parents=True)
+    write(ding, DING)
+    assert corpora.installed_corpora() == ["ding-de-en"]
+
+
 @pytest.mark.parametrize(
     "name,package",
     [
