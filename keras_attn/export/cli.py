@@ -85,6 +85,12 @@ def export_run(
         )
     config = run.read_config_fields()
     family = get_family(config["model"])
+    if not family.exportable:
+        raise ConfigError(
+            f"a {config['model']} run is not exported: keras-attn export writes translators and "
+            "language models (fine-tune it into one with keras-attn train --init-from)",
+            ["run_path"],
+        )
     beam_options = {"beam_size": beam_size, "length_penalty": length_penalty}
     given = [name for name, value in beam_options.items() if value is not None]
     if family.language_model:

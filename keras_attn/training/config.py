@@ -60,6 +60,11 @@ class TrainConfig:
         "a finished run directory: start from its weights (every layer of the same name) and "
         "its vocabulary (fine-tuning a pre-trained model)",
     )
+    vocab_from: str | None = option(
+        None,
+        "a run directory whose vocabularies this run takes, but not its weights (a from-scratch "
+        "baseline with the vocabulary of a pre-trained model)",
+    )
     train_examples: int | None = option(
         None, "train on the first N examples of the training split only (default: all)"
     )
@@ -301,6 +306,11 @@ class TrainConfig:
                     f"{name} does not apply to model={self.model!r} (a {family.task} model)",
                     [name, "model"],
                 )
+        if self.init_from and self.vocab_from:
+            raise ConfigError(
+                "init_from already gives the run its vocabularies: drop vocab_from",
+                ["init_from", "vocab_from"],
+            )
         if self.encoder_learning_rate is not None and not family.encoder_layers:
             raise ConfigError(
                 f"encoder_learning_rate needs a model with a separate encoder (bertsum), not "

@@ -192,7 +192,8 @@ def _start_run(
             splits = _load_data(config, family)
             run.path.mkdir(parents=True, exist_ok=True)
             run.write_json(CONFIG_FILE, dataclasses.asdict(config))
-            init_run = RunDirectory(config.init_from) if config.init_from else None
+            origin = config.init_from or config.vocab_from
+            init_run = RunDirectory(origin) if origin else None
             task = get_task(family.task)
             task.prepare_run(run, config, family, splits, log, init_run)
         except BaseException:

@@ -112,8 +112,8 @@ class Task(abc.ABC):
         log,
         init_run: RunDirectory | None = None,
     ) -> None:
-        """Write the vocabularies missing from `run`: copied from `init_run` where this run
-        inherits them, built from the training text otherwise."""
+        """Write the vocabularies missing from `run`: copied from `init_run` (`init_from` or
+        `vocab_from`) where this run inherits them, built from the training text otherwise."""
         inherited = self.inherited_vocabularies(config, family) if init_run is not None else {}
         for name, reserved in self.vocabularies(config, family).items():
             if run.file(name).exists():
@@ -121,17 +121,17 @@ class Task(abc.ABC):
                     run.file(name).read_bytes() != init_run.file(inherited[name]).read_bytes()
                 ):
                     raise ConfigError(
-                        f"{run.file(name)} differs from {inherited[name]} of init_from "
-                        f"{init_run.path}: the pre-trained weights are for that vocabulary",
-                        ["init_from"],
+                        f"{run.file(name)} differs from {inherited[name]} of "
+                        f"{init_run.path}: the run's vocabulary must be that one",
+                        ["init_from", "vocab_from"],
                     )
                 continue
             if name in inherited:
                 source = init_run.file(inherited[name])
                 if not source.exists():
                     raise ConfigError(
-                        f"init_from {init_run.path} has no {inherited[name]} for this run's {name}",
-                        ["init_from"],
+                        f"{init_run.path} has no {inherited[name]} for this run's {name}",
+                        ["init_from", "vocab_from"],
                     )
                 shutil.copyfile(source, run.temporary(name))
                 os.replace(run.temporary(name), run.file(name))

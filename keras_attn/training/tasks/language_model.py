@@ -31,7 +31,12 @@ class LanguageModelTask(Task):
     """A causal LM: token ids → next-token logits, on START … END target-side sentences."""
 
     def load_data(self, config: TrainConfig, family: ModelFamily) -> dict:
-        splits = corpora.load_corpus(config.corpus, seed=config.seed)
+        """The splits of `config.corpus`; several comma-separated corpora are concatenated."""
+        names = [name.strip() for name in config.corpus.split(",") if name.strip()]
+        splits = {"train": [], "dev": [], "test": []}
+        for name in names:
+            for split, pairs in corpora.load_corpus(name, seed=config.seed).items():
+                splits[split].extend(pairs)
         return {**splits, "train": first_examples(splits["train"], config)}
 
     def vocabularies(self, config: TrainConfig, family: ModelFamily) -> dict[str, list[str]]:
