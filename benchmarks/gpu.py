@@ -57,6 +57,11 @@ from pathlib import Path
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if os.environ["KERAS_BACKEND"] == "jax" and importlib.util.find_spec("jax") is None:
+    sys.exit(
+        "benchmarks/gpu.py runs Keras on its JAX backend, and jax is not installed here: "
+        "pip install jax (with its CUDA plugin on a GPU), or run benchmarks/gpu_device.sh"
+    )
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # keras_attn from this checkout
 
 import keras  # noqa: E402
