@@ -7,7 +7,14 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_attn.cli import main as cli
 from keras_attn.export.translator import Translator
-from keras_attn.models.families import get_family
+from keras_attn.formats import VOCAB
+from keras_attn.models.bart import bart
+from keras_attn.models.families import (
+    bert_classifier_model,
+    bert_pretraining_model,
+    get_family,
+    gpt_classifier_model,
+)
 from keras_attn.text.vocab import save_vocab
 from keras_attn.training.trainer import (
     CONFIG_FILE,
@@ -107,3 +114,29 @@ def test_a_model_with_non_finite_weights_is_not_exported(run_dir, tmp_path, caps
     assert error.startswith(f"keras-attn export: error: {run.file(MODEL_FILE)} has non-finite ")
     assert "the run diverged" in error and len(error.splitlines()) == 1
     assert not base.exists() or not any(base.iterdir())
+
+
+NOT_EXPORTED = {
+    "bert": lambda vocabulary: bert_pretraining_model(vocabulary, 1, 8, 2, 16),
+    "bart": lambda vocabulary: bart(vocabulary, 1, 8, 2, 16),
+    "bert-classifier": lambda vocabulary: bert_classifier_model(vocabulary, 3, 1, 8, 2, 16),
+    "gpt-classifier": lambda vocabulary: gpt_classifier_model(vocabulary, 3, 20, 1, 8, 2, 16),
+}
+
+
+@pytest.mark.parametrize("model_name", sorted(NOT_EXPORTED))
+def test_pretraining_and_classifier_runs_are_refused_in_one_line(
+    tmp_path, vocabularies, capsys, model_name
+):
+    run = RunDirectory(tmp_path / "run")
+    run.path.mkdir()
+    config = TrainConfig(model=model_name, num_layers=1, d_model=8, num_heads=2, ff_dim=16)
+    run.write_json(CONFIG_FILE, dataclasses.asdict(config))
+    save_vocab(run.file(VOCAB), vocabularies[0])
+    NOT_EXPORTED[model_name](len(vocabularies[0])).save(run.file(MODEL_FILE))
+    base = tmp_path / "models"
+    assert cli(["export", str(run.path), "--model_base_path", str(base)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"keras-attn export: error: a {model_name} run is not exported: ")
+    assert "--init-from" in error and len(error.splitlines()) == 1
+    assert not base.exists()
