@@ -173,7 +173,7 @@ class MaskedLanguageModelTask(Task):
         )
 
     def describe(self, plan: ExamplePlan) -> str:
-        return f"{plan.num_examples} training sentence pairs"
+        return f"{plan.num_examples} training examples (sentence pairs or single sentences)"
 
     def build_model(
         self, run: RunDirectory, config: TrainConfig, family: ModelFamily
