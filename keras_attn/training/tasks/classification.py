@@ -155,7 +155,10 @@ class ClassificationTask(Task):
     ) -> keras.Model:
         extra = {}
         if family.backbone == "gpt":  # as many positions as the language model it starts from
-            origin = RunDirectory(config.init_from).read_config() if config.init_from else config
+            origin = config
+            if config.init_from:
+                fields = RunDirectory(config.init_from).read_config_fields()
+                origin = TrainConfig.from_fields(fields)
             extra["max_length"] = lm_positions(origin)
         return family.build(
             run.tokenizer().vocab_size,
