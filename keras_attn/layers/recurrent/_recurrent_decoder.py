@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
+from keras_attn.layers.recurrent._gru_form import check_gru_form, gru_form_kwargs
 from keras_attn.ops.masking import apply_query_mask
 
 CELLS = {"lstm": keras.layers.LSTMCell, "gru": keras.layers.GRUCell}
@@ -23,9 +24,14 @@ class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
     Args:
         units: decoder state size.
         cell: `"lstm"` or `"gru"`; the cell's state is `[h, c]` or `[h]`, each `(batch, units)`.
+        reset_after: the GRU's form (`cell="gru"` only). True (the default, Keras' and cuDNN's):
+            `h~ = tanh(x W_h + b_h + r ⊙ (h^(t-1) U_h + b'_h))`, the fused cuDNN kernel on a
+            GPU. False: Cho et al.'s equations, `h~ = tanh(x W_h + (r ⊙ h^(t-1)) U_h + b_h)`,
+            with no cuDNN kernel (the generic loop on every device). False with an LSTM is a
+            `ValueError`.
     """
 
-    def __init__(self, units: int, cell: str = "lstm", **kwargs):
+    def __init__(self, units: int, cell: str = "lstm", reset_after: bool = True, **kwargs):
         super().__init__(**kwargs)
         if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
             raise ValueError(f"Expected units to be a positive integer. Received: units={units!r}")
@@ -33,6 +39,7 @@ class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
             raise ValueError(f"Expected cell in {sorted(CELLS)}. Received: cell={cell!r}")
         self.units = units
         self.cell = cell
+        self.reset_after = check_gru_form(cell, reset_after)
         self.num_cell_states = 2 if cell == "lstm" else 1
         self.supports_masking = True
 
@@ -46,6 +53,7 @@ class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
             self.units,
             return_sequences=True,
             return_state=True,
+            **gru_form_kwargs(self.cell, self.reset_after),
             dtype=self.dtype_policy,
             name="rnn",
         )
@@ -92,7 +100,7 @@ class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
 
     def get_config(self) -> dict:
         config = super().get_config()
-        config.update(units=self.units, cell=self.cell)
+        config.update(units=self.units, cell=self.cell, reset_after=self.reset_after)
         return config
 
 
@@ -113,6 +121,8 @@ class AttentionDecoder(RecurrentDecoder):
     Args:
         units: decoder state size.
         cell: `"lstm"` or `"gru"`; the cell's state is `[h, c]` or `[h]`, each `(batch, units)`.
+        reset_after: the GRU's form, as in `RecurrentDecoder`: True (default) Keras' and cuDNN's,
+            False Cho et al.'s equations.
 
     Call arguments:
         inputs: embedded previous target tokens `(batch, T_y, d_y)`.

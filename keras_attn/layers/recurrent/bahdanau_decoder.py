@@ -8,6 +8,7 @@ from keras import ops
 from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.attention.attention import Attention
+from keras_attn.layers.recurrent._gru_form import gru_form_kwargs
 from keras_attn.layers.recurrent._recurrent_decoder import CELLS, AttentionDecoder
 
 
@@ -43,6 +44,11 @@ class BahdanauDecoder(AttentionDecoder):
             query `s^(t-1)`. `score`, `distribution` and `attention_units` are then not read. The
             layer's weights are saved under `attention`, while a decoder built from `score` keeps
             them under `score_fn` as it always has. The layer's dropout is not applied.
+        reset_after: the GRU's form (`cell="gru"` only). True (the default, Keras' and cuDNN's):
+            `h~ = tanh(x W_h + b_h + r ⊙ (s^(t-1) U_h + b'_h))`. False: Cho et al.'s equations,
+            `h~ = tanh(x W_h + (r ⊙ s^(t-1)) U_h + b_h)`. This decoder steps its cell one target
+            position at a time (the attention reads every `s^(t-1)`), so neither form runs the
+            fused cuDNN kernel here. False with an LSTM is a `ValueError`.
 
     Call arguments:
         inputs: embedded previous target tokens `(batch, T_y, d_y)`.
@@ -85,9 +91,10 @@ class BahdanauDecoder(AttentionDecoder):
         distribution="softmax",
         attention_units: int | None = None,
         attention: Attention | None = None,
+        reset_after: bool = True,
         **kwargs,
     ):
-        super().__init__(units, cell, **kwargs)
+        super().__init__(units, cell, reset_after=reset_after, **kwargs)
         if isinstance(attention, dict):
             attention = keras.saving.deserialize_keras_object(attention)
         if attention is not None and (
@@ -118,7 +125,9 @@ class BahdanauDecoder(AttentionDecoder):
             )
         # Private, so that Keras saves the weights under `score_fn` or `attention` first.
         self._attention_layer = attention
-        self.rnn_cell = CELLS[cell](units, dtype=self.dtype_policy, name="cell")
+        self.rnn_cell = CELLS[cell](
+            units, **gru_form_kwargs(cell, self.reset_after), dtype=self.dtype_policy, name="cell"
+        )
 
     def build(self, inputs_shape, memory_shape):
         query_shape = (inputs_shape[0], 1, self.units)  # s^(t-1)

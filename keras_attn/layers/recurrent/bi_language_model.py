@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.recurrent._gru_form import check_gru_form, gru_form_kwargs
 
 _CELLS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
 
@@ -41,6 +42,11 @@ class BiLanguageModel(keras.layers.Layer):
         tie_embeddings: use the transposed embedding matrix as the softmax weights.
         mask_zero: id 0 is padding (used when no mask is given).
         use_cudnn: passed to Keras' `LSTM`/`GRU`; exporting sets False.
+        reset_after: the GRU's form (`cell="gru"` only). True (the default, Keras' and cuDNN's):
+            `h~ = tanh(x W_h + b_h + r ⊙ (h^(t-1) U_h + b'_h))`, the fused cuDNN kernel on a GPU.
+            False: Cho et al.'s equations, `h~ = tanh(x W_h + (r ⊙ h^(t-1)) U_h + b_h)`, which
+            have no cuDNN kernel (the generic loop on every device). False with an LSTM or with
+            `use_cudnn=True` is a `ValueError`.
 
     Call arguments:
         inputs: int token ids `(batch, T)`.
@@ -81,6 +87,7 @@ class BiLanguageModel(keras.layers.Layer):
         tie_embeddings: bool = False,
         mask_zero: bool = True,
         use_cudnn="auto",
+        reset_after: bool = True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -106,6 +113,7 @@ class BiLanguageModel(keras.layers.Layer):
         self.tie_embeddings = bool(tie_embeddings)
         self.mask_zero = bool(mask_zero)
         self.use_cudnn = use_cudnn
+        self.reset_after = check_gru_form(cell, reset_after, use_cudnn)
         self.supports_masking = True
 
     def _rnn(self, direction: str, index: int) -> keras.layers.Layer:
@@ -114,6 +122,7 @@ class BiLanguageModel(keras.layers.Layer):
             return_sequences=True,
             go_backwards=direction == "backward",
             use_cudnn=self.use_cudnn,
+            **gru_form_kwargs(self.cell, self.reset_after),
             dtype=self.dtype_policy,
             name=f"{direction}_{self.cell}_{index}",
         )
@@ -236,5 +245,6 @@ class BiLanguageModel(keras.layers.Layer):
             tie_embeddings=self.tie_embeddings,
             mask_zero=self.mask_zero,
             use_cudnn=self.use_cudnn,
+            reset_after=self.reset_after,
         )
         return config

@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.recurrent._bidirectional import bidirectional
+from keras_attn.layers.recurrent._gru_form import check_gru_form, gru_form_kwargs
 
 _CELLS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
 _MERGE_MODES = ("concat", "sum", "mul", "ave")
@@ -32,6 +33,11 @@ class BidirectionalEncoder(keras.layers.Layer):
         dropout: dropout on the inputs of each direction.
         use_cudnn: passed to the Keras RNNs (`"auto"`, True or False); exporting sets False so
             no Cudnn op reaches a SavedModel.
+        reset_after: the GRU's form (`cell="gru"` only). True (the default, Keras' and cuDNN's):
+            `h~ = tanh(x W_h + b_h + r ⊙ (h^(t-1) U_h + b'_h))`, the fused cuDNN kernel on a GPU.
+            False: Cho et al.'s equations, `h~ = tanh(x W_h + (r ⊙ h^(t-1)) U_h + b_h)`, which
+            have no cuDNN kernel (the generic loop on every device). False with an LSTM or with
+            `use_cudnn=True` is a `ValueError`.
 
     Call arguments:
         inputs: `(batch, T, d)`.
@@ -63,6 +69,7 @@ class BidirectionalEncoder(keras.layers.Layer):
         merge_mode: str = "concat",
         dropout: float = 0.0,
         use_cudnn="auto",
+        reset_after: bool = True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -79,6 +86,7 @@ class BidirectionalEncoder(keras.layers.Layer):
         self.merge_mode = merge_mode
         self.dropout = float(dropout)
         self.use_cudnn = use_cudnn
+        self.reset_after = check_gru_form(cell, reset_after, use_cudnn)
         self.num_states = 2 if cell == "lstm" else 1
         rnn_cls = _CELLS[cell]
         self.rnn = bidirectional(
@@ -88,6 +96,7 @@ class BidirectionalEncoder(keras.layers.Layer):
                 return_state=True,
                 dropout=self.dropout,
                 use_cudnn=use_cudnn,
+                **gru_form_kwargs(cell, self.reset_after),
                 dtype=self.dtype_policy,
             ),
             merge_mode=merge_mode,
@@ -134,5 +143,6 @@ class BidirectionalEncoder(keras.layers.Layer):
             merge_mode=self.merge_mode,
             dropout=self.dropout,
             use_cudnn=self.use_cudnn,
+            reset_after=self.reset_after,
         )
         return config

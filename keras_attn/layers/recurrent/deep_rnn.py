@@ -9,6 +9,7 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.recurrent._bidirectional import bidirectional
+from keras_attn.layers.recurrent._gru_form import check_gru_form, gru_form_kwargs
 
 _CELLS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
 _MERGE_MODES = ("concat", "sum", "mul", "ave")
@@ -60,6 +61,11 @@ class DeepRNN(keras.layers.Layer):
             list of `num_layers - 1`); not applied to the inputs or to the top sequence.
         use_cudnn: passed to Keras' `LSTM`/`GRU` (`"auto"`, True or False); exporting sets
             False so no Cudnn op reaches a SavedModel.
+        reset_after: the GRU's form (`cell="gru"` only). True (the default, Keras' and cuDNN's):
+            `h~ = tanh(x W_h + b_h + r ⊙ (h^(t-1) U_h + b'_h))`, the fused cuDNN kernel on a GPU.
+            False: Cho et al.'s equations, `h~ = tanh(x W_h + (r ⊙ h^(t-1)) U_h + b_h)`, which
+            have no cuDNN kernel (the generic loop on every device). False with another `cell` than
+            `"gru"` (a template layer sets its own) or with `use_cudnn=True` is a `ValueError`.
 
     Call arguments:
         inputs: `(batch, T, d)`.
@@ -97,6 +103,7 @@ class DeepRNN(keras.layers.Layer):
         residual: bool = False,
         dropout=0.0,
         use_cudnn="auto",
+        reset_after: bool = True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -141,6 +148,7 @@ class DeepRNN(keras.layers.Layer):
         self.residual = bool(residual)
         self.dropout = dropout
         self.use_cudnn = use_cudnn
+        self.reset_after = check_gru_form(cell, reset_after, use_cudnn)
         self.supports_masking = True
 
     @staticmethod
@@ -177,6 +185,7 @@ class DeepRNN(keras.layers.Layer):
                 return_sequences=True,
                 return_state=True,
                 use_cudnn=self.use_cudnn,
+                **gru_form_kwargs(self.cell, self.reset_after),
                 dtype=self.dtype_policy,
                 name=f"{self.cell}_{index}",
             )
@@ -278,5 +287,6 @@ class DeepRNN(keras.layers.Layer):
             residual=self.residual,
             dropout=self.dropout,
             use_cudnn=self.use_cudnn,
+            reset_after=self.reset_after,
         )
         return config

@@ -61,6 +61,11 @@ class LuongDecoder(AttentionDecoder):
         position_gradient_scale: local-p only: a factor on the gradients of `W_p` and `v_p`,
             their learning rate relative to the rest under plain SGD (see
             `keras_attn.layers.LocalAttention`). Ignored by global and local-m attention.
+        reset_after: the GRU's form (`cell="gru"` only). True (the default, Keras' and cuDNN's):
+            `h~ = tanh(x W_h + b_h + r ⊙ (h_{t-1} U_h + b'_h))`; the teacher-forced pass without
+            input feeding then runs the fused cuDNN kernel on a GPU. False: Cho et al.'s
+            equations, `h~ = tanh(x W_h + (r ⊙ h_{t-1}) U_h + b_h)`, which have no cuDNN kernel.
+            False with an LSTM is a `ValueError`.
 
     Call arguments:
         inputs: embedded previous target tokens `(batch, T_y, d_y)`.
@@ -102,9 +107,10 @@ class LuongDecoder(AttentionDecoder):
         input_feeding: bool = True,
         attention_units: int | None = None,
         position_gradient_scale: float = 1.0,
+        reset_after: bool = True,
         **kwargs,
     ):
-        super().__init__(units, cell, **kwargs)
+        super().__init__(units, cell, reset_after=reset_after, **kwargs)
         if isinstance(attention, dict):
             attention = keras.saving.deserialize_keras_object(attention)
         if not isinstance(attention, (Attention, LocalAttention)) and attention not in ATTENTIONS:

@@ -35,6 +35,11 @@ class PlainDecoder(RecurrentDecoder):
         cell: `"lstm"` or `"gru"`.
         context_feeding: feed `c` to the cell and to the readout at every step (Cho et al.);
             without it (Sutskever et al.) the source enters only through the initial state.
+        reset_after: the GRU's form (`cell="gru"` only). True (the default, Keras' and cuDNN's):
+            `h~ = tanh(x W_h + b_h + r ⊙ (s^(t-1) U_h + b'_h))`; the teacher-forced pass then runs
+            the fused cuDNN kernel on a GPU. False: Cho et al.'s equations (section 2.3),
+            `h~ = tanh(x W_h + (r ⊙ s^(t-1)) U_h + b_h)`, which have no cuDNN kernel. False with an
+            LSTM is a `ValueError`.
 
     Call arguments:
         inputs: embedded previous target tokens `(batch, T_y, d_y)`.
@@ -62,8 +67,15 @@ class PlainDecoder(RecurrentDecoder):
         Encoder-Decoder for Statistical Machine Translation", arXiv:1406.1078.
     """
 
-    def __init__(self, units: int, cell: str = "lstm", context_feeding: bool = True, **kwargs):
-        super().__init__(units, cell, **kwargs)
+    def __init__(
+        self,
+        units: int,
+        cell: str = "lstm",
+        context_feeding: bool = True,
+        reset_after: bool = True,
+        **kwargs,
+    ):
+        super().__init__(units, cell, reset_after=reset_after, **kwargs)
         if not isinstance(context_feeding, bool):
             raise ValueError(
                 "Expected context_feeding to be a bool. "
