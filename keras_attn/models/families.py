@@ -220,12 +220,19 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     "rnn-plain": ModelFamily(
         build=rnn_plain_translator,
         steps=PlainTranslatorSteps,
-        hyperparameters=("embedding_dim", "units", "cell", "dropout", "context_feeding"),
+        hyperparameters=(
+            "embedding_dim",
+            "units",
+            "cell",
+            "gru_reset_after",
+            "dropout",
+            "context_feeding",
+        ),
     ),
     "rnn-attention": ModelFamily(
         build=rnn_attention_translator,
         steps=RNNTranslatorSteps,
-        hyperparameters=("embedding_dim", "units", "cell", "dropout", "score"),
+        hyperparameters=("embedding_dim", "units", "cell", "gru_reset_after", "dropout", "score"),
     ),
     "rnn-luong": ModelFamily(
         build=rnn_luong_translator,
@@ -234,6 +241,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
             "embedding_dim",
             "units",
             "cell",
+            "gru_reset_after",
             "dropout",
             "score",
             "distribution",

@@ -25,6 +25,7 @@ def rnn_luong_translator(
     position_gradient_scale: float = 1.0,
     dropout: float = 0.1,
     name: str = "rnn_luong_translator",
+    reset_after: bool = True,
 ) -> keras.Model:
     """Luong et al.'s attentional translator as a Keras functional model.
 
@@ -49,6 +50,9 @@ def rnn_luong_translator(
             name or an `Attention`/`LocalAttention` layer).
         dropout: dropout on embeddings and on `h~`.
         name: model name.
+        reset_after: the GRU's form (`cell="gru"` only), for encoder and decoder alike: True
+            (the default) is Keras' and cuDNN's, False Cho et al.'s equations (see
+            `keras_attn.layers.BidirectionalEncoder`); False with `cell="lstm"` is a `ValueError`.
 
     Returns:
         A `keras.Model` with inputs `{"source_ids", "target_ids"}` and the logits as output.
@@ -73,8 +77,17 @@ def rnn_luong_translator(
         input_feeding=input_feeding,
         attention_units=attention_units,
         position_gradient_scale=position_gradient_scale,
+        reset_after=reset_after,
         name=DECODER,
     )
     return encoder_decoder_translator(
-        decoder, source_vocab_size, target_vocab_size, embedding_dim, units, cell, dropout, name
+        decoder,
+        source_vocab_size,
+        target_vocab_size,
+        embedding_dim,
+        units,
+        cell,
+        dropout,
+        name,
+        reset_after=reset_after,
     )

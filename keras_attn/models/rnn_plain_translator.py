@@ -25,6 +25,7 @@ def rnn_plain_translator(
     context_feeding: bool = True,
     dropout: float = 0.1,
     name: str = "rnn_plain_translator",
+    reset_after: bool = True,
 ) -> keras.Model:
     """The attention-free encoder–decoder (Sutskever et al.; Cho et al.) as a functional model.
 
@@ -49,6 +50,9 @@ def rnn_plain_translator(
         context_feeding: feed `c` to the decoder at every step (`keras_attn.layers.PlainDecoder`).
         dropout: dropout on embeddings and on the decoder outputs.
         name: model name.
+        reset_after: the GRU's form (`cell="gru"` only), for encoder and decoder alike: True
+            (the default) is Keras' and cuDNN's, False Cho et al.'s equations (see
+            `keras_attn.layers.BidirectionalEncoder`); False with `cell="lstm"` is a `ValueError`.
 
     Returns:
         A `keras.Model` with inputs `{"source_ids", "target_ids"}` and the logits as output.
@@ -64,10 +68,16 @@ def rnn_plain_translator(
     """
     source_ids, target_ids = translator_inputs()
     _, final_states, initial_state = encode_source(
-        source_ids, source_vocab_size, embedding_dim, units, cell, dropout
+        source_ids, source_vocab_size, embedding_dim, units, cell, dropout, reset_after
     )
     target = embed_target(target_ids, target_vocab_size, embedding_dim, dropout)
-    decoder = PlainDecoder(units, cell=cell, context_feeding=context_feeding, name=DECODER)
+    decoder = PlainDecoder(
+        units,
+        cell=cell,
+        context_feeding=context_feeding,
+        reset_after=reset_after,
+        name=DECODER,
+    )
     outputs = decoder(target, final_states[0], initial_state=initial_state)
     logits = project_outputs(outputs, target_vocab_size, dropout)
     return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits, name=name)

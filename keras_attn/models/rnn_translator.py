@@ -28,6 +28,7 @@ def rnn_attention_translator(
     attention_units: int | None = None,
     dropout: float = 0.1,
     name: str = "rnn_attention_translator",
+    reset_after: bool = True,
 ) -> keras.Model:
     """Bahdanau et al.'s translator as a Keras functional model.
 
@@ -48,6 +49,9 @@ def rnn_attention_translator(
         attention_units: hidden size of the additive alignment network (default: `units`).
         dropout: dropout on embeddings and on the decoder outputs.
         name: model name.
+        reset_after: the GRU's form (`cell="gru"` only), for encoder and decoder alike: True
+            (the default) is Keras' and cuDNN's, False Cho et al.'s equations (see
+            `keras_attn.layers.BidirectionalEncoder`); False with `cell="lstm"` is a `ValueError`.
 
     Returns:
         A `keras.Model` with inputs `{"source_ids", "target_ids"}` and the logits as output.
@@ -62,10 +66,23 @@ def rnn_attention_translator(
         Bahdanau, Cho and Bengio, 2015, arXiv:1409.0473.
     """
     decoder = BahdanauDecoder(
-        units, cell=cell, score=score, attention_units=attention_units, name=DECODER
+        units,
+        cell=cell,
+        score=score,
+        attention_units=attention_units,
+        reset_after=reset_after,
+        name=DECODER,
     )
     return encoder_decoder_translator(
-        decoder, source_vocab_size, target_vocab_size, embedding_dim, units, cell, dropout, name
+        decoder,
+        source_vocab_size,
+        target_vocab_size,
+        embedding_dim,
+        units,
+        cell,
+        dropout,
+        name,
+        reset_after=reset_after,
     )
 
 
@@ -78,6 +95,7 @@ def encoder_decoder_translator(
     cell: str,
     dropout: float,
     name: str,
+    reset_after: bool = True,
 ) -> keras.Model:
     """The encoder-decoder translator around an attention decoder layer.
 
@@ -85,11 +103,11 @@ def encoder_decoder_translator(
     `project_outputs`): embeddings, the bidirectional encoder, the `tanh` bridges to the decoder's
     initial state, output dropout and the projection to logits, under the layer names the
     decoding adapters look up. `decoder` must be named `DECODER` and take
-    `decoder(target, memory, initial_state=[...])`.
+    `decoder(target, memory, initial_state=[...])`. `reset_after` is the encoder's GRU form.
     """
     source_ids, target_ids = translator_inputs()
     memory, _, initial_state = encode_source(
-        source_ids, source_vocab_size, embedding_dim, units, cell, dropout
+        source_ids, source_vocab_size, embedding_dim, units, cell, dropout, reset_after
     )
     target = embed_target(target_ids, target_vocab_size, embedding_dim, dropout)
     outputs = decoder(target, memory, initial_state=initial_state)
@@ -105,12 +123,21 @@ def translator_inputs() -> tuple:
     )
 
 
-def encode_source(source_ids, source_vocab_size, embedding_dim, units, cell, dropout) -> tuple:
+def encode_source(
+    source_ids,
+    source_vocab_size: int,
+    embedding_dim: int,
+    units: int,
+    cell: str,
+    dropout: float,
+    reset_after: bool = True,
+) -> tuple:
     """Embedding, dropout, bidirectional encoder and bridges of the RNN translators.
 
     Returns `(memory (batch, T_x, units), final_states, initial_state)`: `final_states` are the
     encoder's `[h_fwd^(T); h_bwd^(1)]` (and the LSTM cell state likewise), each `(batch, units)`;
     `initial_state` is `tanh(W_i final_states[i] + b_i)` per state, for the decoder.
+    `reset_after` is the encoder's GRU form (`keras_attn.layers.BidirectionalEncoder`).
     """
     if units % 2:
         raise ValueError(f"Expected an even number of units (two directions). Received: {units}")
@@ -118,7 +145,8 @@ def encode_source(source_ids, source_vocab_size, embedding_dim, units, cell, dro
         source_vocab_size, embedding_dim, mask_zero=True, name=SOURCE_EMBEDDING
     )(source_ids)
     source = keras.layers.Dropout(dropout, name="source_dropout")(source)
-    memory, *final_states = BidirectionalEncoder(units // 2, cell=cell, name=ENCODER)(source)
+    encoder = BidirectionalEncoder(units // 2, cell=cell, reset_after=reset_after, name=ENCODER)
+    memory, *final_states = encoder(source)
     initial_state = [
         keras.layers.Dense(units, activation="tanh", name=BRIDGE.format(index))(state)
         for index, state in enumerate(final_states)

@@ -107,6 +107,12 @@ class TrainConfig:
     embedding_dim: int = option(128)
     units: int = option(256)
     cell: str = option("lstm", None, ("lstm", "gru"))
+    gru_reset_after: bool | None = option(
+        None,
+        "the GRU's form, {cell} gru only (rnn-plain, rnn-attention, rnn-luong): on, the default, "
+        "is Keras' and cuDNN's (reset gate after the recurrent product; the fused cuDNN kernel "
+        "on a GPU); off is Cho et al.'s equations (reset gate before it; no cuDNN kernel)",
+    )
     dropout: float = option(0.1)
     score: str | None = option(
         None,
@@ -205,6 +211,12 @@ class TrainConfig:
                 "position_gradient_scale applies to attention='local-p' only, got "
                 f"attention={self.attention or 'global'!r}",
                 ["position_gradient_scale", "attention"],
+            )
+        if self.gru_reset_after is not None and self.cell != "gru":
+            raise ConfigError(
+                f"gru_reset_after chooses the form of a GRU: it needs cell='gru', got "
+                f"cell={self.cell!r}",
+                ["gru_reset_after", "cell"],
             )
         precision.resolve_policy(self.mixed_precision)
         sizes = ("steps", "batch_size", "max_length", "vocab_size", "checkpoint_every", "units")
@@ -328,7 +340,11 @@ class TrainConfig:
         """The family builder's keyword arguments; fields left at None are not passed."""
         family = family or self.family()
         values = {name: getattr(self, name) for name in family.hyperparameters}
-        return {name: value for name, value in values.items() if value is not None}
+        return {
+            BUILDER_ARGUMENTS.get(name, name): value
+            for name, value in values.items()
+            if value is not None
+        }
 
 
 # TrainConfig fields that only some model families take.
@@ -340,6 +356,7 @@ FAMILY_OPTIONS = (
     "input_feeding",
     "position_gradient_scale",
     "context_feeding",
+    "gru_reset_after",
     "num_layers",
     "d_model",
     "num_heads",
@@ -348,6 +365,9 @@ FAMILY_OPTIONS = (
     "new_source_encoder_layers",
     "decoder_layers",
 )
+
+# TrainConfig fields passed to the family builder under another keyword.
+BUILDER_ARGUMENTS = {"gru_reset_after": "reset_after"}
 
 # TrainConfig fields that only some training tasks read (`ModelFamily.task`).
 TASK_OPTIONS = {
