@@ -198,6 +198,13 @@ def add_parsers(subparsers: Any) -> None:
             default=field.default,
             help=f"{_LIMIT_HELP[field.name]} (default {field.default:,}; docs/serving.md)",
         )
+    _add_bool_flag(
+        serve,
+        "--xla_cpu_compilation_enabled",
+        False,
+        "allow XLA JIT compilation (stock flag; off: a signature calling a "
+        "tf.function(jit_compile=True) loads but fails with INTERNAL 'XLA compilation disabled')",
+    )
     serve.add_argument(
         "--monitoring_config_file",
         default="",
@@ -237,7 +244,13 @@ def run_serve(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from keras_attn.serving.servable import LoadError
     from keras_attn.serving.server import ModelServer, StartInterrupted
+    from keras_attn.serving.xla import set_xla_compilation_enabled
 
+    # Process-wide, before any model loads, as the stock server's main() does.
+    try:
+        set_xla_compilation_enabled(args.xla_cpu_compilation_enabled)
+    except RuntimeError as error:
+        raise UserError(str(error)) from None
     server = ModelServer(
         args.model_name,
         args.model_base_path,

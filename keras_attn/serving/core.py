@@ -606,7 +606,9 @@ def session_message(message: str) -> str:
 
     Python's eager runtime wraps graph errors as `Graph execution error:\n\nDetected at node X
     defined at (most recent call last):\n<stack traces unavailable>\n<message>
-    [Op:__inference_...]`; the model server's session returns just `<message>`.
+    [Op:__inference_...]`, and `Session.run` as `Graph execution error:\n\nDetected at node 'X'
+    defined at (most recent call last):\n[  <traceback>\n]Node: 'X'\n<message>` (one such header
+    per node the message names); the model server's session returns just `<message>`.
     """
     lines = message.splitlines()
     if lines and lines[0] == "Graph execution error:":
@@ -614,7 +616,11 @@ def session_message(message: str) -> str:
         if marker in lines:
             lines = lines[lines.index(marker) + 1 :]
         else:
-            lines = [line for line in lines[1:] if line and not line.startswith("Detected at")]
+            header = ("Detected at", "  ", "Node: ")
+            start = 1
+            while start < len(lines) and (not lines[start] or lines[start].startswith(header)):
+                start += 1
+            lines = lines[start:]
     return _OP_SUFFIX.sub("", "\n".join(lines))
 
 
