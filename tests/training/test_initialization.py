@@ -251,7 +251,9 @@ def test_the_encoder_optimizer_trains_exactly_the_encoder_layers_on_its_own_sche
 
 def test_bertsum_with_a_tiny_encoder_rate_keeps_the_pretrained_encoder(bert_run, corpora, tmp_path):
     run = tmp_path / "bertsum"
-    config = bertsum_config(bert_run, corpora, steps=3, encoder_learning_rate=1e-7)
+    config = bertsum_config(
+        bert_run, corpora, steps=3, encoder_learning_rate=1e-7, eval_sentences=0
+    )  # no BLEU: decoding is not what this test is about
     config = dataclasses.replace(config, num_layers=None, d_model=None, num_heads=None, ff_dim=None)
     train(run, config, progress=False, log=quiet)
     report = json.loads((run / "init_from.json").read_text())
@@ -278,7 +280,9 @@ def test_bertsum_with_a_tiny_encoder_rate_keeps_the_pretrained_encoder(bert_run,
             layer_weights(trained, "decoder"), layer_weights(initial, "decoder"), strict=True
         )
     ]
-    assert max(moved) > 1e-3
+    # Each of 3 Adam steps moves a weight by at most about the rate (<= 0.01): the initial
+    # weights were rebuilt right, and the decoder trained.
+    assert 1e-3 < max(moved) <= 3.3 * LEARNING_RATE
 
 
 def test_encoder_learning_rate_needs_a_model_with_an_encoder():
