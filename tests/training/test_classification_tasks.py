@@ -10,10 +10,13 @@ import json
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_attn.errors import ConfigError
 from keras_attn.formats import RunDirectory as Run
 from keras_attn.models.families import get_family
+from keras_attn.text.classification import load_classification_data
+from keras_attn.training.data import pad
 from keras_attn.training.tasks import get_task
 from keras_attn.training.tasks.language_model import lm_positions
 from keras_attn.training.trainer import RunDirectory, TrainConfig, train
@@ -102,6 +105,38 @@ def test_text_cnn_trains_from_scratch_with_labels_and_dev_and_test_accuracy(text
     assert metrics["dev_accuracy"] >= 0.95 and metrics["test_accuracy"] >= 0.95
     saved = json.loads((run / "metrics.json").read_text())
     assert saved["dev_accuracy"] == metrics["dev_accuracy"]
+    # The saved model scores the same on the dev split, fed as [START] tokens [END].
+    data = load_classification_data(RunDirectory(run).read_config().corpus, seed=0)
+    tokenizer = RunDirectory(run).tokenizer()
+    ids = tokenizer.tokenize(tf.constant([text for text, _ in data.dev])).to_list()
+    rows = pad([np.array([tokenizer.start_id, *row, tokenizer.end_id]) for row in ids])
+    guesses = np.asarray(RunDirectory(run).load_model()(rows)).argmax(-1)
+    accuracy = np.mean(guesses == np.array([label for _, label in data.dev]))
+    assert metrics["dev_accuracy"] == round(float(accuracy), 4)
+
+
+def test_classification_batches_hold_the_texts_and_their_labels(text_cnn_run, files):
+    run = RunDirectory(text_cnn_run[0])
+    config = run.read_config()
+    family = get_family(config.model)
+    task = get_task(family.task)
+    data = task.load_data(config, family)
+    plan = task.plan(run, config, family, data["train"])
+    tokenizer = run.tokenizer()
+    labels = {text: ("animal", "thing").index(name) for text, name in labelled_sentences(1000, 0)}
+    texts = []
+    for step in range(plan.batches_per_epoch):
+        ids, batch_labels = plan.batch(step)
+        for row, label in zip(ids, batch_labels, strict=True):
+            row = row[row != 0]
+            assert row[0] == tokenizer.start_id and row[-1] == tokenizer.end_id
+            text = tokenizer.detokenize(tf.constant([row])).numpy()[0].decode()
+            assert labels[text] == label
+            texts.append(text)
+    # One pass: every training sentence once (but the remainder of a partial batch).
+    assert len(set(texts)) == len(texts) == plan.batches_per_epoch * config.batch_size
+    assert set(texts) <= {text for text, _ in data["train"]}
+    assert len(data["train"]) - len(texts) < config.batch_size
 
 
 def test_examples_per_class_keeps_n_training_sentences_per_class(text_cnn_run, files):
