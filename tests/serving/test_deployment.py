@@ -5,6 +5,7 @@ that select the pods they mean."""
 
 from __future__ import annotations
 
+import argparse
 import pathlib
 import posixpath
 
@@ -14,6 +15,7 @@ import yaml
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
+from keras_attn.serving.cli import add_parsers
 from keras_attn.serving.config import (
     BatchingOptions,
     BatchingParameters,
@@ -48,6 +50,20 @@ def assert_stock_serving_flags(given: dict[str, str]) -> None:
     assert given["enable_batching"] == "true"
     assert given["model_config_file"].endswith("/models.config")
     assert given["batching_parameters_file"].endswith("/batching_parameters.txt")
+    # Compiled (jit_compile=True) signatures run.
+    assert given["xla_cpu_compilation_enabled"] == "true"
+
+
+def assert_local_server_reads_them(arguments: list[str]) -> None:
+    """`keras-attn serve` takes the same arguments and reads the same values."""
+    parser = argparse.ArgumentParser()
+    add_parsers(parser.add_subparsers(dest="command"))
+    parsed = vars(parser.parse_args(["serve", *arguments]))
+    for name, value in flags(arguments).items():
+        if isinstance(parsed[name], bool):
+            assert parsed[name] is (value == "true"), name
+        else:
+            assert parsed[name] == type(parsed[name])(value), name
 
 
 def assert_stock_image(image: str) -> None:
@@ -108,6 +124,7 @@ def test_compose_runs_stock_serving_with_batching_and_the_config():
 
     given = flags(service["command"])
     assert_stock_serving_flags(given)
+    assert_local_server_reads_them(service["command"])
     volumes = compose_mounts(service)
     for flag in ("model_config_file", "batching_parameters_file"):
         source = volumes[given[flag]]
@@ -211,6 +228,7 @@ def test_deployment_runs_stock_serving_with_batching_and_the_config(objects, gen
     }
     given = flags(server["args"])
     assert_stock_serving_flags(given)
+    assert_local_server_reads_them(server["args"])
 
     files = mounted_files(deployment, server, objects, generated)
     for flag, name in (

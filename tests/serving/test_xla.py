@@ -19,9 +19,12 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from keras_attn.export.warmup import write_warmup_requests
 from keras_attn.serving.cli import add_parsers, main
 from keras_attn.serving.core import session_message
 from keras_attn.serving.servable import load_servable
+from keras_attn.serving.status import ServingStatus
+from keras_attn.serving.warmup import run_warmup
 from keras_attn.serving.xla import set_xla_compilation_enabled, xla_compilation_enabled
 from keras_attn.testing.server_process import serve_in_subprocess
 
@@ -122,6 +125,28 @@ def test_switch_refuses_then_allows_compilation(compiled_base_path):
         set_xla_compilation_enabled(True)
         assert xla_compilation_enabled()
         np.testing.assert_allclose(compiled(x=X)["y"], reference(X), rtol=1e-6)
+    finally:
+        set_xla_compilation_enabled(before)
+        servable.functions.close()
+
+
+def test_switch_decides_whether_a_compiled_warmup_request_passes(tmp_path):
+    module = CompiledModel()
+    version = tmp_path / MODEL_NAME / "1"
+    tf.saved_model.save(module, str(version), signatures={"serving_default": module.compiled})
+    write_warmup_requests(version, {"serving_default": {"x": X}})
+    servable = load_servable(MODEL_NAME, str(tmp_path / MODEL_NAME))
+    before = xla_compilation_enabled()
+    try:
+        set_xla_compilation_enabled(False)
+        with pytest.raises(ServingStatus) as status:  # a failed warm-up fails the load
+            run_warmup(servable)
+        assert (status.value.code, status.value.message) == (
+            grpc.StatusCode.INTERNAL,
+            STOCK_MESSAGE,
+        )
+        set_xla_compilation_enabled(True)
+        assert run_warmup(servable) == 1
     finally:
         set_xla_compilation_enabled(before)
         servable.functions.close()
