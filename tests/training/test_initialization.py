@@ -111,6 +111,25 @@ def test_a_classifier_from_a_bert_run_loads_its_backbone_and_vocabulary(bert_run
             assert np.abs(ours - theirs).max() <= LEARNING_RATE * (1 + 1e-4), name
 
 
+def test_bert_classifier_batches_are_packed_as_in_pre_training(classifier_run):
+    run = RunDirectory(classifier_run[0])
+    config = run.read_config()
+    family = get_family(config.model)
+    task = get_task(family.task)
+    data = task.load_data(config, family)
+    plan = task.plan(run, config, family, data["train"])
+    tokenizer = run.tokenizer()
+    vocab = tokenizer.vocab
+    labels = {text: ("animal", "thing").index(name) for text, name in labelled_sentences(240, 0)}
+    features, batch_labels = plan.batch(0)
+    assert (features["segment_ids"] == 0).all()
+    for row, label in zip(features["token_ids"], batch_labels, strict=True):
+        row = row[row != 0]
+        assert row[0] == vocab.index("[CLS]") and row[-1] == vocab.index("[SEP]")
+        text = tokenizer.detokenize(tf.constant([row[1:-1]])).numpy()[0].decode()
+        assert labels[text] == label
+
+
 def test_initialize_from_copies_the_pretrained_weights_by_layer_name(bert_run, classifier_run):
     run = RunDirectory(classifier_run[0])
     config = run.read_config()
