@@ -123,74 +123,56 @@ def bert_pretraining_model(
     dropout: float = 0.1,
 ) -> keras.Model:
     """`bert_pretraining` on a two-segment `bert`: masked LM + next-sentence prediction."""
-    backbone = bert(
-        vocabulary_size, num_layers, d_model, num_heads, ff_dim, dropout=dropout,
-        num_segments=BERT_SEGMENTS,
-    )  # fmt: skip
-    return bert_pretraining(backbone)
+    return bert_pretraining(
+        _bert_backbone(
+            vocabulary_size,
+            num_layers=num_layers,
+            d_model=d_model,
+            num_heads=num_heads,
+            ff_dim=ff_dim,
+            dropout=dropout,
+        )  # fmt: skip
+    )
 
 
-def bert_classifier_model(
-    vocabulary_size: int,
-    num_classes: int,
-    num_layers: int = 2,
-    d_model: int = 128,
-    num_heads: int = 4,
-    ff_dim: int = 512,
-    dropout: float = 0.1,
-) -> keras.Model:
-    """`bert_classifier` on a two-segment `bert` (the layers of `bert_pretraining_model`)."""
-    backbone = bert(
-        vocabulary_size, num_layers, d_model, num_heads, ff_dim, dropout=dropout,
-        num_segments=BERT_SEGMENTS,
-    )  # fmt: skip
-    return bert_classifier(backbone, num_classes, dropout=dropout)
+def _headed(backbone: Callable[..., keras.Model], head: Callable[..., keras.Model], what: str):
+    """A builder `(vocabulary_size, num_outputs, num_layers, d_model, num_heads, ff_dim,
+    dropout, **backbone_options)` of `head(backbone(...), num_outputs)`."""
+
+    def build(
+        vocabulary_size: int,
+        num_outputs: int,
+        num_layers: int = 2,
+        d_model: int = 128,
+        num_heads: int = 4,
+        ff_dim: int = 512,
+        dropout: float = 0.1,
+        **backbone_options,
+    ) -> keras.Model:
+        model = backbone(
+            vocabulary_size, num_layers=num_layers, d_model=d_model, num_heads=num_heads,
+            ff_dim=ff_dim, dropout=dropout, **backbone_options,
+        )  # fmt: skip
+        return head(model, num_outputs, dropout=dropout)
+
+    build.__doc__ = what
+    return build
 
 
-def bert_tagger_model(
-    vocabulary_size: int,
-    num_tags: int,
-    num_layers: int = 2,
-    d_model: int = 128,
-    num_heads: int = 4,
-    ff_dim: int = 512,
-    dropout: float = 0.1,
-) -> keras.Model:
-    """`bert_token_classifier` on a two-segment `bert`: one tag per token."""
-    backbone = bert(
-        vocabulary_size, num_layers, d_model, num_heads, ff_dim, dropout=dropout,
-        num_segments=BERT_SEGMENTS,
-    )  # fmt: skip
-    return bert_token_classifier(backbone, num_tags, dropout=dropout)
+def _bert_backbone(vocabulary_size: int, **options) -> keras.Model:
+    return bert(vocabulary_size, num_segments=BERT_SEGMENTS, **options)
 
 
-def gpt_classifier_model(
-    vocabulary_size: int,
-    num_classes: int,
-    max_length: int,
-    num_layers: int = 2,
-    d_model: int = 128,
-    num_heads: int = 4,
-    ff_dim: int = 512,
-    dropout: float = 0.1,
-) -> keras.Model:
-    """`gpt_classifier` on a `gpt` with `max_length` positions."""
-    backbone = gpt(vocabulary_size, num_layers, d_model, num_heads, ff_dim, max_length, dropout)
-    return gpt_classifier(backbone, num_classes, dropout=dropout)
-
-
-def bart_classifier_model(
-    vocabulary_size: int,
-    num_classes: int,
-    num_layers: int = 2,
-    d_model: int = 128,
-    num_heads: int = 4,
-    ff_dim: int = 512,
-    dropout: float = 0.1,
-) -> keras.Model:
-    """`bart_classifier` on a `bart`."""
-    backbone = bart(vocabulary_size, num_layers, d_model, num_heads, ff_dim, dropout=dropout)
-    return bart_classifier(backbone, num_classes, dropout=dropout)
+bert_classifier_model = _headed(
+    _bert_backbone, bert_classifier, "`bert_classifier` on a two-segment `bert` (the layers of "
+    "`bert_pretraining_model`)."
+)  # fmt: skip
+bert_tagger_model = _headed(
+    _bert_backbone, bert_token_classifier, "`bert_token_classifier` on a two-segment `bert`."
+)
+# `gpt_classifier_model(..., max_length=positions)`: as many positions as the language model.
+gpt_classifier_model = _headed(gpt, gpt_classifier, "`gpt_classifier` on a `gpt`.")
+bart_classifier_model = _headed(bart, bart_classifier, "`bart_classifier` on a `bart`.")
 
 
 def bertsum_model(
