@@ -12,13 +12,15 @@ Three runs of `keras_attn.training.trainer.train`, written under `--out/seed<see
                 (`model="bart"`, `side="both"`); no pair is used
     pretrained  a `bart-translator` initialised from `mbart` (`init_from`: every weight, and its
                 vocabulary) and fine-tuned on the first `--train-pairs` Spanish→English pairs
+                of the training split (less those longer than `--max-length` tokens, which
+                training leaves out)
     scratch     the same `bart-translator`, the same vocabulary (`vocab_from`: mbart's
                 vocabulary, not its weights), pairs, steps, batch size and learning rate, from
                 random weights
 
 and prints the dev BLEU of both translators (`metrics.json`'s `dev_bleu`, greedy decoding) and
 the pre-training's cost, which the fine-tuning budget does not include. Each trained
-translator is an ordinary run: `keras-attn export --model_base_path M RUN` serves it.
+translator is an ordinary run: `keras-attn export RUN --model_base_path M` exports it.
 
 `--corpus` is `synthetic` (generated Spanish→English pairs, nothing to install) or an installed
 corpus such as `libreoffice-es-en` (`make corpora`). `--quick` shrinks the model, the steps
@@ -70,7 +72,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a tiny run of a few minutes")
     parser.add_argument("--pretrain-steps", type=int, default=2000)
     parser.add_argument("--finetune-steps", type=int, default=1000, help="for both translators")
-    parser.add_argument("--train-pairs", type=int, default=1000, help="fine-tuning pairs")
+    parser.add_argument(
+        "--train-pairs", type=int, default=1000, help="fine-tune on the first N training pairs"
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=1e-3, help="peak, every run")
     parser.add_argument("--warmup-steps", type=int, default=100, help="every run")
@@ -157,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{mbart['steps']} steps, {mbart['seconds']:.0f} s, dev reconstruction accuracy "
         f"{mbart['dev_token_accuracy']:.1%}"
     )
-    budget = f"{args.finetune_steps} steps on {args.train_pairs} pairs each"
+    budget = f"{args.finetune_steps} steps each on the first {args.train_pairs} training pairs"
     print(f"translators: {budget} (seed {args.seed})")
     for arm in ARMS:
         print(f"{arm:<11} dev BLEU {results[arm]['dev_bleu']:6.2f}")

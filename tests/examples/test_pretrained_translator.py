@@ -55,6 +55,7 @@ def test_budgets_must_be_positive(flag, capsys):
     assert f"{flag} must be positive, got 0" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # three trainings: about a minute
 def test_quick_run_prints_both_dev_bleus(tmp_path, capsys):
     """Only that the example runs: at --quick's 10 steps both BLEUs are near zero, so which arm
     wins is noise and the test asserts no ordering."""
