@@ -19,6 +19,10 @@ DEFAULTS = {
     "d_model": None, "num_heads": None, "ff_dim": None, "normalize_first": None,
     "checkpoint_every": 200, "eval_sentences": 1000, "max_minutes": None,
     "max_cpu_minutes": None, "distribute": "none", "resume": False, "quiet": False,
+    "init_from": None, "vocab_from": None, "train_examples": None, "examples_per_class": None,
+    "encoder_learning_rate": None, "encoder_warmup_steps": None, "gru_reset_after": None,
+    "new_source_encoder_layers": None, "decoder_layers": None, "side": None, "mask_rate": None,
+    "noises": None,
 }  # fmt: skip
 
 
