@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from keras_attn.cli import main as cli
 from keras_attn.training import trainer
+from keras_attn.training.tasks import translation
 from keras_attn.training.trainer import read_train_log
 
 
@@ -36,7 +37,7 @@ def diverged(capsys) -> tuple[int, str]:
 def poison_steps(monkeypatch, steps: set[int], factor: float) -> None:
     """Multiply the loss of the given steps (1 = the first) by `factor`: with an infinite factor
     the loss and the gradients are not finite."""
-    real = trainer.masked_cross_entropy
+    real = translation.masked_cross_entropy
     calls = tf.Variable(0)  # the train step's calls of the loss, one per step on one replica
 
     def loss(labels, logits, **kwargs):
@@ -44,7 +45,7 @@ def poison_steps(monkeypatch, steps: set[int], factor: float) -> None:
         poisoned = tf.reduce_any(tf.equal(calls, list(steps)))
         return real(labels, logits, **kwargs) * tf.where(poisoned, factor, 1.0)
 
-    monkeypatch.setattr(trainer, "masked_cross_entropy", loss)
+    monkeypatch.setattr(translation, "masked_cross_entropy", loss)
 
 
 def test_an_enormous_learning_rate_stops_at_the_first_non_finite_loss(
