@@ -22,6 +22,7 @@ def han_classifier(
     encoder: str = "gru",
     dropout: float = 0.0,
     name: str = "han_classifier",
+    reset_after: bool = True,
 ) -> keras.Model:
     """Hierarchical attention network: word GRU + attention → sentence GRU + attention → softmax.
 
@@ -43,6 +44,8 @@ def han_classifier(
         word_units: size of each direction of the word encoder.
         sentence_units: size of each direction of the sentence encoder.
         encoder: `"gru"` (the paper's) or `"lstm"`.
+        reset_after: the GRU's form (`encoder="gru"` only): True (the default) is Keras' and
+            cuDNN's, False Cho et al.'s equations.
         dropout: dropout rate on the document vector.
         name: model name.
 
@@ -68,9 +71,9 @@ def han_classifier(
         vocabulary_size, embedding_dim, mask_zero=True, name=EMBEDDING
     )
     embedded = embedding(token_ids)  # (batch, S, W, e), Keras mask (batch, S, W)
-    document = HierarchicalAttention(word_units, sentence_units, encoder=encoder, name=HIERARCHY)(
-        embedded
-    )  # (batch, 2 * sentence_units)
+    document = HierarchicalAttention(
+        word_units, sentence_units, encoder=encoder, reset_after=reset_after, name=HIERARCHY
+    )(embedded)  # (batch, 2 * sentence_units)
     document = keras.layers.Dropout(dropout, name="dropout")(document)
     logits = keras.layers.Dense(num_classes, dtype="float32", name="classifier")(document)
     return keras.Model(token_ids, logits, name=name)

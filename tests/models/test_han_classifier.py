@@ -91,3 +91,17 @@ def test_user_mistakes_are_one_clear_error():
         han_classifier(VOCAB, 0)
     with pytest.raises(ValueError, match="encoder='rnn'"):
         han_classifier(VOCAB, 2, encoder="rnn")
+
+
+def test_the_gru_form_reaches_the_hierarchy():
+    from keras_attn.models.han_classifier import HIERARCHY
+
+    paper = han_classifier(
+        30, 2, embedding_dim=4, word_units=3, sentence_units=3, reset_after=False
+    )
+    assert paper.get_layer(HIERARCHY).reset_after is False
+    assert (
+        han_classifier(30, 2, embedding_dim=4, word_units=3, sentence_units=3)
+        .get_layer(HIERARCHY)
+        .reset_after
+    )

@@ -37,6 +37,8 @@ class HierarchicalAttention(keras.layers.Layer):
         sentence_units: size of each direction of the sentence encoder.
         encoder: recurrent cell of both bidirectional encoders, `"gru"` (the paper's) or
             `"lstm"`.
+        reset_after: the GRU's form (`encoder="gru"` only): True (the default) is Keras' and
+            cuDNN's, False Cho et al.'s equations (`BidirectionalEncoder`).
 
     Call arguments:
         inputs: embedded words `(batch, S, W, d)`.
@@ -67,7 +69,14 @@ class HierarchicalAttention(keras.layers.Layer):
         Classification", NAACL, section 2.
     """
 
-    def __init__(self, word_units: int, sentence_units: int, encoder: str = "gru", **kwargs):
+    def __init__(
+        self,
+        word_units: int,
+        sentence_units: int,
+        encoder: str = "gru",
+        reset_after: bool = True,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         for name, value in (("word_units", word_units), ("sentence_units", sentence_units)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -81,14 +90,23 @@ class HierarchicalAttention(keras.layers.Layer):
         self.word_units = word_units
         self.sentence_units = sentence_units
         self.encoder = encoder
+        self.reset_after = reset_after
         self.word_encoder = BidirectionalEncoder(
-            word_units, cell=encoder, name="word_encoder", dtype=self.dtype_policy
+            word_units,
+            cell=encoder,
+            reset_after=reset_after,
+            name="word_encoder",
+            dtype=self.dtype_policy,
         )
         self.word_attention = ContextAttentionPooling(
             2 * word_units, name="word_attention", dtype=self.dtype_policy
         )
         self.sentence_encoder = BidirectionalEncoder(
-            sentence_units, cell=encoder, name="sentence_encoder", dtype=self.dtype_policy
+            sentence_units,
+            cell=encoder,
+            reset_after=reset_after,
+            name="sentence_encoder",
+            dtype=self.dtype_policy,
         )
         self.sentence_attention = ContextAttentionPooling(
             2 * sentence_units, name="sentence_attention", dtype=self.dtype_policy
@@ -148,5 +166,6 @@ class HierarchicalAttention(keras.layers.Layer):
             word_units=self.word_units,
             sentence_units=self.sentence_units,
             encoder=self.encoder,
+            reset_after=self.reset_after,
         )
         return config

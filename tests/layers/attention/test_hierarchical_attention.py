@@ -139,3 +139,22 @@ def test_harness():
         expected_output_shape=(2, 4),
         run_saved_model_check=True,
     )
+
+
+def test_gru_form_reaches_both_encoders_and_the_config():
+    layer = HierarchicalAttention(4, 3, reset_after=False)
+    x = np.random.default_rng(0).normal(size=(2, 3, 5, 6)).astype("float32")
+    layer(x)
+    cells = [
+        rnn.cell
+        for encoder in (layer.word_encoder, layer.sentence_encoder)
+        for rnn in (encoder.rnn.forward_layer, encoder.rnn.backward_layer)
+    ]
+    assert [cell.reset_after for cell in cells] == [False] * 4
+    # Cho et al.'s form has one bias vector per gate set; Keras' default form has two.
+    assert [tuple(cell.bias.shape) for cell in cells] == [(12,), (12,), (9,), (9,)]
+    restored = HierarchicalAttention.from_config(layer.get_config())
+    assert restored.reset_after is False
+    assert HierarchicalAttention(4, 3).get_config()["reset_after"] is True
+    with pytest.raises(ValueError, match="reset_after"):
+        HierarchicalAttention(4, 3, encoder="lstm", reset_after=False)
