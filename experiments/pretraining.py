@@ -42,6 +42,7 @@ side): a pre-training run is trained by one of them while the others wait for it
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import fcntl
 import json
@@ -86,6 +87,7 @@ class Scale:
     batch_size: int
     pretraining_steps: int  # the full pre-training runs' step target
     pretraining_cpu_minutes: float | None  # and their CPU-time budget (the first reached ends them)
+    pretraining_documents: int | None  # pre-train on the first N documents only (None: all)
     classification_steps: int
     translation_steps: int
     eval_sentences: int  # dev sentences scored per fine-tuning run (classification: and test all)
@@ -104,10 +106,11 @@ FULL = Scale(
     max_length=64,
     batch_size=32,
     pretraining_steps=20000,
-    pretraining_cpu_minutes=8.0,
-    classification_steps=300,
-    translation_steps=600,
-    eval_sentences=300,
+    pretraining_cpu_minutes=4.0,
+    pretraining_documents=None,
+    classification_steps=150,
+    translation_steps=250,
+    eval_sentences=100,
     text_cnn={"embedding_dim": 128},
 )
 QUICK = Scale(
@@ -123,6 +126,7 @@ QUICK = Scale(
     batch_size=16,
     pretraining_steps=8,
     pretraining_cpu_minutes=None,
+    pretraining_documents=2000,
     classification_steps=4,
     translation_steps=4,
     eval_sentences=10,
@@ -243,6 +247,7 @@ def pretraining_config(run: Pretraining, scale: Scale, args: argparse.Namespace)
         eval_sentences=args.pretraining_eval_sentences,
         checkpoint_every=max(1, short_steps(args)),
         max_cpu_minutes=args.pretraining_cpu_minutes,
+        train_examples=scale.pretraining_documents,
         **scale.model,
     )
 
@@ -317,17 +322,32 @@ def train_run(run_dir: Path, config: TrainConfig, log: Callable[[str], None]) ->
     return finished(run_dir)
 
 
-def pretrain(run: Pretraining, scale: Scale, args, out: Path, log) -> dict:
-    """The short and the full pre-training run of `run` (trained unless finished); their
-    metrics, `{"short": ..., "long": ...}`.
+@contextlib.contextmanager
+def claimed(path: Path, wait: bool):
+    """Hold the lock file `path` (an exclusive `flock`) for the `with` block; yields whether it
+    was claimed. Without `wait`, a lock another process holds yields False at once."""
+    with open(path, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
+def pretrain(run: Pretraining, scale: Scale, args, out: Path, log, wait: bool = True) -> bool:
+    """Train the short and then the full pre-training run of `run`, unless finished; returns
+    whether both are finished.
 
     The full run starts as a copy of the finished short run (its checkpoint, train log and
-    vocabulary, not its model or metrics) and continues from there. Another process training
-    the same run holds its lock; this one waits, then finds it finished.
+    vocabulary, not its model or metrics) and continues from there. A process that finds another
+    one training the same run waits for it, or, without `wait`, returns False at once.
     """
     directory = out / "pretrain"
     directory.mkdir(parents=True, exist_ok=True)
     long_dir, short_dir = directory / run.name, directory / f"{run.name}-short"
+    if finished(long_dir) is not None:
+        return True
     config = pretraining_config(run, scale, args)
     minutes = config.max_cpu_minutes
     short_config = dataclasses.replace(
@@ -338,9 +358,11 @@ def pretrain(run: Pretraining, scale: Scale, args, out: Path, log) -> dict:
     long_config = dataclasses.replace(
         config, max_cpu_minutes=None if minutes is None else minutes * (1 - args.short_fraction)
     )
-    with open(directory / f"{run.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        short = train_run(short_dir, short_config, log)
+    with claimed(directory / f"{run.name}.lock", wait) as mine:
+        if not mine:
+            return False
+        log(f"pre-training {run.name}")
+        train_run(short_dir, short_config, log)
         if finished(long_dir) is None and not long_dir.exists():
             copying = directory / f"{run.name}.copy"
             shutil.rmtree(copying, ignore_errors=True)
@@ -348,8 +370,8 @@ def pretrain(run: Pretraining, scale: Scale, args, out: Path, log) -> dict:
                 short_dir, copying, ignore=shutil.ignore_patterns(METRICS_FILE, MODEL_FILE)
             )
             copying.rename(long_dir)
-        long = train_run(long_dir, long_config, log)
-    return {"short": short, "long": long}
+        train_run(long_dir, long_config, log)
+    return True
 
 
 def task_budgets(task: str, scale: Scale) -> tuple:
@@ -369,39 +391,56 @@ def cells(
 
 
 def cell_directory(out: Path, task: str, arm: Arm, budget: int | str, seed: int) -> Path:
-    return out / task / arm.slug / f"{str(budget)}-s{seed}"
+    return out / task / arm.slug / f"{budget}-s{seed}"
 
 
-def run_task(task: str, scale: Scale, args, out: Path, log) -> list[dict]:
-    """Fine-tune the cells of `task`'s chosen arms, each pre-training run trained when an arm
-    first needs it; one result per cell."""
-    results, pretrained = [], set()
-    for arm, budget, seed in cells(task, scale, args.seeds, args.arms):
-        name = arm.pretraining.removesuffix("-short") if arm.pretraining else None
-        if name is not None and name not in pretrained:
-            log(f"pre-training {name}")
-            pretrain(PRETRAININGS[name], scale, args, out, log)
-            pretrained.add(name)
-        run_dir = cell_directory(out, task, arm, budget, seed)
-        config = finetuning_config(arm, task, budget, seed, scale, args, out)
-        started = time.perf_counter()
-        metrics = train_run(run_dir, config, log)
-        log(
-            f"{task} / {arm.name} / {str(budget)} / seed {seed}: "
-            f"{METRIC[task]} {metrics[METRIC[task]]} ({time.perf_counter() - started:.0f} s)"
-        )
-        results.append(
-            {
-                "task": task,
-                "arm": arm.name,
-                "budget": str(budget),
-                "seed": seed,
-                "value": metrics[METRIC[task]],
-                "metrics": metrics,
-                "run": str(run_dir),
-            }
-        )
-    return results
+def run_cells(tasks: Sequence[str], scale: Scale, args, out: Path, log) -> list[dict]:
+    """Fine-tune every cell of `tasks`' chosen arms, each pre-training run trained when a cell
+    first needs it; one result per cell, in the order of `cells`.
+
+    Processes sharing `out` share the work: a cell (or a pre-training run) that another process
+    holds is put off and taken up again once it is free, or finished; a process waits only when
+    nothing else is left to do.
+    """
+    jobs = [(task, *cell) for task in tasks for cell in cells(task, scale, args.seeds, args.arms)]
+    metrics: dict[int, dict] = {}
+    pending = list(range(len(jobs)))
+    while pending:
+        deferred = []
+        for index in pending:
+            task, arm, budget, seed = jobs[index]
+            name = arm.pretraining.removesuffix("-short") if arm.pretraining else None
+            if name is not None and not pretrain(PRETRAININGS[name], scale, args, out, log, False):
+                deferred.append(index)
+                continue
+            run_dir = cell_directory(out, task, arm, budget, seed)
+            run_dir.parent.mkdir(parents=True, exist_ok=True)
+            with claimed(run_dir.with_name(run_dir.name + ".lock"), wait=False) as mine:
+                if not mine:
+                    deferred.append(index)
+                    continue
+                config = finetuning_config(arm, task, budget, seed, scale, args, out)
+                started = time.perf_counter()
+                metrics[index] = train_run(run_dir, config, log)
+            log(
+                f"{task} / {arm.name} / {budget} / seed {seed}: {METRIC[task]} "
+                f"{metrics[index][METRIC[task]]} ({time.perf_counter() - started:.0f} s)"
+            )
+        if deferred == pending:
+            time.sleep(5.0)  # all of it is another process' work in progress
+        pending = deferred
+    return [
+        {
+            "task": task,
+            "arm": arm.name,
+            "budget": str(budget),
+            "seed": seed,
+            "value": metrics[index][METRIC[task]],
+            "metrics": metrics[index],
+            "run": str(cell_directory(out, task, arm, budget, seed)),
+        }
+        for index, (task, arm, budget, seed) in enumerate(jobs)
+    ]
 
 
 # ---------------------------------------------------------------------------- tables
@@ -729,9 +768,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, keras "
         f"{keras.__version__}; tasks {', '.join(args.tasks)}; seeds {args.seeds}"
     )
-    results = []
-    for task in args.tasks:
-        results += run_task(task, args.scale, args, out, log)
+    results = run_cells(args.tasks, args.scale, args, out, log)
     markdown = write_report(out, args.scale, args, results)
     print("\n" + markdown)
     return 0

@@ -159,7 +159,7 @@ def test_pretraining_configs_share_the_model_and_split_the_cpu_budget(experiment
         config.validate()
         assert config.schedule == "inverse-sqrt"  # the short run is the long run's prefix
         assert (config.steps, config.max_cpu_minutes) == (1000, args.scale.pretraining_cpu_minutes)
-        assert (config.num_layers, config.d_model) == (2, 128)
+        assert (config.num_layers, config.d_model, config.train_examples) == (2, 128, None)
     assert experiment.PRETRAININGS["mbart"].side == "both"
 
 
@@ -175,6 +175,15 @@ def test_parse_args_rejects_one_seed_bad_fractions_and_unknown_arms(experiment, 
         with pytest.raises(SystemExit):
             experiment.parse_args(["--out", "x", *argv])
         assert message in capsys.readouterr().err
+
+
+def test_claimed_is_exclusive_and_does_not_wait_when_told_not_to(experiment, tmp_path):
+    lock = tmp_path / "cell.lock"
+    with experiment.claimed(lock, wait=False) as first:
+        with experiment.claimed(lock, wait=False) as second:
+            assert first and not second
+    with experiment.claimed(lock, wait=True) as again:
+        assert again  # released when the first holder's block ended
 
 
 def test_loss_at_and_curve_steps_read_the_train_log(experiment, tmp_path):
