@@ -24,7 +24,7 @@ LAYERS = (
     ("distributions", "scores"),
     ("layers",),
     ("models", "decoding"),
-    ("text",),
+    ("text", "vision"),
     ("formats",),
     ("export", "serving"),
     ("training",),

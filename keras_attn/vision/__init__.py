@@ -1,0 +1,41 @@
+"""Generated image data: the captioning corpus of coloured-shape scenes."""
+
+from keras_attn.vision.scenes import (
+    CAPTION_WORDS,
+    COLOURS,
+    HELD_OUT_PAIRS,
+    MAX_CAPTION_WORDS,
+    RELATIONS,
+    SHAPES,
+    SIZES,
+    SPLITS,
+    ParsedCaption,
+    Scene,
+    SceneObject,
+    caption_ids,
+    encode_png,
+    generate_scene,
+    mask_to_grid,
+    parse_caption,
+    scene_splits,
+)
+
+__all__ = [
+    "CAPTION_WORDS",
+    "COLOURS",
+    "HELD_OUT_PAIRS",
+    "MAX_CAPTION_WORDS",
+    "RELATIONS",
+    "SHAPES",
+    "SIZES",
+    "SPLITS",
+    "ParsedCaption",
+    "Scene",
+    "SceneObject",
+    "caption_ids",
+    "encode_png",
+    "generate_scene",
+    "mask_to_grid",
+    "parse_caption",
+    "scene_splits",
+]
