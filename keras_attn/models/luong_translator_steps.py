@@ -11,9 +11,10 @@ class LuongTranslatorSteps(RNNTranslatorSteps):
     """`encode` and `step` over the layers of a trained Luong translator.
 
     As `RNNTranslatorSteps` (same layer names, same state dict, dropout off); the decoder states
-    in `state["states"]` are those `LuongDecoder.step` carries: the cell's `[h, c]` (or `[h]`)
-    from the bridges, then `h~_0 = 0` with input feeding and the step index with local-m. `step`
-    returns the logits `W_s h~_t` and `state["attention"]`, the alignment of the step.
+    in `state["states"]` are those `LuongDecoder.step` carries: every layer's `[h, c]` (or
+    `[h]`) from the bridges, bottom layer first, then `h~_0 = 0` with input feeding and the step
+    index with local-m. `step` returns the logits `W_s h~_t` and `state["attention"]`, the
+    alignment of the step.
 
     Args:
         model: a model returned by `keras_attn.models.rnn_luong_translator` (or loaded from its

@@ -13,12 +13,13 @@ class PlainTranslatorSteps(RNNTranslatorSteps):
     """`encode` and `step` over the layers of a trained attention-free translator.
 
     Same layer names as `RNNTranslatorSteps`, dropout off. The state is a dict: `context` `c`
-    `(batch, units)` (the encoder's final hidden states), `states` (the decoder RNN states, a
-    tuple) and `attention` `(batch, T_x)` float32, which stays all zeros: the decoder attends to
-    no source position, so the exported `translate_with_alignment` returns an all-zero
-    `alignment` `[batch, L, T_x]` — the contract's shapes hold and no target token claims a
-    source word. (A saliency or forced-alignment estimate would be a different quantity from
-    the attention weights the other families return, so none is substituted.)
+    `(batch, units)` (the final hidden states of the encoder's top layer), `states` (the decoder
+    RNN states of every layer, bottom layer first, a tuple) and `attention` `(batch, T_x)`
+    float32, which stays all zeros: the decoder attends to no source position, so the exported
+    `translate_with_alignment` returns an all-zero `alignment` `[batch, L, T_x]` — the
+    contract's shapes hold and no target token claims a source word. (A saliency or
+    forced-alignment estimate would be a different quantity from the attention weights the
+    other families return, so none is substituted.)
 
     Args:
         model: a model returned by `keras_attn.models.rnn_plain_translator` (or loaded from its
@@ -28,8 +29,9 @@ class PlainTranslatorSteps(RNNTranslatorSteps):
 
     def encode(self, source_ids) -> dict:
         _, memory_mask, final_states, states = self._run_encoder(source_ids)
+        top_hidden = self.encoder.num_states - self.encoder.states_per_layer
         return {
-            "context": final_states[0],
+            "context": final_states[top_hidden],
             "states": states,
             "attention": ops.zeros(ops.shape(memory_mask), dtype="float32"),
         }

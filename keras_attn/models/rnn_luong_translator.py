@@ -6,7 +6,7 @@ import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.recurrent.luong_decoder import LuongDecoder
-from keras_attn.models.rnn_translator import DECODER, encoder_decoder_translator
+from keras_attn.models.rnn_translator import DECODER, encoder_decoder_translator, stack_options
 
 
 @keras_attn_export("keras_attn.models.rnn_luong_translator")
@@ -26,6 +26,7 @@ def rnn_luong_translator(
     dropout: float = 0.1,
     name: str = "rnn_luong_translator",
     reset_after: bool = True,
+    num_layers: int = 1,
 ) -> keras.Model:
     """Luong et al.'s attentional translator as a Keras functional model.
 
@@ -36,6 +37,13 @@ def rnn_luong_translator(
     `(batch, T_y, target_vocab_size)` (Luong eq. 6). The encoder is the one of the
     `rnn-attention` family (the paper stacks unidirectional LSTMs over the reversed source);
     the layer names are the same, so `keras_attn.models.LuongTranslatorSteps` drives it.
+
+    With `num_layers = L > 1` encoder and decoder are stacks of `L` layers, as in Luong et al.'s
+    4-layer, 1000-unit models (section 4.1): the encoder's layer `l` initialises the decoder's
+    layer `l` through its own bridges, input feeding enters the decoder's bottom layer and the
+    attention reads its top layer's `h_t`; dropout between layers and residual connections
+    from the third layer up (Wu et al., 2016). The paper's encoder is a unidirectional stack
+    over the reversed source; here every encoder layer is bidirectional.
 
     Id 0 is padding in both vocabularies (`mask_zero=True`): padded source positions get zero
     attention and padded target positions carry a Keras mask to the loss.
@@ -53,6 +61,8 @@ def rnn_luong_translator(
         reset_after: the GRU's form (`cell="gru"` only), for encoder and decoder alike: True
             (the default) is Keras' and cuDNN's, False Cho et al.'s equations (see
             `keras_attn.layers.BidirectionalEncoder`); False with `cell="lstm"` is a `ValueError`.
+        num_layers: the number of stacked recurrent layers of the encoder and of the decoder
+            (default 1); `dropout` is also the rate between layers.
 
     Returns:
         A `keras.Model` with inputs `{"source_ids", "target_ids"}` and the logits as output.
@@ -62,10 +72,13 @@ def rnn_luong_translator(
     >>> model = rnn_luong_translator(50, 60, embedding_dim=8, units=16, attention="local-p")
     >>> [tuple(t.shape) for t in model.inputs], tuple(model.output.shape)
     ([(None, None), (None, None)], (None, None, 60))
+    >>> deep = rnn_luong_translator(50, 60, embedding_dim=8, units=16, num_layers=4)
+    >>> deep.get_layer("decoder").num_layers, deep.get_layer("encoder").num_states
+    (4, 8)
 
     References:
         Luong, Pham and Manning, 2015, "Effective Approaches to Attention-based Neural Machine
-        Translation", arXiv:1508.04025.
+        Translation", arXiv:1508.04025. Wu et al., 2016, arXiv:1609.08144.
     """
     decoder = LuongDecoder(
         units,
@@ -78,6 +91,7 @@ def rnn_luong_translator(
         attention_units=attention_units,
         position_gradient_scale=position_gradient_scale,
         reset_after=reset_after,
+        **stack_options(num_layers, dropout),
         name=DECODER,
     )
     return encoder_decoder_translator(
@@ -90,4 +104,5 @@ def rnn_luong_translator(
         dropout,
         name,
         reset_after=reset_after,
+        num_layers=num_layers,
     )

@@ -11,6 +11,7 @@ from keras_attn.models.rnn_translator import (
     embed_target,
     encode_source,
     project_outputs,
+    stack_options,
     translator_inputs,
 )
 
@@ -26,6 +27,7 @@ def rnn_plain_translator(
     dropout: float = 0.1,
     name: str = "rnn_plain_translator",
     reset_after: bool = True,
+    num_layers: int = 1,
 ) -> keras.Model:
     """The attention-free encoder–decoder (Sutskever et al.; Cho et al.) as a functional model.
 
@@ -42,6 +44,12 @@ def rnn_plain_translator(
     al. read the source reversed with a deep unidirectional LSTM; the bidirectional encoder's
     final states serve the same purpose (both ends of the sentence are one step from `c`).
 
+    With `num_layers = L > 1` encoder and decoder are stacks of `L` layers (Sutskever et al.
+    use 4): the encoder's layer `l` initialises the decoder's layer `l` through its own
+    bridges, `c` is the final hidden state of the encoder's top layer and enters the decoder's
+    bottom layer; dropout between layers and residual connections from the third layer up
+    (Wu et al., 2016).
+
     Args:
         source_vocab_size, target_vocab_size: vocabulary sizes, padding id 0 included.
         embedding_dim: size of both embeddings.
@@ -53,6 +61,8 @@ def rnn_plain_translator(
         reset_after: the GRU's form (`cell="gru"` only), for encoder and decoder alike: True
             (the default) is Keras' and cuDNN's, False Cho et al.'s equations (see
             `keras_attn.layers.BidirectionalEncoder`); False with `cell="lstm"` is a `ValueError`.
+        num_layers: the number of stacked recurrent layers of the encoder and of the decoder
+            (default 1); `dropout` is also the rate between layers.
 
     Returns:
         A `keras.Model` with inputs `{"source_ids", "target_ids"}` and the logits as output.
@@ -65,19 +75,30 @@ def rnn_plain_translator(
 
     References:
         Sutskever, Vinyals and Le, 2014, arXiv:1409.3215. Cho et al., 2014, arXiv:1406.1078.
+        Wu et al., 2016, arXiv:1609.08144.
     """
     source_ids, target_ids = translator_inputs()
     _, final_states, initial_state = encode_source(
-        source_ids, source_vocab_size, embedding_dim, units, cell, dropout, reset_after
+        source_ids,
+        source_vocab_size,
+        embedding_dim,
+        units,
+        cell,
+        dropout,
+        reset_after,
+        num_layers=num_layers,
     )
+    # c: the final hidden state of the encoder's top layer, (batch, units)
+    context = final_states[len(final_states) - len(final_states) // num_layers]
     target = embed_target(target_ids, target_vocab_size, embedding_dim, dropout)
     decoder = PlainDecoder(
         units,
         cell=cell,
         context_feeding=context_feeding,
         reset_after=reset_after,
+        **stack_options(num_layers, dropout),
         name=DECODER,
     )
-    outputs = decoder(target, final_states[0], initial_state=initial_state)
+    outputs = decoder(target, context, initial_state=initial_state)
     logits = project_outputs(outputs, target_vocab_size, dropout)
     return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits, name=name)

@@ -29,6 +29,7 @@ def rnn_attention_translator(
     dropout: float = 0.1,
     name: str = "rnn_attention_translator",
     reset_after: bool = True,
+    num_layers: int = 1,
 ) -> keras.Model:
     """Bahdanau et al.'s translator as a Keras functional model.
 
@@ -36,6 +37,12 @@ def rnn_attention_translator(
     the memory is `(batch, T_x, units)`) → its final states through `tanh` bridges → initial
     decoder state; target ids `(batch, T_y)` (teacher-forced, starting with START) → embedding →
     `BahdanauDecoder` → dropout → logits `(batch, T_y, target_vocab_size)`.
+
+    With `num_layers = L > 1` encoder and decoder are stacks of `L` layers: the encoder's layer
+    `l` initialises the decoder's layer `l` through its own bridges, the attention reads the
+    previous state of the decoder's top layer and its context enters the bottom layer, with
+    dropout between layers and residual connections from the third layer up (Wu et al., 2016;
+    see `keras_attn.layers.BahdanauDecoder` and `keras_attn.layers.BidirectionalEncoder`).
 
     Id 0 is padding in both vocabularies (`mask_zero=True`): padded source positions get zero
     attention and padded target positions carry a Keras mask to the loss.
@@ -52,6 +59,8 @@ def rnn_attention_translator(
         reset_after: the GRU's form (`cell="gru"` only), for encoder and decoder alike: True
             (the default) is Keras' and cuDNN's, False Cho et al.'s equations (see
             `keras_attn.layers.BidirectionalEncoder`); False with `cell="lstm"` is a `ValueError`.
+        num_layers: the number of stacked recurrent layers of the encoder and of the decoder
+            (default 1); `dropout` is also the rate between layers.
 
     Returns:
         A `keras.Model` with inputs `{"source_ids", "target_ids"}` and the logits as output.
@@ -61,9 +70,12 @@ def rnn_attention_translator(
     >>> model = rnn_attention_translator(50, 60, embedding_dim=8, units=16)
     >>> [tuple(t.shape) for t in model.inputs], tuple(model.output.shape)
     ([(None, None), (None, None)], (None, None, 60))
+    >>> deep = rnn_attention_translator(50, 60, embedding_dim=8, units=16, num_layers=2)
+    >>> deep.get_layer("decoder").num_layers, deep.get_layer("encoder").num_states
+    (2, 4)
 
     References:
-        Bahdanau, Cho and Bengio, 2015, arXiv:1409.0473.
+        Bahdanau, Cho and Bengio, 2015, arXiv:1409.0473. Wu et al., 2016, arXiv:1609.08144.
     """
     decoder = BahdanauDecoder(
         units,
@@ -71,6 +83,7 @@ def rnn_attention_translator(
         score=score,
         attention_units=attention_units,
         reset_after=reset_after,
+        **stack_options(num_layers, dropout),
         name=DECODER,
     )
     return encoder_decoder_translator(
@@ -83,7 +96,13 @@ def rnn_attention_translator(
         dropout,
         name,
         reset_after=reset_after,
+        num_layers=num_layers,
     )
+
+
+def stack_options(num_layers: int, dropout: float) -> dict:
+    """The depth keywords of an encoder or decoder layer: `dropout` between layers when deep."""
+    return {"num_layers": num_layers, "layer_dropout": dropout if num_layers > 1 else 0.0}
 
 
 def encoder_decoder_translator(
@@ -96,6 +115,7 @@ def encoder_decoder_translator(
     dropout: float,
     name: str,
     reset_after: bool = True,
+    num_layers: int = 1,
 ) -> keras.Model:
     """The encoder-decoder translator around an attention decoder layer.
 
@@ -103,11 +123,19 @@ def encoder_decoder_translator(
     `project_outputs`): embeddings, the bidirectional encoder, the `tanh` bridges to the decoder's
     initial state, output dropout and the projection to logits, under the layer names the
     decoding adapters look up. `decoder` must be named `DECODER` and take
-    `decoder(target, memory, initial_state=[...])`. `reset_after` is the encoder's GRU form.
+    `decoder(target, memory, initial_state=[...])`. `reset_after` is the encoder's GRU form and
+    `num_layers` its depth, which must be the decoder's.
     """
     source_ids, target_ids = translator_inputs()
     memory, _, initial_state = encode_source(
-        source_ids, source_vocab_size, embedding_dim, units, cell, dropout, reset_after
+        source_ids,
+        source_vocab_size,
+        embedding_dim,
+        units,
+        cell,
+        dropout,
+        reset_after,
+        num_layers=num_layers,
     )
     target = embed_target(target_ids, target_vocab_size, embedding_dim, dropout)
     outputs = decoder(target, memory, initial_state=initial_state)
@@ -131,13 +159,16 @@ def encode_source(
     cell: str,
     dropout: float,
     reset_after: bool = True,
+    num_layers: int = 1,
 ) -> tuple:
     """Embedding, dropout, bidirectional encoder and bridges of the RNN translators.
 
     Returns `(memory (batch, T_x, units), final_states, initial_state)`: `final_states` are the
-    encoder's `[h_fwd^(T); h_bwd^(1)]` (and the LSTM cell state likewise), each `(batch, units)`;
-    `initial_state` is `tanh(W_i final_states[i] + b_i)` per state, for the decoder.
-    `reset_after` is the encoder's GRU form (`keras_attn.layers.BidirectionalEncoder`).
+    encoder's `[h_fwd^(T); h_bwd^(1)]` (and the LSTM cell state likewise), each `(batch, units)`,
+    for every layer, bottom layer first; `initial_state` is `tanh(W_i final_states[i] + b_i)`
+    per state, for the decoder layer of the same depth. `reset_after` is the encoder's GRU form
+    (`keras_attn.layers.BidirectionalEncoder`) and `num_layers` its depth (`dropout` between
+    layers).
     """
     if units % 2:
         raise ValueError(f"Expected an even number of units (two directions). Received: {units}")
@@ -145,7 +176,13 @@ def encode_source(
         source_vocab_size, embedding_dim, mask_zero=True, name=SOURCE_EMBEDDING
     )(source_ids)
     source = keras.layers.Dropout(dropout, name="source_dropout")(source)
-    encoder = BidirectionalEncoder(units // 2, cell=cell, reset_after=reset_after, name=ENCODER)
+    encoder = BidirectionalEncoder(
+        units // 2,
+        cell=cell,
+        reset_after=reset_after,
+        **stack_options(num_layers, dropout),
+        name=ENCODER,
+    )
     memory, *final_states = encoder(source)
     initial_state = [
         keras.layers.Dense(units, activation="tanh", name=BRIDGE.format(index))(state)

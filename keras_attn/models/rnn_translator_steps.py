@@ -20,8 +20,10 @@ class RNNTranslatorSteps:
     - `step(token_ids (batch,), state) -> (logits (batch, V) float32, state)`
 
     The state is a dict: `memory` `(batch, T_x, units)`, `prepared_memory` (the key-only part of
-    the score), `memory_mask` `(batch, T_x)` bool, `states` (decoder RNN states, a tuple) and
-    `attention` `(batch, T_x)`: the alignment computed by the last step.
+    the score), `memory_mask` `(batch, T_x)` bool, `states` (the decoder RNN states of every
+    layer, bottom layer first, a tuple) and `attention` `(batch, T_x)`: the alignment computed
+    by the last step. A model of any depth is driven alike: each encoder layer's final states
+    pass through their bridge to the decoder layer of the same depth.
 
     Args:
         model: a model returned by `keras_attn.models.rnn_attention_translator` (or loaded from

@@ -1,4 +1,4 @@
-"""The base of the recurrent decoders: cell choice, initial state and the step loop."""
+"""The base of the recurrent decoders: cell choice, layer stack, initial state and the step loop."""
 
 from __future__ import annotations
 
@@ -15,23 +15,48 @@ RNNS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
 
 
 class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
-    """Base of a decoder whose state `s^(t)` is an LSTM or GRU cell's state.
+    """Base of a decoder whose state `s^(t)` is the state of a stack of LSTM or GRU cells.
 
-    It validates `units` and `cell`, builds the recurrent layer, checks and zero-fills the initial
-    state, and runs one step of the cell. A subclass defines what enters the cell at each step
-    and what it outputs (`step`).
+    It validates `units`, `cell` and the depth, builds the recurrent layers, checks and
+    zero-fills the initial state, and runs one step of the stack. A subclass defines what enters
+    the bottom cell at each step and what it outputs (`step`).
+
+    With `num_layers = L > 1` the cells form a stack (Sutskever et al., 2014; Luong et al.,
+    2015; Wu et al., 2016). Layer 1 reads the subclass's cell input `x^(t)`; layer `l > 1` reads
+    the output of layer `l - 1`:
+
+        a_1^(t) = f_1(s_1^(t-1), x^(t))                              (batch, units)
+        a_l^(t) = f_l(s_l^(t-1), dropout(h_{l-1}^(t)))               (batch, units)
+        h_l^(t) = a_l^(t) + h_{l-1}^(t)   for l >= 3 (residual, Wu et al. section 3.1)
+        h_l^(t) = a_l^(t)                 for l <= 2
+
+    and `s^(t) = h_L^(t)`, the top layer's output, is what the subclass attends from and reads
+    out. The state is every layer's cell state, bottom layer first: `[h_1, c_1, ..., h_L, c_L]`
+    for an LSTM, `[h_1, ..., h_L]` for a GRU.
 
     Args:
-        units: decoder state size.
-        cell: `"lstm"` or `"gru"`; the cell's state is `[h, c]` or `[h]`, each `(batch, units)`.
+        units: state size of every layer.
+        cell: `"lstm"` or `"gru"`; each layer's state is `[h, c]` or `[h]`, each
+            `(batch, units)`.
         reset_after: the GRU's form (`cell="gru"` only). True (the default, Keras' and cuDNN's):
             `h~ = tanh(x W_h + b_h + r ⊙ (h^(t-1) U_h + b'_h))`, the fused cuDNN kernel on a
             GPU. False: Cho et al.'s equations, `h~ = tanh(x W_h + (r ⊙ h^(t-1)) U_h + b_h)`,
             with no cuDNN kernel (the generic loop on every device). False with an LSTM is a
             `ValueError`.
+        num_layers: `L`, the number of stacked recurrent layers (default 1).
+        layer_dropout: dropout rate on the output of each layer passed to the next one (only
+            with `num_layers > 1`; training only).
     """
 
-    def __init__(self, units: int, cell: str = "lstm", reset_after: bool = True, **kwargs):
+    def __init__(
+        self,
+        units: int,
+        cell: str = "lstm",
+        reset_after: bool = True,
+        num_layers: int = 1,
+        layer_dropout: float = 0.0,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         if isinstance(units, bool) or not isinstance(units, int) or units <= 0:
             raise ValueError(f"Expected units to be a positive integer. Received: units={units!r}")
@@ -40,7 +65,11 @@ class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         self.units = units
         self.cell = cell
         self.reset_after = check_gru_form(cell, reset_after)
+        self.num_layers = check_num_layers(num_layers)
+        self.layer_dropout = check_layer_dropout(layer_dropout)
         self.num_cell_states = 2 if cell == "lstm" else 1
+        # The states of the whole stack, `num_cell_states` per layer, bottom layer first.
+        self.num_initial_states = self.num_layers * self.num_cell_states
         self.supports_masking = True
 
     def build_rnn(self, batch_size, input_size: int) -> keras.layers.RNN:
@@ -60,6 +89,73 @@ class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         rnn.build((batch_size, None, input_size))
         return rnn
 
+    def build_upper_layers(self, batch_size) -> None:
+        """Build layers `2..num_layers` of the stack (nothing for one layer).
+
+        Each is a Keras `LSTM`/`GRU` named `"rnn_<l>"` over inputs `(batch, T, units)`, with a
+        `Dropout` named `"dropout_<l>"` on its input. A teacher-forced pass runs them over all
+        steps (`run_stack`); `step_stack` steps their cells.
+        """
+        if self.num_layers == 1:
+            return
+        self.upper_rnns = []
+        self.layer_dropouts = []
+        for layer in range(2, self.num_layers + 1):
+            rnn = RNNS[self.cell](
+                self.units,
+                return_sequences=True,
+                return_state=True,
+                **gru_form_kwargs(self.cell, self.reset_after),
+                dtype=self.dtype_policy,
+                name=f"rnn_{layer}",
+            )
+            rnn.build((batch_size, None, self.units))
+            dropout = keras.layers.Dropout(
+                self.layer_dropout, dtype=self.dtype_policy, name=f"dropout_{layer}"
+            )
+            self.upper_rnns.append(rnn)
+            self.layer_dropouts.append(dropout)
+
+    def top_state(self, states: list):
+        """The top layer's `h` `(batch, units)` among the stack's states `[h_1, (c_1,) ...]`."""
+        return states[self.num_initial_states - self.num_cell_states]
+
+    def step_stack(self, bottom_cell, cell_inputs, states: list, training=None) -> tuple:
+        """One step of the stack: `(h_L^(t) (batch, units), new states of every layer)`.
+
+        `bottom_cell` is layer 1's cell and `cell_inputs` its input `(batch, d_x)`; `states` the
+        stack's states, bottom layer first (`num_initial_states` tensors).
+        """
+        count = self.num_cell_states
+        output, new_states = self.run_cell(bottom_cell, cell_inputs, states[:count], training)
+        for index in range(1, self.num_layers):
+            layer_inputs = self.layer_dropouts[index - 1](output, training=training)
+            layer_states = states[index * count : (index + 1) * count]
+            layer_output, layer_states = self.run_cell(
+                self.upper_rnns[index - 1].cell, layer_inputs, layer_states, training
+            )
+            output = layer_output + output if index >= 2 else layer_output
+            new_states.extend(layer_states)
+        return output, new_states
+
+    def run_stack(self, bottom_rnn, inputs, initial_state: list, training=None):
+        """The stack over a whole teacher-forced sequence: `h_L^(1..T)` `(batch, T, units)`.
+
+        `bottom_rnn` is layer 1's Keras RNN and `inputs` its inputs `(batch, T, d_x)`; each layer
+        runs as one Keras RNN pass (cuDNN-eligible on a GPU). The final states are not returned.
+        """
+        count = self.num_cell_states
+        sequence, *_ = bottom_rnn(inputs, initial_state=initial_state[:count], training=training)
+        for index in range(1, self.num_layers):
+            layer_inputs = self.layer_dropouts[index - 1](sequence, training=training)
+            layer_sequence, *_ = self.upper_rnns[index - 1](
+                layer_inputs,
+                initial_state=initial_state[index * count : (index + 1) * count],
+                training=training,
+            )
+            sequence = layer_sequence + sequence if index >= 2 else layer_sequence
+        return sequence
+
     @staticmethod
     def run_cell(cell: keras.layers.Layer, cell_inputs, states: list, training=None) -> tuple:
         """One cell step: `(s^(t) (batch, units), new cell states as a list)`."""
@@ -77,10 +173,10 @@ class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         return [ops.cast(state, self.compute_dtype) for state in initial_state]
 
     def _zero_cell_state(self, batch_size) -> list:
-        """`[(batch, units)] * num_cell_states` zeros in the compute dtype."""
+        """`[(batch, units)] * num_initial_states` zeros in the compute dtype."""
         return [
             ops.zeros((batch_size, self.units), dtype=self.compute_dtype)
-            for _ in range(self.num_cell_states)
+            for _ in range(self.num_initial_states)
         ]
 
     def get_initial_state(self, batch_size) -> list:
@@ -91,17 +187,47 @@ class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         """The cell's initial state in the compute dtype: zeros when None, else checked."""
         if initial_state is None:
             return self._zero_cell_state(batch_size)
-        if len(initial_state) != self.num_cell_states:
+        if len(initial_state) != self.num_initial_states:
+            layers = f" of {self.num_layers} layers" if self.num_layers > 1 else ""
             raise ValueError(
-                f"A {self.cell} decoder takes {self.num_cell_states} initial state tensor(s). "
-                f"Received: {len(initial_state)}"
+                f"A {self.cell} decoder{layers} takes {self.num_initial_states} initial state "
+                f"tensor(s). Received: {len(initial_state)}"
             )
         return [ops.cast(state, self.compute_dtype) for state in initial_state]
 
     def get_config(self) -> dict:
         config = super().get_config()
         config.update(units=self.units, cell=self.cell, reset_after=self.reset_after)
+        # A one-layer decoder keeps the config it has always had; configs without these keys
+        # load as one layer.
+        if self.num_layers != 1:
+            config["num_layers"] = self.num_layers
+        if self.layer_dropout:
+            config["layer_dropout"] = self.layer_dropout
         return config
+
+
+def check_num_layers(num_layers) -> int:
+    """`num_layers`, checked to be a positive integer."""
+    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers <= 0:
+        raise ValueError(
+            f"Expected num_layers to be a positive integer. Received: num_layers={num_layers!r}"
+        )
+    return num_layers
+
+
+def check_layer_dropout(layer_dropout) -> float:
+    """`layer_dropout` as a float, checked to be a rate in [0, 1)."""
+    if (
+        isinstance(layer_dropout, bool)
+        or not isinstance(layer_dropout, (int, float))
+        or not 0.0 <= layer_dropout < 1.0
+    ):
+        raise ValueError(
+            "Expected layer_dropout to be a rate in [0, 1). "
+            f"Received: layer_dropout={layer_dropout!r}"
+        )
+    return float(layer_dropout)
 
 
 @keras_attn_export("keras_attn.layers.AttentionDecoder")
@@ -123,14 +249,16 @@ class AttentionDecoder(RecurrentDecoder):
         cell: `"lstm"` or `"gru"`; the cell's state is `[h, c]` or `[h]`, each `(batch, units)`.
         reset_after: the GRU's form, as in `RecurrentDecoder`: True (default) Keras' and cuDNN's,
             False Cho et al.'s equations.
+        num_layers, layer_dropout: the depth of the recurrent stack and the dropout between its
+            layers, as in `RecurrentDecoder` (a subclass steps the stack with `step_stack`).
 
     Call arguments:
         inputs: embedded previous target tokens `(batch, T_y, d_y)`.
         memory: encoder outputs `(batch, T_x, d_m)`.
         memory_mask: bool `(batch, T_x)`; padded source positions get exactly zero weight.
             Filled from Keras masking when not given.
-        initial_state: the cell's initial state, a list of `(batch, units)` tensors (`[h, c]` for
-            an LSTM, `[h]` for a GRU); zeros when omitted.
+        initial_state: the stack's initial state, a list of `(batch, units)` tensors (`[h, c]`
+            per LSTM layer, `[h]` per GRU layer, bottom layer first); zeros when omitted.
         inputs_mask: bool `(batch, T_y)`; outputs at padded target steps are zeroed.
         return_attention_scores: also return the alignments.
         training: passed to the cell.

@@ -29,6 +29,12 @@ class BahdanauDecoder(AttentionDecoder):
     attention layer's: the one passed as `attention`, or an `Attention` built from `score`,
     `distribution` and `attention_units`.
 
+    With `num_layers = L > 1`, `f` is a stack of `L` cells (see `RecurrentDecoder`): the
+    attention reads the previous state of the top layer, `s^(t-1) = h_L^(t-1)`, the context
+    enters the bottom layer with `y^(t-1)`, each layer above reads the one below (dropout
+    between layers, residual connections from the third layer up, Wu et al., 2016), and
+    `s^(t) = h_L^(t)` enters `o^(t)`.
+
     Training runs the loop over the teacher-forced inputs `y^(0..T_y-1)` (`call`); inference calls
     `step` once per generated token with the same weights, so both compute the same function.
 
@@ -49,17 +55,20 @@ class BahdanauDecoder(AttentionDecoder):
             `h~ = tanh(x W_h + (r ⊙ s^(t-1)) U_h + b_h)`. This decoder steps its cell one target
             position at a time (the attention reads every `s^(t-1)`), so neither form runs the
             fused cuDNN kernel here. False with an LSTM is a `ValueError`.
+        num_layers: the number of stacked recurrent layers (default 1). Layer 1's cell is saved
+            under `cell`, layer `l > 1` under `rnn_<l>`.
+        layer_dropout: dropout rate on the output of each layer passed to the next one.
 
     Call arguments:
         inputs: embedded previous target tokens `(batch, T_y, d_y)`.
         memory: encoder outputs `(batch, T_x, d_m)`.
         memory_mask: bool `(batch, T_x)`; padded source positions get exactly zero weight.
             Filled from Keras masking when not given.
-        initial_state: list of `(batch, units)` tensors (`[h, c]` for an LSTM, `[h]` for a GRU);
-            zeros when omitted.
+        initial_state: list of `(batch, units)` tensors (`[h, c]` per LSTM layer, `[h]` per GRU
+            layer, bottom layer first); zeros when omitted.
         inputs_mask: bool `(batch, T_y)`; outputs at padded target steps are zeroed.
         return_attention_scores: also return the alignments.
-        training: passed to the cell.
+        training: passed to the cells and the dropout between layers.
 
     Returns:
         `outputs` `(batch, T_y, units + d_m + d_y)`, or `(outputs, alignments)` with alignments
@@ -77,10 +86,14 @@ class BahdanauDecoder(AttentionDecoder):
     >>> decoder = BahdanauDecoder(8, attention=Attention(score="concat", distribution="sparsemax"))
     >>> tuple(decoder(y, memory).shape)
     (2, 4, 21)
+    >>> deep = BahdanauDecoder(8, num_layers=3, layer_dropout=0.2)
+    >>> tuple(deep(y, memory).shape), deep.num_states  # [h_1, c_1, h_2, c_2, h_3, c_3]
+    ((2, 4, 21), 6)
 
     References:
         Bahdanau, Cho and Bengio, 2015, "Neural Machine Translation by Jointly Learning to Align
-        and Translate", arXiv:1409.0473.
+        and Translate", arXiv:1409.0473. Wu et al., 2016, "Google's Neural Machine Translation
+        System", arXiv:1609.08144 (stacked decoders with residual connections).
     """
 
     def __init__(
@@ -92,9 +105,18 @@ class BahdanauDecoder(AttentionDecoder):
         attention_units: int | None = None,
         attention: Attention | None = None,
         reset_after: bool = True,
+        num_layers: int = 1,
+        layer_dropout: float = 0.0,
         **kwargs,
     ):
-        super().__init__(units, cell, reset_after=reset_after, **kwargs)
+        super().__init__(
+            units,
+            cell,
+            reset_after=reset_after,
+            num_layers=num_layers,
+            layer_dropout=layer_dropout,
+            **kwargs,
+        )
         if isinstance(attention, dict):
             attention = keras.saving.deserialize_keras_object(attention)
         if attention is not None and (
@@ -108,7 +130,7 @@ class BahdanauDecoder(AttentionDecoder):
         self.distribution = distribution
         self.attention_units = attention_units
         self.attention = attention
-        self.num_states = self.num_cell_states
+        self.num_states = self.num_initial_states
         if attention is None:
             # The attributes (and so the checkpoint and .keras layout) of a decoder built from
             # names: score_fn and distribution_fn, the attention layer only wraps them.
@@ -136,6 +158,7 @@ class BahdanauDecoder(AttentionDecoder):
         if not self._attention_layer.built:  # A layer passed in or deserialized may be built.
             self._attention_layer.build(query_shape, memory_shape)
         self.rnn_cell.build((inputs_shape[0], inputs_shape[-1] + memory_shape[-1]))
+        self.build_upper_layers(inputs_shape[0])
         self.built = True
 
     def output_size(self, inputs_size: int, memory_size: int) -> int:
@@ -151,22 +174,23 @@ class BahdanauDecoder(AttentionDecoder):
 
         Args:
             inputs_t: embedded previous token `y^(t-1)` `(batch, d_y)`.
-            states: list of `(batch, units)` tensors, `s^(t-1)` first.
+            states: the stack's states, `num_states` tensors `(batch, units)`, bottom layer
+                first.
             memory: `(batch, T_x, d_m)`.
             prepared_memory: `prepare_memory(memory)`.
             memory_mask: bool `(batch, T_x)` or None.
-            training: passed to the cell.
+            training: passed to the cells and the dropout between layers.
 
         Returns:
             `(output_t (batch, units + d_m + d_y), alignment_t (batch, T_x), new_states)`.
         """
-        query = ops.expand_dims(states[0], 1)  # s^(t-1): (batch, 1, units)
+        query = ops.expand_dims(self.top_state(states), 1)  # s^(t-1) = h_L^(t-1): (batch, 1, units)
         # (batch, 1, T_x)
         weights = self._attention_layer.attention_weights(query, prepared_memory, memory_mask)
         # (batch, 1, T_x) x (batch, T_x, d_m) -> (batch, d_m)
         context = ops.einsum("bqk,bkd->bd", weights, ops.cast(memory, weights.dtype))
         cell_inputs = ops.concatenate([inputs_t, ops.cast(context, inputs_t.dtype)], axis=-1)
-        state_t, new_states = self.run_cell(self.rnn_cell, cell_inputs, states, training)
+        state_t, new_states = self.step_stack(self.rnn_cell, cell_inputs, states, training)
         output = ops.concatenate([state_t, ops.cast(context, state_t.dtype), inputs_t], axis=-1)
         return output, weights[:, 0, :], new_states
 

@@ -44,6 +44,12 @@ class LuongDecoder(AttentionDecoder):
     (cuDNN-eligible on a GPU) and attends from all states at once. With input feeding it runs a
     `keras.ops.scan` over `step`. Either way inference calls `step` once per generated token.
 
+    With `num_layers = L > 1`, `f` is a stack of `L` cells, as in the paper's 4-layer models
+    (section 4.1): input feeding enters the bottom layer, `[y_{t-1}; h~_{t-1}]`, each layer
+    above reads the one below (dropout between layers, residual connections from the third
+    layer up as in Wu et al., 2016; see `RecurrentDecoder`), and the attention and `h~_t` read
+    the top layer's `h_t = h_L,t` (the paper's Figure 1 and section 3).
+
     Args:
         units: decoder state size, also the size of `h~_t`.
         cell: `"lstm"` or `"gru"`.
@@ -66,17 +72,20 @@ class LuongDecoder(AttentionDecoder):
             input feeding then runs the fused cuDNN kernel on a GPU. False: Cho et al.'s
             equations, `h~ = tanh(x W_h + (r ⊙ h_{t-1}) U_h + b_h)`, which have no cuDNN kernel.
             False with an LSTM is a `ValueError`.
+        num_layers: the number of stacked recurrent layers (default 1). Layer 1 is saved under
+            `rnn`, layer `l > 1` under `rnn_<l>`.
+        layer_dropout: dropout rate on the output of each layer passed to the next one.
 
     Call arguments:
         inputs: embedded previous target tokens `(batch, T_y, d_y)`.
         memory: encoder outputs `(batch, T_x, d_m)`.
         memory_mask: bool `(batch, T_x)`; padded source positions get exactly zero weight and do
             not count in local-p's `S`. Filled from Keras masking when not given.
-        initial_state: the cell's initial state, a list of `(batch, units)` tensors (`[h, c]` for
-            an LSTM, `[h]` for a GRU); zeros when omitted.
+        initial_state: the stack's initial state, a list of `(batch, units)` tensors (`[h, c]`
+            per LSTM layer, `[h]` per GRU layer, bottom layer first); zeros when omitted.
         inputs_mask: bool `(batch, T_y)`; outputs at padded target steps are zeroed.
         return_attention_scores: also return the alignment history.
-        training: passed to the cell.
+        training: passed to the cells and the dropout between layers.
 
     Returns:
         `h~` `(batch, T_y, units)`, or `(h~, alignments)` with alignments `(batch, T_y, T_x)`
@@ -90,10 +99,14 @@ class LuongDecoder(AttentionDecoder):
     >>> outputs, alignments = decoder(y, memory, return_attention_scores=True)
     >>> tuple(outputs.shape), tuple(alignments.shape)
     ((2, 4, 8), (2, 4, 6))
+    >>> deep = LuongDecoder(8, num_layers=4, layer_dropout=0.2)  # Luong et al.'s depth
+    >>> tuple(deep(y, memory).shape), deep.num_initial_states  # [h_1, c_1, ..., h_4, c_4]
+    ((2, 4, 8), 8)
 
     References:
         Luong, Pham and Manning, 2015, "Effective Approaches to Attention-based Neural Machine
-        Translation", arXiv:1508.04025, sections 3.1-3.3.
+        Translation", arXiv:1508.04025, sections 3.1-3.3 and 4.1. Wu et al., 2016, "Google's
+        Neural Machine Translation System", arXiv:1609.08144 (residual connections).
     """
 
     def __init__(
@@ -108,9 +121,18 @@ class LuongDecoder(AttentionDecoder):
         attention_units: int | None = None,
         position_gradient_scale: float = 1.0,
         reset_after: bool = True,
+        num_layers: int = 1,
+        layer_dropout: float = 0.0,
         **kwargs,
     ):
-        super().__init__(units, cell, reset_after=reset_after, **kwargs)
+        super().__init__(
+            units,
+            cell,
+            reset_after=reset_after,
+            num_layers=num_layers,
+            layer_dropout=layer_dropout,
+            **kwargs,
+        )
         if isinstance(attention, dict):
             attention = keras.saving.deserialize_keras_object(attention)
         if not isinstance(attention, (Attention, LocalAttention)) and attention not in ATTENTIONS:
@@ -162,6 +184,7 @@ class LuongDecoder(AttentionDecoder):
     def build(self, inputs_shape, memory_shape):
         feed_size = self.units if self.input_feeding else 0
         self.rnn = self.build_rnn(inputs_shape[0], inputs_shape[-1] + feed_size)
+        self.build_upper_layers(inputs_shape[0])
         if not self.attention_layer.built:  # A layer passed in or deserialized may be built.
             self.attention_layer.build((inputs_shape[0], None, self.units), memory_shape)
         self.attentional_state = LuongAttentionalState(
@@ -173,11 +196,11 @@ class LuongDecoder(AttentionDecoder):
         self.built = True
 
     def initial_step_states(self, initial_state):
-        """The states `step` carries, from the cell's initial state.
+        """The states `step` carries, from the stack's initial state.
 
-        `initial_state` (`[h, c]` or `[h]`) followed by `h~_0 = 0` `(batch, units)` with input
-        feeding and the step index `t = 0` `(batch,)` int32 with local-m. Every entry is
-        batch-major.
+        `initial_state` (`[h, c]` or `[h]` per layer, bottom layer first) followed by
+        `h~_0 = 0` `(batch, units)` with input feeding and the step index `t = 0` `(batch,)`
+        int32 with local-m. Every entry is batch-major.
         """
         states = super().initial_step_states(initial_state)
         batch_size = ops.shape(states[0])[0]
@@ -210,17 +233,17 @@ class LuongDecoder(AttentionDecoder):
 
         Args:
             inputs_t: embedded previous token `y_{t-1}` `(batch, d_y)`.
-            states: the list `initial_step_states` describes, `h_{t-1}` first.
+            states: the list `initial_step_states` describes, the stack's states first.
             memory: `(batch, T_x, d_m)`.
             prepared_memory: `prepare_memory(memory)`.
             memory_mask: bool `(batch, T_x)` or None.
-            training: passed to the cell.
+            training: passed to the cells and the dropout between layers.
 
         Returns:
             `(h~_t (batch, units), alignment_t (batch, T_x), new_states)`.
         """
-        cell_states = list(states[: self.num_cell_states])
-        extra = list(states[self.num_cell_states :])
+        cell_states = list(states[: self.num_initial_states])
+        extra = list(states[self.num_initial_states :])
         if self.input_feeding:
             feed = extra.pop(0)  # h~_{t-1}
             cell_inputs = ops.concatenate([inputs_t, ops.cast(feed, inputs_t.dtype)], axis=-1)
@@ -230,8 +253,8 @@ class LuongDecoder(AttentionDecoder):
         if self.counts_steps:
             step_index = extra.pop(0)  # (batch,)
             positions = ops.expand_dims(ops.cast(step_index, "float32"), 1)  # p_t = t, (batch, 1)
-        state_t, new_states = self.run_cell(self.rnn.cell, cell_inputs, cell_states, training)
-        query = ops.expand_dims(state_t, 1)  # h_t: (batch, 1, units)
+        state_t, new_states = self.step_stack(self.rnn.cell, cell_inputs, cell_states, training)
+        query = ops.expand_dims(state_t, 1)  # h_t of the top layer: (batch, 1, units)
         context, weights = self._attend(query, memory, prepared_memory, memory_mask, positions)
         attentional = self.attentional_state(ops.cast(context, query.dtype), query)[:, 0]
         if self.input_feeding:
@@ -243,13 +266,13 @@ class LuongDecoder(AttentionDecoder):
     def decode(self, inputs, memory, memory_mask, initial_state, training=None):
         """`h~` `(batch, T_y, units)` and the alignments `(batch, T_y, T_x)`.
 
-        With input feeding, `step` over every target position. Without it, one RNN pass gives
-        `h_1..h_{T_y}` and the attention reads them all at once.
+        With input feeding, `step` over every target position. Without it, one RNN pass per
+        layer gives the top layer's `h_1..h_{T_y}` and the attention reads them all at once.
         """
         if self.input_feeding:
             return self.run_steps(inputs, memory, memory_mask, initial_state, training)
-        # h_1..h_{T_y}: (batch, T_y, units); the final states are not needed.
-        hidden, *_ = self.rnn(inputs, initial_state=initial_state, training=training)
+        # h_1..h_{T_y} of the top layer: (batch, T_y, units)
+        hidden = self.run_stack(self.rnn, inputs, initial_state, training)
         prepared_memory = self.prepare_memory(memory)
         context, weights = self._attend(hidden, memory, prepared_memory, memory_mask)
         outputs = self.attentional_state(ops.cast(context, hidden.dtype), hidden)

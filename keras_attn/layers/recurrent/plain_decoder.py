@@ -30,6 +30,11 @@ class PlainDecoder(RecurrentDecoder):
     the same function. It is the attention decoder's recurrence `s^(t) = f(s^(t-1), y^(t-1), c)`
     with one `c` for every `t` instead of a context `c^(t)` per step.
 
+    With `num_layers = L > 1`, `f` is a stack of `L` cells (Sutskever et al. use 4 LSTM
+    layers): `c` enters the bottom layer with `y^(t-1)`, each layer above reads the one below
+    (dropout between layers, residual connections from the third layer up, Wu et al., 2016;
+    see `RecurrentDecoder`), and `s^(t) = h_L^(t)`, the top layer's output, enters `o^(t)`.
+
     Args:
         units: decoder state size.
         cell: `"lstm"` or `"gru"`.
@@ -40,14 +45,17 @@ class PlainDecoder(RecurrentDecoder):
             the fused cuDNN kernel on a GPU. False: Cho et al.'s equations (section 2.3),
             `h~ = tanh(x W_h + (r ⊙ s^(t-1)) U_h + b_h)`, which have no cuDNN kernel. False with an
             LSTM is a `ValueError`.
+        num_layers: the number of stacked recurrent layers (default 1). Layer 1 is saved under
+            `rnn`, layer `l > 1` under `rnn_<l>`.
+        layer_dropout: dropout rate on the output of each layer passed to the next one.
 
     Call arguments:
         inputs: embedded previous target tokens `(batch, T_y, d_y)`.
         context: the source summary `c` `(batch, d_c)`; not read when `context_feeding=False`.
-        initial_state: list of `(batch, units)` tensors (`[h, c]` for an LSTM, `[h]` for a GRU);
-            zeros when omitted.
+        initial_state: list of `(batch, units)` tensors (`[h, c]` per LSTM layer, `[h]` per GRU
+            layer, bottom layer first); zeros when omitted.
         inputs_mask: bool `(batch, T_y)`; outputs at padded target steps are zeroed.
-        training: passed to the cell.
+        training: passed to the cells and the dropout between layers.
 
     Returns:
         `outputs` `(batch, T_y, units + d_c + d_y)` with context feeding, `(batch, T_y, units)`
@@ -60,11 +68,15 @@ class PlainDecoder(RecurrentDecoder):
     >>> y = np.zeros((2, 4, 3), "float32"); c = np.ones((2, 10), "float32")
     >>> tuple(decoder(y, c).shape), tuple(PlainDecoder(8, context_feeding=False)(y, c).shape)
     ((2, 4, 21), (2, 4, 8))
+    >>> deep = PlainDecoder(8, num_layers=4, layer_dropout=0.2)
+    >>> tuple(deep(y, c).shape), deep.num_states  # [h_1, c_1, ..., h_4, c_4]
+    ((2, 4, 21), 8)
 
     References:
         Sutskever, Vinyals and Le, 2014, "Sequence to Sequence Learning with Neural Networks",
         arXiv:1409.3215. Cho et al., 2014, "Learning Phrase Representations using RNN
-        Encoder-Decoder for Statistical Machine Translation", arXiv:1406.1078.
+        Encoder-Decoder for Statistical Machine Translation", arXiv:1406.1078. Wu et al., 2016,
+        "Google's Neural Machine Translation System", arXiv:1609.08144 (residual connections).
     """
 
     def __init__(
@@ -73,20 +85,30 @@ class PlainDecoder(RecurrentDecoder):
         cell: str = "lstm",
         context_feeding: bool = True,
         reset_after: bool = True,
+        num_layers: int = 1,
+        layer_dropout: float = 0.0,
         **kwargs,
     ):
-        super().__init__(units, cell, reset_after=reset_after, **kwargs)
+        super().__init__(
+            units,
+            cell,
+            reset_after=reset_after,
+            num_layers=num_layers,
+            layer_dropout=layer_dropout,
+            **kwargs,
+        )
         if not isinstance(context_feeding, bool):
             raise ValueError(
                 "Expected context_feeding to be a bool. "
                 f"Received: context_feeding={context_feeding!r}"
             )
         self.context_feeding = context_feeding
-        self.num_states = self.num_cell_states
+        self.num_states = self.num_initial_states
 
     def build(self, inputs_shape, context_shape):
         feed_size = context_shape[-1] if self.context_feeding else 0
         self.rnn = self.build_rnn(inputs_shape[0], inputs_shape[-1] + feed_size)
+        self.build_upper_layers(inputs_shape[0])
         self.built = True
 
     def step(self, inputs_t, states, context, training=None):
@@ -94,9 +116,10 @@ class PlainDecoder(RecurrentDecoder):
 
         Args:
             inputs_t: embedded previous token `y^(t-1)` `(batch, d_y)`.
-            states: list of `(batch, units)` tensors, `s^(t-1)` first.
+            states: the stack's states, `num_states` tensors `(batch, units)`, bottom layer
+                first.
             context: `c` `(batch, d_c)`.
-            training: passed to the cell.
+            training: passed to the cells and the dropout between layers.
 
         Returns:
             `(output_t, new_states)`: `o^(t)` as in the class docstring and the cell's states.
@@ -106,7 +129,7 @@ class PlainDecoder(RecurrentDecoder):
             cell_inputs = ops.concatenate([inputs_t, context], axis=-1)
         else:  # A new tensor: an embedding's Keras mask on `inputs_t` is not the cell's business.
             cell_inputs = ops.copy(inputs_t)
-        state_t, new_states = self.run_cell(self.rnn.cell, cell_inputs, states, training)
+        state_t, new_states = self.step_stack(self.rnn.cell, cell_inputs, states, training)
         if self.context_feeding:
             state_t = ops.concatenate([state_t, ops.cast(context, state_t.dtype), inputs_t], -1)
         return state_t, new_states
@@ -120,8 +143,8 @@ class PlainDecoder(RecurrentDecoder):
             cell_inputs = ops.concatenate([inputs, repeated], axis=-1)
         else:
             cell_inputs = ops.copy(inputs)
-        # s^(1..T_y): (batch, T_y, units); the final states are not needed.
-        outputs, *_ = self.rnn(cell_inputs, initial_state=initial_state, training=training)
+        # s^(1..T_y), the top layer's outputs: (batch, T_y, units)
+        outputs = self.run_stack(self.rnn, cell_inputs, initial_state, training)
         if self.context_feeding:
             outputs = ops.concatenate([outputs, ops.cast(repeated, outputs.dtype), inputs], -1)
         return apply_query_mask(outputs, inputs_mask)
