@@ -209,12 +209,21 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
             "gru_reset_after",
             "dropout",
             "context_feeding",
+            "num_layers",
         ),
     ),
     "rnn-attention": ModelFamily(
         build=rnn_attention_translator,
         steps=RNNTranslatorSteps,
-        hyperparameters=("embedding_dim", "units", "cell", "gru_reset_after", "dropout", "score"),
+        hyperparameters=(
+            "embedding_dim",
+            "units",
+            "cell",
+            "gru_reset_after",
+            "dropout",
+            "score",
+            "num_layers",
+        ),
     ),
     "rnn-luong": ModelFamily(
         build=rnn_luong_translator,
@@ -231,6 +240,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
             "window",
             "input_feeding",
             "position_gradient_scale",
+            "num_layers",
         ),
     ),
     "transformer": ModelFamily(

@@ -139,7 +139,11 @@ class TrainConfig:
         "feed the encoder summary c to every decoder step, rnn-plain (default: on, Cho et al.; "
         "off: Sutskever et al.)",
     )
-    num_layers: int | None = option(None, "blocks per stack, transformer/gpt (2)")
+    num_layers: int | None = option(
+        None,
+        "depth: blocks per stack, transformer/gpt (2); recurrent layers of the encoder and of "
+        "the decoder, rnn-plain/rnn-attention/rnn-luong (1)",
+    )
     d_model: int | None = option(None, "model width, transformer/gpt (128)")
     num_heads: int | None = option(None, "attention heads, transformer/gpt (4)")
     ff_dim: int | None = option(None, "feed-forward width, transformer/gpt (512)")
