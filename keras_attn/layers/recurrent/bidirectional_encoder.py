@@ -141,14 +141,14 @@ class BidirectionalEncoder(keras.layers.Layer):
             dtype=self.dtype_policy,
         )
 
-    def _layers(self) -> list:
+    def _stack(self) -> list:
         """The bidirectional layers, bottom first."""
         return [self.rnn, *(self.upper_rnns if self.num_layers > 1 else [])]
 
     def set_use_cudnn(self, use_cudnn) -> None:
         """Switch both directions' Cudnn kernels on/off (False before tracing an export)."""
         self.use_cudnn = use_cudnn
-        for rnn in self._layers():
+        for rnn in self._stack():
             for layer in (rnn.forward_layer, rnn.backward_layer):
                 layer.use_cudnn = use_cudnn
 

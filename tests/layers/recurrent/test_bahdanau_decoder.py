@@ -10,6 +10,7 @@ from keras_attn import scores
 from keras_attn.layers import Attention, BahdanauDecoder, LocalAttention
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
+from tests.layers.recurrent import numpy_stack
 
 RNG = np.random.default_rng(3)
 Y = RNG.normal(size=(2, 4, 3)).astype("float32")
@@ -218,3 +219,95 @@ def test_a_decoder_by_names_keeps_its_saved_layout(tmp_path):
     assert paths == [f"layers/bahdanau_decoder/rnn_cell/vars/{i}" for i in range(3)] + [
         f"layers/bahdanau_decoder/score_fn/vars/{i}" for i in range(4)
     ]
+
+
+def numpy_stacked_bahdanau(decoder, y, memory, mask, states):
+    """Stacked LSTM decoder: attention from the top layer's s^(t-1), c^(t) into the bottom."""
+    score = decoder.score_fn
+    cells = numpy_stack.decoder_cells(decoder, decoder.rnn_cell)
+    top = 2 * (decoder.num_layers - 1)  # h_L in [h_1, c_1, ..., h_L, c_L]
+    outputs, alignments = [], []
+    for t in range(y.shape[1]):
+        scores = ref.additive_score(
+            states[top][:, None, :],
+            memory,
+            score.query_kernel.numpy(),
+            score.key_kernel.numpy(),
+            score.v.numpy(),
+            score.bias.numpy(),
+        )[:, 0]
+        alpha = ref.softmax(scores, mask)
+        context = np.einsum("bk,bkd->bd", alpha, memory)
+        x = np.concatenate([y[:, t], context], axis=-1)
+        h, states = numpy_stack.lstm_stack_step(x, states, cells)
+        outputs.append(np.concatenate([h, context, y[:, t]], axis=-1))
+        alignments.append(alpha)
+    return np.stack(outputs, 1), np.stack(alignments, 1)
+
+
+@pytest.mark.parametrize("num_layers", [2, 4])
+def test_stacked_decoder_matches_numpy_equations(num_layers):
+    decoder = BahdanauDecoder(8, num_layers=num_layers, layer_dropout=0.5)
+    initial = [RNG.normal(size=(2, 8)).astype("float32") for _ in range(2 * num_layers)]
+    outputs, alignments = decoder(
+        Y, MEMORY, memory_mask=MASK, initial_state=initial, return_attention_scores=True
+    )
+    expected_outputs, expected_alignments = numpy_stacked_bahdanau(
+        decoder, Y, MEMORY, MASK, initial
+    )
+    np.testing.assert_allclose(alignments.numpy(), expected_alignments, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(outputs.numpy(), expected_outputs, rtol=1e-4, atol=1e-5)
+    # The first alignment reads the top layer's initial h, not the bottom one's.
+    bottom_query = ref.additive_score(
+        initial[0][:, None, :],
+        MEMORY,
+        decoder.score_fn.query_kernel.numpy(),
+        decoder.score_fn.key_kernel.numpy(),
+        decoder.score_fn.v.numpy(),
+        decoder.score_fn.bias.numpy(),
+    )[:, 0]
+    assert np.abs(ref.softmax(bottom_query, MASK) - alignments.numpy()[:, 0]).max() > 1e-3
+
+
+@pytest.mark.parametrize("num_layers,cell", [(2, "gru"), (4, "lstm")])
+def test_stacked_step_by_step_equals_teacher_forced(num_layers, cell):
+    decoder = BahdanauDecoder(8, cell=cell, num_layers=num_layers, layer_dropout=0.2)
+    outputs, alignments = decoder(Y, MEMORY, memory_mask=MASK, return_attention_scores=True)
+    states = decoder.get_initial_state(2)
+    assert len(states) == decoder.num_states == num_layers * (2 if cell == "lstm" else 1)
+    prepared = decoder.prepare_memory(MEMORY)
+    for t in range(Y.shape[1]):
+        output_t, alignment_t, states = decoder.step(Y[:, t], states, MEMORY, prepared, MASK)
+        np.testing.assert_allclose(output_t.numpy(), outputs.numpy()[:, t], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(alignment_t.numpy(), alignments.numpy()[:, t], atol=1e-7)
+
+
+def test_stacked_weights_are_saved_per_layer(tmp_path):
+    decoder = BahdanauDecoder(8, num_layers=3, layer_dropout=0.1)
+    model = _decoder_model(decoder)
+    paths = [weight.path for weight in decoder.weights]
+    assert [p for p in paths if "/cell/" in p or "/rnn_" in p] == [
+        f"{decoder.name}/{layer}/{name}"
+        for layer in ("cell", "rnn_2/lstm_cell", "rnn_3/lstm_cell")
+        for name in ("kernel", "recurrent_kernel", "bias")
+    ]
+    path = tmp_path / "deep.keras"
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    inputs = [Y, MEMORY, MASK]
+    for ours, theirs in zip(model(inputs), restored(inputs), strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_harness_stacked():
+    run_layer_test(
+        BahdanauDecoder,
+        {"units": 8, "cell": "lstm", "num_layers": 2, "layer_dropout": 0.1},
+        {"inputs": Y, "memory": MEMORY},
+        mask=MASK,
+        padded_input="memory",
+        mask_kwarg="memory_mask",
+        expected_output_shape=(2, 4, 21),
+        atol=1e-5,
+        rtol=1e-5,
+    )

@@ -107,3 +107,66 @@ def test_harness():
         atol=1e-5,
         rtol=1e-5,
     )
+
+
+def numpy_stacked_encoder(encoder, x, mask):
+    """Stacked bidirectional LSTM layers, residual connections from the third layer up."""
+
+    def weights(cell):
+        return cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+
+    states, inputs = [], x
+    for index, rnn in enumerate([encoder.rnn, *encoder.upper_rnns]):
+        f_out, f_h, f_c = ref.lstm_sequence(inputs, mask, *weights(rnn.forward_layer.cell))
+        b_out, b_h, b_c = ref.lstm_sequence(
+            inputs, mask, *weights(rnn.backward_layer.cell), reverse=True
+        )
+        sequence = np.concatenate([f_out, b_out], -1)
+        inputs = sequence + inputs if index >= 2 else sequence
+        states += [np.concatenate([f_h, b_h], -1), np.concatenate([f_c, b_c], -1)]
+    return inputs, states
+
+
+@pytest.mark.parametrize("num_layers", [2, 4])
+def test_stacked_layers_match_numpy(num_layers):
+    encoder = BidirectionalEncoder(4, num_layers=num_layers, layer_dropout=0.5)
+    sequence, *states = encoder(X, mask=MASK)
+    assert encoder.num_states == len(states) == 2 * num_layers and encoder.states_per_layer == 2
+    expected, expected_states = numpy_stacked_encoder(encoder, X, MASK)
+    valid = MASK[:, :, None]
+    np.testing.assert_allclose(
+        np.where(valid, sequence.numpy(), 0), np.where(valid, expected, 0), rtol=1e-4, atol=1e-5
+    )
+    for ours, theirs in zip(states, expected_states, strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_stacked_layers_depth_config_and_cudnn_switch():
+    assert "num_layers" not in BidirectionalEncoder(4).get_config()
+    encoder = BidirectionalEncoder(4, cell="gru", num_layers=3, layer_dropout=0.2)
+    config = encoder.get_config()
+    assert (config["num_layers"], config["layer_dropout"]) == (3, 0.2)
+    sequence, *states = BidirectionalEncoder.from_config(config)(X, mask=MASK)
+    assert tuple(sequence.shape) == (2, 5, 8) and [tuple(s.shape) for s in states] == [(2, 8)] * 3
+    encoder.set_use_cudnn(False)
+    for rnn in [encoder.rnn, *encoder.upper_rnns]:
+        assert rnn.forward_layer.use_cudnn is False and rnn.backward_layer.use_cudnn is False
+    with pytest.raises(ValueError, match="num_layers=0"):
+        BidirectionalEncoder(4, num_layers=0)
+    with pytest.raises(ValueError, match="layer_dropout=1.5"):
+        BidirectionalEncoder(4, num_layers=2, layer_dropout=1.5)
+
+
+def test_harness_stacked():
+    run_layer_test(
+        BidirectionalEncoder,
+        {"units": 4, "cell": "gru", "num_layers": 3, "layer_dropout": 0.1},
+        {"inputs": X},
+        mask=MASK,
+        padded_input="inputs",
+        mask_kwarg="mask",
+        weights_kwarg=None,
+        expected_output_shape=((2, 5, 8), (2, 8), (2, 8), (2, 8)),
+        atol=1e-5,
+        rtol=1e-5,
+    )

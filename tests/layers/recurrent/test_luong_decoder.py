@@ -5,6 +5,7 @@ import pytest
 from keras_attn.layers import Attention, LocalAttention, LuongDecoder
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
+from tests.layers.recurrent import numpy_stack
 
 RNG = np.random.default_rng(5)
 Y = RNG.normal(size=(2, 4, 3)).astype("float32")
@@ -261,3 +262,112 @@ def test_an_attention_layer_equals_its_name(attention, layer):
 def test_an_attention_layer_of_another_kind_is_refused():
     with pytest.raises(ValueError, match="attention=<Dense"):
         LuongDecoder(8, attention=keras.layers.Dense(3))
+
+
+def numpy_stacked_luong(decoder, y, memory, mask, states):
+    """Luong et al.'s stacked decoder, global `general` attention, LSTM layers, step by step.
+
+    Input feeding enters the bottom layer; the attention and eq. 5 read the top layer's h_t.
+    """
+    cells = numpy_stack.decoder_cells(decoder, decoder.rnn.cell)
+    w_a = decoder.attention_layer.score_fn.kernel.numpy()
+    w_c = decoder.attentional_state.kernel.numpy()
+    feed = np.zeros((y.shape[0], decoder.units))
+    outputs, alignments = [], []
+    for t in range(y.shape[1]):
+        x = np.concatenate([y[:, t], feed], axis=-1) if decoder.input_feeding else y[:, t]
+        h, states = numpy_stack.lstm_stack_step(x, states, cells)
+        alpha = ref.softmax(ref.general_score(h[:, None, :], memory, w_a)[:, 0], mask)  # eq. 7
+        context = np.einsum("bk,bkd->bd", alpha, memory)
+        feed = np.tanh(np.concatenate([context, h], axis=-1) @ w_c)  # eq. 5
+        outputs.append(feed)
+        alignments.append(alpha)
+    return np.stack(outputs, 1), np.stack(alignments, 1)
+
+
+@pytest.mark.parametrize("num_layers,input_feeding", [(2, True), (4, True), (3, False)])
+def test_stacked_decoder_matches_numpy_equations(num_layers, input_feeding):
+    """Layers 3 and 4 add their input to their output; dropout between layers is off."""
+    decoder = LuongDecoder(
+        10, num_layers=num_layers, layer_dropout=0.5, input_feeding=input_feeding
+    )
+    initial = [RNG.normal(size=(2, 10)).astype("float32") for _ in range(2 * num_layers)]
+    outputs, alignments = decoder(
+        Y, MEMORY, memory_mask=MASK, initial_state=initial, return_attention_scores=True
+    )
+    expected_outputs, expected_alignments = numpy_stacked_luong(decoder, Y, MEMORY, MASK, initial)
+    np.testing.assert_allclose(alignments.numpy(), expected_alignments, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(outputs.numpy(), expected_outputs, rtol=1e-4, atol=1e-5)
+    # A stack without the residual connections computes something else from layer 3 up.
+    if num_layers >= 3:
+        cells = numpy_stack.decoder_cells(decoder, decoder.rnn.cell)
+        x = np.concatenate([Y[:, 0], np.zeros((2, 10))], -1) if input_feeding else Y[:, 0]
+        h_residual, _ = numpy_stack.lstm_stack_step(x, initial, cells)
+        h = x
+        for index, weights in enumerate(cells):
+            h, _ = ref.lstm_step(h, initial[2 * index], initial[2 * index + 1], *weights)
+        assert np.abs(h_residual - h).max() > 1e-2
+
+
+@pytest.mark.parametrize(
+    "num_layers,cell,attention,input_feeding",
+    [(2, "lstm", "global", True), (4, "gru", "local-m", True), (4, "lstm", "local-p", False)],
+)
+def test_stacked_step_by_step_equals_teacher_forced(num_layers, cell, attention, input_feeding):
+    decoder = LuongDecoder(
+        8,
+        cell=cell,
+        attention=attention,
+        window=2,
+        input_feeding=input_feeding,
+        num_layers=num_layers,
+        layer_dropout=0.3,
+    )
+    outputs, alignments = decoder(Y, MEMORY, memory_mask=MASK, return_attention_scores=True)
+    states = decoder.get_initial_state(2)
+    assert len(states) == decoder.num_initial_states + input_feeding + (attention == "local-m")
+    prepared = decoder.prepare_memory(MEMORY)
+    for t in range(Y.shape[1]):
+        output, alignment, states = decoder.step(Y[:, t], states, MEMORY, prepared, MASK)
+        np.testing.assert_allclose(output.numpy(), outputs.numpy()[:, t], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(alignment.numpy(), alignments.numpy()[:, t], atol=1e-6)
+
+
+def test_dropout_between_layers_acts_in_training_only():
+    decoder = LuongDecoder(8, num_layers=2, layer_dropout=0.5)
+    inference = decoder(Y, MEMORY, memory_mask=MASK).numpy()
+    np.testing.assert_array_equal(decoder(Y, MEMORY, memory_mask=MASK).numpy(), inference)
+    keras.utils.set_random_seed(0)
+    training = decoder(Y, MEMORY, memory_mask=MASK, training=True).numpy()
+    assert np.abs(training - inference).max() > 1e-3
+
+
+def test_depth_arguments_and_config():
+    assert "num_layers" not in LuongDecoder(8).get_config()  # one layer: the config of old
+    assert "layer_dropout" not in LuongDecoder(8).get_config()
+    config = LuongDecoder(8, num_layers=3, layer_dropout=0.25).get_config()
+    assert (config["num_layers"], config["layer_dropout"]) == (3, 0.25)
+    restored = LuongDecoder.from_config(config)
+    assert (restored.num_layers, restored.layer_dropout) == (3, 0.25)
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="num_layers"):
+            LuongDecoder(8, num_layers=bad)
+    for bad in (1.0, -0.1, "0.1", float("nan")):
+        with pytest.raises(ValueError, match="layer_dropout"):
+            LuongDecoder(8, num_layers=2, layer_dropout=bad)
+    with pytest.raises(ValueError, match="of 2 layers takes 4 initial state"):
+        LuongDecoder(8, num_layers=2)(Y, MEMORY, initial_state=[H0[:, :8], C0[:, :8]])
+
+
+def test_harness_stacked():
+    run_layer_test(
+        LuongDecoder,
+        {"units": 8, "num_layers": 3, "layer_dropout": 0.1, "cell": "gru"},
+        {"inputs": Y, "memory": MEMORY},
+        mask=MASK,
+        padded_input="memory",
+        mask_kwarg="memory_mask",
+        expected_output_shape=(2, 4, 8),
+        atol=1e-5,
+        rtol=1e-5,
+    )

@@ -5,6 +5,7 @@ import pytest
 from keras_attn.layers import PlainDecoder
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
+from tests.layers.recurrent import numpy_stack
 
 RNG = np.random.default_rng(11)
 Y = RNG.normal(size=(2, 4, 3)).astype("float32")
@@ -94,6 +95,63 @@ def test_harness():
         {"units": 8, "cell": "lstm", "context_feeding": True},
         {"inputs": Y, "context": CONTEXT},
         call_kwargs={"initial_state": [H0, C0]},
+        mask=TARGET_MASK,
+        padded_input="inputs",
+        mask_kwarg="inputs_mask",
+        weights_kwarg=None,
+        expected_output_shape=(2, 4, 21),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+
+
+def numpy_stacked_plain(decoder, y, context, states):
+    """Stacked LSTM decoder without attention: c into the bottom layer, the top layer's h out."""
+    cells = numpy_stack.decoder_cells(decoder, decoder.rnn.cell)
+    outputs = []
+    for t in range(y.shape[1]):
+        x = np.concatenate([y[:, t], context], -1) if decoder.context_feeding else y[:, t]
+        h, states = numpy_stack.lstm_stack_step(x, states, cells)
+        outputs.append(np.concatenate([h, context, y[:, t]], -1) if decoder.context_feeding else h)
+    return np.stack(outputs, 1), states
+
+
+@pytest.mark.parametrize("num_layers,context_feeding", [(2, True), (4, True), (3, False)])
+def test_stacked_decoder_matches_numpy_equations(num_layers, context_feeding):
+    """One Keras RNN pass per layer equals the stacked recurrence and its step-by-step use."""
+    decoder = PlainDecoder(
+        8, num_layers=num_layers, layer_dropout=0.5, context_feeding=context_feeding
+    )
+    initial = [RNG.normal(size=(2, 8)).astype("float32") for _ in range(2 * num_layers)]
+    outputs = decoder(Y, CONTEXT, initial_state=initial).numpy()
+    expected, expected_states = numpy_stacked_plain(decoder, Y, CONTEXT, initial)
+    np.testing.assert_allclose(outputs, expected, rtol=1e-4, atol=1e-5)
+    states = initial
+    for t in range(Y.shape[1]):
+        output_t, states = decoder.step(Y[:, t], states, CONTEXT)
+        np.testing.assert_allclose(output_t.numpy(), outputs[:, t], rtol=1e-5, atol=1e-5)
+    assert len(states) == decoder.num_states == 2 * num_layers
+    for ours, theirs in zip(states, expected_states, strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_stacked_gru_step_by_step_equals_teacher_forced():
+    decoder = PlainDecoder(8, cell="gru", num_layers=4, reset_after=False)
+    initial = [RNG.normal(size=(2, 8)).astype("float32") for _ in range(4)]
+    outputs = decoder(Y, CONTEXT, initial_state=initial).numpy()
+    states = initial
+    for t in range(Y.shape[1]):
+        output_t, states = decoder.step(Y[:, t], states, CONTEXT)
+        np.testing.assert_allclose(output_t.numpy(), outputs[:, t], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="of 4 layers takes 4 initial state"):
+        decoder(Y, CONTEXT, initial_state=initial[:1])
+
+
+def test_harness_stacked():
+    run_layer_test(
+        PlainDecoder,
+        {"units": 8, "cell": "lstm", "num_layers": 3, "layer_dropout": 0.1},
+        {"inputs": Y, "context": CONTEXT},
         mask=TARGET_MASK,
         padded_input="inputs",
         mask_kwarg="inputs_mask",
