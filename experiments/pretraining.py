@@ -629,6 +629,14 @@ def plot_curves(pretraining: dict[str, Path], finetuning: dict[str, Path], path:
     plt.close(figure)
 
 
+def write_atomically(path: Path, text: str) -> None:
+    """Write `path` under a temporary name, then move it into place (processes sharing `--out`
+    both write the report)."""
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
 def write_report(out: Path, scale: Scale, args, results: Sequence[dict]) -> str:
     """Write `results.json`, `results.md` and `curves.png`; returns the markdown."""
     tasks = list(dict.fromkeys(result["task"] for result in results))
@@ -671,8 +679,9 @@ def write_report(out: Path, scale: Scale, args, results: Sequence[dict]) -> str:
             format_curve_table(finetuning_curves, curve_steps(total), window),
         ]
     markdown = "\n".join(sections) + "\n"
-    (out / "results.md").write_text(markdown, encoding="utf-8")
-    (out / "results.json").write_text(
+    write_atomically(out / "results.md", markdown)
+    write_atomically(
+        out / "results.json",
         json.dumps(
             {
                 "argv": sys.argv[1:],
@@ -683,9 +692,11 @@ def write_report(out: Path, scale: Scale, args, results: Sequence[dict]) -> str:
             indent=1,
             ensure_ascii=False,
         )
-        + "\n"
+        + "\n",
     )
-    plot_curves(long_runs, finetuning_curves, out / "curves.png")
+    figure = out / f"curves.{os.getpid()}.tmp.png"
+    plot_curves(long_runs, finetuning_curves, figure)
+    os.replace(figure, out / "curves.png")
     return markdown
 
 
