@@ -4,12 +4,16 @@ Each encoder layer's final states initialise the decoder layer of the same depth
 views carry every layer's state, so greedy and beam search drive a model of any depth.
 """
 
+import dataclasses
+import shlex
+from pathlib import Path
+
 import keras
 import numpy as np
 import pytest
 
 from keras_attn.cli import build_parser
-from keras_attn.decoding import beam_search, greedy_search
+from keras_attn.decoding import beam_search, greedy_search, sample
 from keras_attn.errors import ConfigError
 from keras_attn.models import (
     LuongTranslatorSteps,
@@ -113,7 +117,7 @@ def test_a_four_layer_luong_translator_survives_a_keras_round_trip(tmp_path):
 
 
 @pytest.mark.parametrize("family", ["rnn-attention", "rnn-luong", "rnn-plain"])
-def test_greedy_and_beam_search_drive_a_deep_model(family):
+def test_greedy_beam_and_sampling_drive_a_deep_model(family):
     model, steps = tiny(family, num_layers=2)
     greedy = greedy_search(steps.step, steps.encode(SOURCE), 2, start_id=2, end_id=3, max_length=6)
     beam = beam_search(
@@ -125,6 +129,10 @@ def test_greedy_and_beam_search_drive_a_deep_model(family):
         steps.step, steps.encode(SOURCE), 2, start_id=2, end_id=3, max_length=6, beam_size=3
     )
     assert np.all(wide.scores.numpy() >= greedy.scores.numpy() - 1e-5)
+    top_1 = sample(
+        steps.step, steps.encode(SOURCE), 2, start_id=2, end_id=3, max_length=6, top_k=1, seed=7
+    )
+    np.testing.assert_array_equal(top_1.ids.numpy(), greedy.ids.numpy())
     # Greedy picks the argmax of the teacher-forced model on its own prefix.
     ids = greedy.ids.numpy()
     target = np.concatenate([np.full((2, 1), 2, "int32"), ids[:, :-1]], axis=1)
@@ -146,3 +154,23 @@ def test_train_flag_reaches_the_rnn_builders():
         assert "num_layers" not in TrainConfig(model=family).model_hyperparameters()
         with pytest.raises(ConfigError, match="num_layers must be positive"):
             TrainConfig(model=family, num_layers=0).validate()
+
+
+def test_the_readme_command_of_luong_et_al_builds_their_four_layer_shape():
+    """The README's `keras-attn train ... --num-layers 4` line parses and validates."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    lines = readme.replace("\\\n", " ").splitlines()
+    (command,) = [line for line in lines if "--num-layers 4" in line and "rnn-luong" in line]
+    words = shlex.split(command)
+    assert words[:2] == ["keras-attn", "train"]
+    args = build_parser().parse_args(words[1:])
+    fields = {field.name for field in dataclasses.fields(TrainConfig)}
+    config = TrainConfig(**{name: value for name, value in vars(args).items() if name in fields})
+    config.validate()
+    hyperparameters = config.model_hyperparameters()
+    assert (config.model, hyperparameters["num_layers"], hyperparameters["units"]) == (
+        "rnn-luong",
+        4,
+        1000,
+    )
+    assert hyperparameters["embedding_dim"] == 1000 and hyperparameters["dropout"] == 0.2
