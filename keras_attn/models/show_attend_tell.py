@@ -220,6 +220,8 @@ class ShowAttendTellDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         """
         query = ops.expand_dims(states[0], 1)  # h_{t-1}: (batch, 1, units)
         scores = self.region_attention.score_fn.score(query, prepared_features)  # (batch, 1, L)
+        if self.attention == "hard":  # HardAttention samples from float32 scores.
+            scores = ops.cast(scores, "float32")
         # The attention layer's own weights step, with the training flag: the softmax, or hard
         # attention's sample (training) or argmax.
         weights = self.region_attention._calculate_weights(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attn.decoding import greedy_search
+from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.models.show_attend_tell import (
     ShowAttendTellDecoder,
     doubly_stochastic_penalty,
@@ -156,6 +156,31 @@ def test_greedy_search_over_the_step_view_follows_the_model():
         np.testing.assert_array_equal(logits[row, :length].argmax(-1), ids[row, :length])
 
 
+def test_beam_search_over_the_step_view():
+    model = small_model()
+    steps = ShowAttendTellSteps(model)
+    greedy = greedy_search(steps.step, steps.encode(IMAGES), 3, start_id=1, end_id=2, max_length=6)
+    beam = beam_search(
+        steps.step, steps.encode(IMAGES), 3, start_id=1, end_id=2, max_length=6, beam_size=3
+    )
+    assert beam.ids.shape[0] == 3 and beam.alignments.shape[-1] == 16
+    # With no length penalty the best beam is at least as probable as the greedy path.
+    assert (beam.scores.numpy().sum(-1) >= greedy.scores.numpy().sum(-1) - 1e-4).all()
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_mixed_precision_training_call(policy, attention):
+    keras.config.set_dtype_policy(policy)
+    model = show_attend_tell(VOCAB, 16, attention=attention, **SMALL)
+    outputs = model({"images": IMAGES, "target_ids": TARGETS}, training=True)
+    assert outputs["logits"].dtype == "float32" and outputs["attention"].dtype == "float32"
+    assert np.isfinite(outputs["logits"].numpy()).all()
+    sums = outputs["attention"].numpy().reshape(3, 5, 16).sum(-1)
+    np.testing.assert_allclose(sums, TARGET_MASK.astype("float32"), atol=1e-2)
+    assert model.losses[0].dtype == "float32" and np.isfinite(float(model.losses[0]))
+
+
 def test_hard_attention_samples_one_region_in_training():
     model = small_model("hard")
     attention = model({"images": IMAGES, "target_ids": TARGETS}, training=True)["attention"]
@@ -298,8 +323,10 @@ def scene_batch(count):
     return images, padded[:, :-1], padded[:, 1:], len(words)
 
 
-@pytest.mark.parametrize(("attention", "factor"), [("soft", 10.0), ("hard", 4.0)])
-def test_a_tiny_model_overfits_a_few_scenes(attention, factor):
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_a_tiny_model_overfits_a_few_scenes(attention):
+    # The caption cross-entropy falls from about 3.1 (log of the 23-word vocabulary) by at least
+    # 10x in 100 epochs; measured over seeds 0-2: >= 23x (soft) and >= 20x (hard).
     images, inputs, targets, vocabulary = scene_batch(8)
     model = show_attend_tell(
         vocabulary,
@@ -325,6 +352,6 @@ def test_a_tiny_model_overfits_a_few_scenes(attention, factor):
         return float(np.asarray(loss)[targets != 0].mean())
 
     before = caption_loss()
-    model.fit(features, {"logits": targets}, epochs=150, batch_size=8, verbose=0)
+    model.fit(features, {"logits": targets}, epochs=100, batch_size=8, verbose=0)
     after = caption_loss()
-    assert after * factor < before, (before, after)
+    assert after * 10.0 < before, (before, after)
