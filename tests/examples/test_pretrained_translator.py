@@ -55,27 +55,27 @@ def test_budgets_must_be_positive(flag, capsys):
     assert f"{flag} must be positive, got 0" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # three trainings: about a minute
-def test_quick_run_prints_both_dev_bleus(tmp_path, capsys):
-    """Only that the example runs: at --quick's 10 steps both BLEUs are near zero, so which arm
-    wins is noise and the test asserts no ordering."""
+@pytest.mark.slow  # three trainings: a few minutes
+def test_quick_run_prints_both_dev_bleus_and_pretraining_wins(tmp_path, capsys):
+    """--quick on `synthetic`, seed 0. Measured over seeds 0, 1 and 2 (dev BLEU, pre-trained vs
+    scratch): 23.50 vs 1.26, 14.05 vs 0.88 and 23.78 vs 1.82; the test asks for a gain over 5."""
     example = load_example()
-    assert example.main(["--quick", "--seed", "1", "--out", str(tmp_path)]) == 0
+    assert example.main(["--quick", "--seed", "0", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     bleus = dict(re.findall(r"^(pretrained|scratch)\s+dev BLEU\s+([\d.]+)$", out, re.M))
     assert set(bleus) == {"pretrained", "scratch"}
-    runs = tmp_path / "seed1"
+    runs = tmp_path / "seed0"
     for arm, bleu in bleus.items():
         metrics = json.loads((runs / arm / "metrics.json").read_text())
-        assert metrics["steps"] == 10 and float(bleu) == pytest.approx(
-            metrics["dev_bleu"], abs=5e-3
-        )
+        assert metrics["steps"] == 300
+        assert float(bleu) == pytest.approx(metrics["dev_bleu"], abs=5e-3)
     gain = float(re.search(r"^gain from pre-training: ([+-][\d.]+) BLEU$", out, re.M).group(1))
     assert gain == pytest.approx(float(bleus["pretrained"]) - float(bleus["scratch"]), abs=0.011)
+    assert gain > 5.0
     loaded = json.loads((runs / "pretrained" / "init_from.json").read_text())["loaded"]
     assert {"embedding", "encoder", "decoder"} <= set(loaded)
     assert not (runs / "scratch" / "init_from.json").exists()
     # The runs are kept: a second call into the same --out is refused in one line.
-    assert example.main(["--quick", "--seed", "1", "--out", str(tmp_path)]) == 2
+    assert example.main(["--quick", "--seed", "0", "--out", str(tmp_path)]) == 2
     error = capsys.readouterr().err
     assert error.startswith("pretrained_translator: error: ") and len(error.splitlines()) == 1
