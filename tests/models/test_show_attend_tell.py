@@ -355,3 +355,25 @@ def test_a_tiny_model_overfits_a_few_scenes(attention):
     model.fit(features, {"logits": targets}, epochs=100, batch_size=8, verbose=0)
     after = caption_loss()
     assert after * 10.0 < before, (before, after)
+
+
+def test_attention_maps_are_laid_out_like_the_image():
+    # A patch filling image cell (1, 2) of the 4x4 grid can only change the annotation vectors
+    # of the cells around it (the encoder's receptive field): rows 0-2, columns 1-3, regions
+    # r * 4 + c in row-major order; position [r, c] of the attention maps is region r * 4 + c.
+    model = small_model()
+    blank = np.full((1, 16, 16, 3), 30, "uint8")
+    patch = blank.copy()
+    patch[0, 4:8, 8:12] = 250
+    encoder = model.get_layer("encoder")
+    change = np.abs(encoder(patch).numpy() - encoder(blank).numpy()).sum(-1)[0]  # (L,)
+    changed = set(np.flatnonzero(change > 1e-6).tolist())
+    around = {r * 4 + c for r in range(3) for c in range(1, 4)}
+    transposed = {c * 4 + r for r in range(3) for c in range(1, 4)}
+    assert 6 in changed and changed <= around and not changed <= transposed, changed
+    outputs = model({"images": patch, "target_ids": TARGETS[:1]}, training=False)
+    steps = ShowAttendTellSteps(model)
+    _, state = steps.step(TARGETS[:1, 0], steps.encode(patch))
+    maps = outputs["attention"].numpy()[0, 0]  # (4, 4)
+    np.testing.assert_allclose(maps.reshape(-1), state["attention"].numpy()[0], atol=1e-6)
+    assert len(np.unique(np.round(maps, 6))) > 4, "the maps vary over the grid"
