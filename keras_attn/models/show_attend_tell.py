@@ -83,7 +83,8 @@ class ShowAttendTellDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
       straight-through Gumbel-softmax one: the forward value is the one-hot sample, the backward
       pass that of `softmax((log alpha_t + g) / temperature)` with the same noise `g`. This
       replaces the paper's REINFORCE estimator with a moving-average baseline. At inference the
-      most probable region, `argmax_i alpha_ti`, is taken.
+      most probable region, `argmax_i alpha_ti`, is taken: a single region, as in training.
+      (Taking the expectation `sum_i alpha_ti a_i` instead is the soft model's context.)
 
     The doubly stochastic regulariser `penalty * mean_batch sum_i (1 - sum_t alpha_ti)^2` over
     the real caption steps is added with `add_loss` on every call (`model.losses`); it reads
