@@ -75,7 +75,7 @@ def test_family_options():
     family = get_family("rnn-plain")
     assert family.builder_defaults() == {
         "embedding_dim": 128, "units": 256, "cell": "lstm", "dropout": 0.1,
-        "context_feeding": True,
+        "context_feeding": True, "num_layers": 1,
     }  # fmt: skip
     with pytest.raises(ValueError, match="even number of units"):
         family.build(20, 30, units=7)
