@@ -75,7 +75,7 @@ def test_trained_transformer_run_exports_a_contract_checked_translator(tmp_path)
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--model", "rnn-attention", "--num-layers", "2"], "--num-layers does not apply"),
+        (["--model", "rnn-attention", "--num-heads", "2"], "--num-heads does not apply"),
         (["--model", "transformer", "--d-model", "0"], "--d-model must be positive, got 0"),
         (["--model", "transformer", "--units", "8", "--score", "dot"], "--score does not apply"),
     ],
