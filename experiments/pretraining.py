@@ -560,7 +560,9 @@ def format_cost_table(rows: Sequence[dict]) -> str:
     ]
     for row in rows:
         metrics = ", ".join(
-            f"{k.removeprefix('dev_')} {row[k]}" for k in PRETRAINING_METRICS[row["model"]]
+            f"{k.removeprefix('dev_')} {row[k]}"
+            for k in PRETRAINING_METRICS[row["model"]]
+            if row[k] is not None  # no NSP accuracy when the dev text has no sentence pairs
         )
         lines.append(
             f"| {row['run']} | {row['model']} | {row['corpora']} ({row['side']}) | {row['steps']} "

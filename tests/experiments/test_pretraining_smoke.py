@@ -177,6 +177,32 @@ def test_parse_args_rejects_one_seed_bad_fractions_and_unknown_arms(experiment, 
         assert message in capsys.readouterr().err
 
 
+def test_cost_table_sums_the_short_and_full_sessions_and_skips_missing_metrics(
+    experiment, tmp_path
+):
+    scale = experiment.FULL
+    for name, steps, wall, cpu in (("bert-short", 400, 280.0, 60.0), ("bert", 1800, 400.0, 180.0)):
+        run = tmp_path / "pretrain" / name
+        run.mkdir(parents=True)
+        (run / "model.keras").write_text("")
+        metrics = {
+            "steps": steps,
+            "train_seconds_this_session": wall,
+            "train_cpu_seconds_this_session": cpu,
+            "dev_mlm_accuracy": 0.1,
+            "dev_mlm_perplexity": 300.0,
+        }
+        (run / "metrics.json").write_text(json.dumps(metrics))
+    rows = experiment.pretraining_cost(tmp_path, scale)
+    assert [(r["run"], r["steps"], r["train_seconds"], r["train_cpu_seconds"]) for r in rows] == [
+        ("bert-short", 400, 280.0, 60.0), ("bert", 1800, 680.0, 240.0),
+    ]  # fmt: skip
+    table = experiment.format_cost_table(rows).splitlines()
+    corpora = "ding-de-en,bible-es-en,libreoffice-es-en (both)"
+    metrics = "mlm_accuracy 0.1, mlm_perplexity 300.0"  # no NSP accuracy recorded: left out
+    assert table[3] == f"| bert | bert | {corpora} | 1800 | 680.0 | 240.0 | {metrics} |"
+
+
 def test_claimed_is_exclusive_and_does_not_wait_when_told_not_to(experiment, tmp_path):
     lock = tmp_path / "cell.lock"
     with experiment.claimed(lock, wait=False) as first:
