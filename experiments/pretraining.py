@@ -25,7 +25,9 @@ schedule in both arms of a comparison:
 
 At the smallest budget the classifiers and the translator are also fine-tuned from the short
 pre-training runs: whether more pre-training moves the fine-tuned result is the first thing to
-know when the gain is small.
+know when the gain is small. At the largest budget the BERT classifiers, pre-trained and from
+scratch, are also fine-tuned for five times the steps: whether the gain at the fixed fine-tuning
+budget lasts when the model from scratch gets more training.
 
 Writes into `--out`: `pretrain/NAME` and `pretrain/NAME-short` (the pre-training runs), one run
 directory per fine-tuning cell (`classification/ARM/BUDGET-sSEED`, `translation/...`),
@@ -164,10 +166,12 @@ class Arm:
     init: str | None = None
     vocab: str | None = None
     options: dict = dataclasses.field(default_factory=dict)
+    steps_factor: int = 1  # fine-tunes for this many times the task's steps
 
     @property
     def slug(self) -> str:
-        return self.name.lower().replace(" ", "-").replace("(", "").replace(")", "")
+        name = self.name.lower().replace("×", "x")
+        return name.replace(" ", "-").replace("(", "").replace(")", "")
 
     @property
     def pretraining(self) -> str | None:
@@ -198,11 +202,21 @@ SHORT_ARMS = {
     ),
     "translation": (Arm("mBART pre-trained (short)", "bart-translator", init="mbart-short"),),
 }
+# At the largest budget only: BERT pre-trained and from scratch fine-tuned for five times the steps
+# (whether the gain at a fixed, short fine-tuning budget survives longer fine-tuning).
+LONGER_ARMS = {
+    "classification": (
+        Arm("BERT pre-trained (5× steps)", "bert-classifier", init="bert", steps_factor=5),
+        Arm("BERT from scratch (5× steps)", "bert-classifier", vocab="bert", steps_factor=5),
+    ),
+    "translation": (),
+}
 # (pre-trained arm, its from-scratch control): the gains the tables report.
 COMPARISONS = {
     "classification": (
         ("BERT pre-trained", "BERT from scratch"),
         ("GPT pre-trained", "GPT from scratch"),
+        ("BERT pre-trained (5× steps)", "BERT from scratch (5× steps)"),
     ),
     "translation": (
         ("mBART pre-trained", "Transformer from scratch"),
@@ -258,6 +272,7 @@ def finetuning_config(
     """The config of one fine-tuning cell: the same steps, batch, peak rate, warm-up and cosine
     schedule for every arm of `task`."""
     steps = scale.classification_steps if task == "classification" else scale.translation_steps
+    steps *= arm.steps_factor
     options = dict(arm.options)
     settings: dict = {}
     if "encoder_learning_rate_factor" in options:
@@ -383,10 +398,12 @@ def cells(
     task: str, scale: Scale, seeds: Sequence[int], arms: Sequence[str] | None = None
 ) -> list[tuple[Arm, int | str, int]]:
     """Every `(arm, budget, seed)` of `task`: all arms at all budgets, the short-pre-training
-    arms at the smallest budget; only the arms whose slug is in `arms`, if given."""
+    arms at the smallest budget, the longer fine-tuning arms at the largest; only the arms whose
+    slug is in `arms`, if given."""
     budgets = task_budgets(task, scale)
     jobs = [(arm, budget, seed) for budget in budgets for arm in ARMS[task] for seed in seeds]
     jobs += [(arm, budgets[0], seed) for arm in SHORT_ARMS[task] for seed in seeds]
+    jobs += [(arm, budgets[-1], seed) for arm in LONGER_ARMS[task] for seed in seeds]
     return [job for job in jobs if arms is None or job[0].slug in arms]
 
 
@@ -715,7 +732,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
-    slugs = [arm.slug for task in TASKS for arm in (*ARMS[task], *SHORT_ARMS[task])]
+    slugs = [
+        arm.slug for task in TASKS for arm in (*ARMS[task], *SHORT_ARMS[task], *LONGER_ARMS[task])
+    ]
     parser.add_argument(
         "--arms", nargs="+", choices=slugs, help="fine-tune these arms only (default: all)"
     )

@@ -79,7 +79,12 @@ def test_format_table_cells_ranges_and_gain_rows(experiment):
 def test_cells_cover_every_arm_budget_and_seed_and_short_runs_at_the_smallest_budget(experiment):
     scale = experiment.FULL
     jobs = experiment.cells("classification", scale, [0, 1])
-    assert len(jobs) == 5 * 4 * 2 + 2 * 2
+    assert len(jobs) == 5 * 4 * 2 + 2 * 2 + 2 * 2
+    longer = [(arm.name, budget) for arm, budget, _ in jobs if arm.steps_factor > 1]
+    assert set(longer) == {
+        ("BERT pre-trained (5× steps)", experiment.ALL),
+        ("BERT from scratch (5× steps)", experiment.ALL),
+    }
     short = [
         (arm.name, budget) for arm, budget, _ in jobs if arm.init and arm.init.endswith("-short")
     ]
@@ -98,7 +103,11 @@ def test_cells_cover_every_arm_budget_and_seed_and_short_runs_at_the_smallest_bu
 def test_both_arms_of_a_comparison_get_the_same_fine_tuning_budget(experiment, tmp_path):
     args = experiment.parse_args(["--out", str(tmp_path)])
     scale = args.scale
-    arms = {arm.name: arm for task in experiment.TASKS for arm in experiment.ARMS[task]}
+    arms = {
+        arm.name: arm
+        for task in experiment.TASKS
+        for arm in (*experiment.ARMS[task], *experiment.LONGER_ARMS[task])
+    }
     budget_fields = ("steps", "batch_size", "learning_rate", "warmup_steps", "schedule", "seed")
     for task, pairs in experiment.COMPARISONS.items():
         for treated, control in pairs:
@@ -144,6 +153,12 @@ def test_both_arms_of_a_comparison_get_the_same_fine_tuning_budget(experiment, t
     )
     assert bertsum.encoder_learning_rate == pytest.approx(0.2 * args.learning_rate)
     assert bertsum.encoder_warmup_steps == 4 * args.warmup_steps
+    long_arms = {arm.name: arm for arm in experiment.LONGER_ARMS["classification"]}
+    longer = experiment.finetuning_config(
+        long_arms["BERT from scratch (5× steps)"], "classification", "all", 0, scale, args, tmp_path
+    )
+    assert longer.steps == 5 * scale.classification_steps == 5 * pre.steps
+    assert long_arms["BERT from scratch (5× steps)"].slug == "bert-from-scratch-5x-steps"
     cnn = experiment.finetuning_config(
         arms["text-CNN"], "classification", 200, 0, scale, args, tmp_path
     )
