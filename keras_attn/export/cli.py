@@ -15,8 +15,10 @@ def add_parsers(subparsers: Any) -> None:
         help="export a trained run as a TF Serving SavedModel",
         description="Write MODEL_BASE_PATH/VERSION/ with the serving_default, translate and "
         "translate_with_alignment signatures (greedy or beam-search decoding inside the graph) "
-        "for a translator run, or serving_default, generate and generate_with_options for a gpt "
-        "run, then check it loads with only tensorflow + tensorflow_text.",
+        "for a translator run, serving_default, generate and generate_with_options for a gpt "
+        "run, or serving_default and caption (PNG/JPEG bytes in; caption and attention maps "
+        "out) for a show-attend-tell run, then check it loads with only tensorflow + "
+        "tensorflow_text.",
     )
     flags = {"run_path": "RUN"}  # `export_run` parameter -> flag, for error messages
 
@@ -28,7 +30,13 @@ def add_parsers(subparsers: Any) -> None:
     argument("run", help="run directory written by `keras-attn train`")
     argument("--model_base_path", required=True, help="model base directory")
     argument("--version", type=int, default=None, help="default: newest + 1")
-    argument("--max-output-length", type=int, default=128, help="most generated tokens (128)")
+    argument(
+        "--max-output-length",
+        type=int,
+        default=None,
+        help="most generated tokens (default: 128; a show-attend-tell run: the longest caption "
+        "of the scene grammar and END)",
+    )
     argument(
         "--decoder",
         choices=("greedy", "beam"),
@@ -53,7 +61,7 @@ def export_run(
     run_path: str | Path,
     model_base_path: str | Path,
     version: int | None = None,
-    max_output_length: int = 128,
+    max_output_length: int | None = None,
     check: bool = True,
     decoder: str = "greedy",
     beam_size: int | None = None,
@@ -64,12 +72,15 @@ def export_run(
     A translator run is exported by `export_translator` (`beam_size` and `length_penalty`, for
     `decoder="beam"`, default to 4 and 0.6); a language-model run (`model="gpt"`) by
     `export_generator`, whose prompts keep their last `max_length` (the run's) tokens and whose
-    continuations have at most `max_output_length` tokens. Every mistake (a beam option for a
+    continuations have at most `max_output_length` tokens; an image-captioning run
+    (`model="show-attend-tell"`) by `keras_attn.export.captioner.export_captioner`, with the
+    decoder options of a translator. `max_output_length` defaults to 128, for a captioner to the
+    longest caption of the scene grammar plus END. Every mistake (a beam option for a
     greedy or GPT export, a length the GPT's positions cannot hold, a model with non-finite
     weights, a path that is not a finished run) raises a `keras_attn.errors.ConfigError` before
     anything is written.
     """
-    from keras_attn.formats import MODEL_FILE, RunDirectory
+    from keras_attn.formats import MAX_OUTPUT_LENGTH, MODEL_FILE, RunDirectory
     from keras_attn.models.families import get_family
 
     run = RunDirectory(run_path)
@@ -79,7 +90,7 @@ def export_run(
         raise PathNotFoundError(
             f"{run_path} has no {MODEL_FILE}: training did not finish", ["run_path"]
         )
-    if max_output_length <= 0:
+    if max_output_length is not None and max_output_length <= 0:
         raise ConfigError(
             f"max_output_length must be positive, got {max_output_length}", ["max_output_length"]
         )
@@ -93,6 +104,14 @@ def export_run(
         )
     beam_options = {"beam_size": beam_size, "length_penalty": length_penalty}
     given = [name for name, value in beam_options.items() if value is not None]
+    if decoder != "beam" and given and not family.language_model:
+        raise ConfigError(f"{', '.join(given)} only apply to decoder='beam'", ["decoder", *given])
+    if family.task == "captioning":
+        return _export_captioner(
+            run, family, model_base_path, version, max_output_length, check, decoder, beam_options
+        )
+    if max_output_length is None:
+        max_output_length = MAX_OUTPUT_LENGTH
     if family.language_model:
         unusable = [f"decoder={decoder!r}"] * (decoder != "greedy") + given
         if unusable:
@@ -105,8 +124,6 @@ def export_run(
         return _export_language_model(
             run, config, family, model_base_path, version, max_output_length, check
         )
-    if decoder != "beam" and given:
-        raise ConfigError(f"{', '.join(given)} only apply to decoder='beam'", ["decoder", *given])
     from keras_attn.export.saved_model import export_translator
     from keras_attn.export.translator import Translator
 
@@ -141,6 +158,28 @@ def _load_finite_model(run):
                 ["run_path"],
             )
     return model
+
+
+def _export_captioner(
+    run, family, model_base_path, version, max_output_length, check, decoder, beam_options
+):
+    """A show-attend-tell run as a `Captioner` SavedModel (image bytes in, captions out)."""
+    from keras_attn.export.captioner import MAX_CAPTION_TOKENS, Captioner, export_captioner
+
+    model = _load_finite_model(run)
+    length = MAX_CAPTION_TOKENS if max_output_length is None else max_output_length
+    captioner = Captioner(
+        model,
+        family.decoding_steps(model, length),
+        run.tokenizer(),
+        max_output_length=length,
+        decoder=decoder,
+        beam_size=4 if beam_options["beam_size"] is None else beam_options["beam_size"],
+        length_penalty=(
+            0.6 if beam_options["length_penalty"] is None else beam_options["length_penalty"]
+        ),
+    )
+    return export_captioner(captioner, model_base_path, version=version, check=check)
 
 
 def _export_language_model(run, config, family, model_base_path, version, max_output_length, check):

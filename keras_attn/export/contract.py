@@ -1,7 +1,9 @@
-"""Checks that an exported translator or generator is what stock TF Serving loads and answers."""
+"""Checks that an exported translator, generator or captioner is what stock TF Serving loads and
+answers."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -46,6 +48,22 @@ GENERATOR_SIGNATURES = {
         GENERATE_OUTPUTS,
     ),
 }
+
+
+def captioner_signatures(grid_shape: tuple[int, int]) -> dict:
+    """The captioner's signatures (`keras_attn.export.captioner.Captioner`) for an `H' x W'` grid
+    of image regions: `image` (encoded PNG/JPEG bytes) → `caption`, `tokens`, `scores` and
+    `attention` `[-1, T_out, H', W']`."""
+    outputs = {
+        "caption": (STRING, [-1]),
+        "tokens": (STRING, [-1, -1]),
+        "scores": (FLOAT, [-1]),
+        "attention": (FLOAT, [-1, -1, *(int(side) for side in grid_shape)]),
+    }
+    inputs = {"image": (STRING, [-1])}
+    return {"serving_default": (inputs, outputs), "caption": (inputs, outputs)}
+
+
 PREDICT_METHOD = "tensorflow/serving/predict"
 FORBIDDEN_OP_PREFIXES = ("Cudnn", "PyFunc", "EagerPyFunc")
 
@@ -57,12 +75,18 @@ class ContractError(Exception):
 # Runs in a fresh interpreter that imports only tensorflow and tensorflow_text: the same
 # situation as a model server. Prints one JSON report on stdout.
 _PROBE = r"""
-import json, re, sys
+import base64, json, re, sys
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tf-text ops, as the stock server does)
 from tensorflow.core.protobuf import saved_model_pb2
 
 path, feeds = sys.argv[1], json.loads(sys.argv[2])
+
+def constant(dtype, value):  # "base64": a list of binary strings (encoded images), base64 in JSON
+    if dtype == "base64":
+        return tf.constant([base64.b64decode(v) for v in value], tf.string)
+    return tf.constant(value, getattr(tf, dtype))
+
 proto = saved_model_pb2.SavedModel()
 with open(path + "/saved_model.pb", "rb") as f:
     proto.ParseFromString(f.read())
@@ -90,14 +114,13 @@ translations, errors = {}, {}
 for key in loaded.signatures if loaded is not None else ():
     try:
         feed = feeds.get(key, feeds["*"])  # input name -> [tf dtype name, value]
-        inputs = {name: tf.constant(value, getattr(tf, dtype))
-                  for name, (dtype, value) in feed.items()}
+        inputs = {name: constant(dtype, value) for name, (dtype, value) in feed.items()}
         outputs = loaded.signatures[key](**inputs)
     except Exception as error:  # reported, with the static findings, by the parent
         errors[key] = (str(error).strip().splitlines() or [type(error).__name__])[0]
         continue
     translations[key] = {name: value.shape.as_list() for name, value in outputs.items()}
-    for text in ("translation", "continuation"):
+    for text in ("translation", "continuation", "caption"):
         if text in outputs:
             translations[key]["_text"] = [t.decode("utf-8") for t in outputs[text].numpy()]
 leaked = sorted(m for m in sys.modules if m.split(".")[0] == "keras_attn")
@@ -118,7 +141,8 @@ def probe_saved_model(
     """Load `path` in a fresh process with only tensorflow + tensorflow_text; return its report.
 
     Every signature is called with `feeds[signature]` (or `feeds["*"]`), a dict of input name →
-    `[tf dtype name, value]`; by default `{"*": {"text": ["string", sentences]}}`.
+    `[tf dtype name, value]` (dtype `"base64"`: a list of base64 strings, fed as the binary
+    strings they encode); by default `{"*": {"text": ["string", sentences]}}`.
     """
     feeds = feeds or {"*": {"text": ["string", list(sentences)]}}
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
@@ -185,6 +209,27 @@ def check_generator_saved_model(path: str | os.PathLike, prompts: list[str] | No
     feeds = {"*": {"prompt": ["string", prompts]}, "generate_with_options": options}
     report = probe_saved_model(path, prompts, feeds)
     problems = _violations(report, GENERATOR_SIGNATURES, len(prompts))
+    if problems:
+        raise ContractError(f"{path}: " + "; ".join(problems))
+    return report
+
+
+def check_captioner_saved_model(
+    path: str | os.PathLike, images: list[bytes], grid_shape: tuple[int, int]
+) -> dict:
+    """Verify the captioner contract (`keras_attn.export.captioner.Captioner`) on a SavedModel.
+
+    The checks of `check_translator_saved_model`, for the signatures `serving_default` and
+    `caption`: input `image` DT_STRING [-1] (PNG or JPEG bytes), outputs `caption` DT_STRING
+    [-1], `tokens` DT_STRING [-1, -1], `scores` DT_FLOAT [-1] and `attention` DT_FLOAT
+    [-1, -1, H', W'] (`grid_shape`); each runs on `images` with batch-major outputs.
+
+    Raises:
+        ContractError: listing every violation.
+    """
+    encoded = [base64.b64encode(image).decode("ascii") for image in images]
+    report = probe_saved_model(path, [], {"*": {"image": ["base64", encoded]}})
+    problems = _violations(report, captioner_signatures(grid_shape), len(images))
     if problems:
         raise ContractError(f"{path}: " + "; ".join(problems))
     return report

@@ -26,6 +26,8 @@ from keras_attn.models.rnn_luong_translator import rnn_luong_translator
 from keras_attn.models.rnn_plain_translator import rnn_plain_translator
 from keras_attn.models.rnn_translator import rnn_attention_translator
 from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
+from keras_attn.models.show_attend_tell import show_attend_tell
+from keras_attn.models.show_attend_tell_steps import ShowAttendTellSteps
 from keras_attn.models.text_cnn import text_cnn
 from keras_attn.models.transformer_translator import transformer_translator
 from keras_attn.models.transformer_translator_steps import TransformerTranslatorSteps
@@ -43,6 +45,10 @@ class ModelFamily:
     A `language_model` family's `build(vocabulary_size, max_length=positions, **hp)` returns a
     model from `token_ids` to next-token logits, decoded by `steps(model, max_length).prefill/step`
     (`GPTSteps`); it has one vocabulary and is exported as a generator, not a translator.
+    A `captioning` family's `build(vocabulary_size, image_size, **hp)` returns a model from
+    `{"images", "target_ids"}` to `{"logits", "attention"}`, decoded by `steps(model).encode/step`
+    (`ShowAttendTellSteps`); it has one vocabulary (the caption words) and is exported as a
+    captioner.
     """
 
     build: Callable[..., keras.Model]
@@ -72,8 +78,13 @@ class ModelFamily:
 
     @property
     def exportable(self) -> bool:
-        """Whether `keras-attn export` exports this family (a translator or a language model)."""
-        return self.steps is not None and self.task in ("translation", "language_model")
+        """Whether `keras-attn export` exports this family (a translator, a language model or
+        an image captioner)."""
+        return self.steps is not None and self.task in (
+            "translation",
+            "language_model",
+            "captioning",
+        )
 
     def shared_vocabulary(self, hyperparameters: dict) -> bool:
         """Whether a translator's source and target share one vocabulary."""
@@ -262,6 +273,12 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         hyperparameters=("num_layers", "d_model", "num_heads", "ff_dim", "dropout"),
         sized_steps=True,
         task="language_model",
+    ),
+    "show-attend-tell": ModelFamily(
+        build=show_attend_tell,
+        steps=ShowAttendTellSteps,
+        hyperparameters=("embedding_dim", "units", "dropout", "attention"),
+        task="captioning",
     ),
     "bert": ModelFamily(
         build=bert_pretraining_model,

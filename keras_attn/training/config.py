@@ -16,6 +16,7 @@ from keras_attn.distributions import DISTRIBUTIONS
 from keras_attn.errors import ConfigError
 from keras_attn.layers.recurrent.luong_decoder import ATTENTIONS
 from keras_attn.models.families import ModelFamily, get_family
+from keras_attn.models.show_attend_tell import ATTENTIONS as IMAGE_ATTENTIONS
 from keras_attn.scores import SCORES
 from keras_attn.training import precision
 from keras_attn.training.optimizers import OPTIMIZERS
@@ -46,14 +47,16 @@ class TrainConfig:
         "transformer, bertsum (a BERT encoder under a new decoder), bart-translator. Language "
         "model: gpt (of the corpus' target side). Pre-training: bert (masked LM + next sentence), "
         "bart (denoising; mBART with {side} both). Classifiers: bert-classifier, gpt-classifier, "
-        "bart-classifier, text-cnn; tagger: bert-tagger (fine-tune with {init_from})",
+        "bart-classifier, text-cnn; tagger: bert-tagger (fine-tune with {init_from}). Image "
+        "captioner: show-attend-tell (corpus scenes)",
     )
     corpus: str = option(
         "synthetic",
         "corpus: synthetic, ding-de-en, bible-es-en, libreoffice-es-en, or PATH.tsv "
         "(source TAB target per line; see docs/corpora.md); pre-training: one or more, "
         "comma-separated; classifiers: source-id, language-id, synthetic-language-id or PATH.tsv "
-        "(text TAB label); bert-tagger: PATH.tsv (tokens TAB tags)",
+        "(text TAB label); bert-tagger: PATH.tsv (tokens TAB tags); show-attend-tell: scenes "
+        "(generated 64-pixel scenes of coloured shapes) or scenes-N (N-pixel scenes)",
     )
     init_from: str | None = option(
         None,
@@ -123,7 +126,10 @@ class TrainConfig:
         None, "attention distribution, rnn-luong (default: softmax)", tuple(sorted(DISTRIBUTIONS))
     )
     attention: str | None = option(
-        None, "rnn-luong attention: global, local-m or local-p (default: global)", tuple(ATTENTIONS)
+        None,
+        "rnn-luong attention: global, local-m or local-p (default: global); show-attend-tell: "
+        "soft or hard (default: soft)",
+        (*ATTENTIONS, *IMAGE_ATTENTIONS),
     )
     window: int | None = option(None, "local window half width D, rnn-luong (10)")
     input_feeding: bool | None = option(
@@ -210,6 +216,14 @@ class TrainConfig:
         for name in (*positive, "train_examples", "examples_per_class"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}", [name])
+        if self.attention is not None:
+            allowed = IMAGE_ATTENTIONS if family.task == "captioning" else tuple(ATTENTIONS)
+            if self.attention not in allowed:
+                raise ConfigError(
+                    f"attention={self.attention!r} does not apply to model={self.model!r} "
+                    f"(its attentions: {', '.join(allowed)})",
+                    ["attention", "model"],
+                )
         if self.position_gradient_scale is not None and self.attention != "local-p":
             raise ConfigError(
                 "position_gradient_scale applies to attention='local-p' only, got "

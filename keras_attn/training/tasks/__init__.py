@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from keras_attn.training.tasks.base import Task
+from keras_attn.training.tasks.captioning import CaptioningTask
 from keras_attn.training.tasks.classification import ClassificationTask, TaggingTask
 from keras_attn.training.tasks.language_model import LanguageModelTask
 from keras_attn.training.tasks.pretraining import DenoisingTask, MaskedLanguageModelTask
@@ -15,6 +16,7 @@ TASKS: dict[str, Task] = {
     "denoising": DenoisingTask(),
     "classification": ClassificationTask(),
     "tagging": TaggingTask(),
+    "captioning": CaptioningTask(),
 }
 
 
