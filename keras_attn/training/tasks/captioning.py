@@ -7,7 +7,8 @@ The vocabulary is the caption grammar's words (`keras_attn.vision.CAPTION_WORDS`
 reserved tokens, one token per word, so a caption's ids are its words.
 
 Batches are `({"images": uint8 (batch, H, W, 3), "target_ids": [START] words}, labels = words
-[END])`; the loss is the teacher-forced token cross-entropy. The doubly stochastic regulariser
+[END])`, padded with 0 (the decoder's mask); the loss is the teacher-forced token cross-entropy.
+The doubly stochastic regulariser
 `lambda * sum_i (1 - sum_t alpha_ti)^2` (Xu et al., 2015, section 4.2.1; the builder's
 `penalty`, 1 by default) is not part of this loss: the decoder adds it to `model.losses` on
 every call, and the training loop minimises the task loss plus `sum(model.losses)`.
@@ -120,7 +121,11 @@ class CaptioningTask(Task):
 
         def collate(indices, step):
             ids = pad([captions[i] for i in indices])  # (batch, T + 1)
-            return {"images": images[indices], "target_ids": ids[:, :-1]}, ids[:, 1:]
+            labels = ids[:, 1:]
+            # A shorter caption's END is no input: the decoder's steps (and the regulariser's
+            # sum over them) are the caption's words and END, as its labels.
+            inputs = np.where(labels != 0, ids[:, :-1], 0)
+            return {"images": images[indices], "target_ids": inputs}, labels
 
         return ExamplePlan(
             [len(ids) for ids in captions],
