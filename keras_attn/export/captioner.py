@@ -133,10 +133,12 @@ class Captioner(tf.Module):
             result = greedy_search(
                 self._steps.step, state, batch_size, max_length=self.max_output_length, **tokens
             )
-        ids, _, width = trim_ids(result, self.tokenizer.pad_id)
+        ids, lengths, width = trim_ids(result, self.tokenizer.pad_id)
         outputs = string_outputs("caption", self.tokenizer, ids, result.scores)
+        # The words' steps only (not a shorter caption's END): (batch, T_out, L)
+        words = tf.sequence_mask(lengths, width, tf.float32)[:, :, None]
+        attention = tf.cast(result.alignments[:, :width, :], tf.float32) * words
         # (batch, T_out, L) -> (batch, T_out, H', W'), regions in row-major order
-        attention = tf.cast(result.alignments[:, :width, :], tf.float32)
         outputs["attention"] = tf.reshape(attention, [batch_size, width, *self.grid_shape])
         return outputs
 
