@@ -13,8 +13,9 @@ import tensorflow_text  # noqa: F401
 
 from keras_attn.cli import main as cli
 from keras_attn.errors import ConfigError
-from keras_attn.export.captioner import Captioner, sample_images
+from keras_attn.export.captioner import Captioner, export_captioner, sample_images
 from keras_attn.export.cli import export_run
+from keras_attn.export.contract import ContractError, check_captioner_saved_model
 from keras_attn.formats import RunDirectory
 from keras_attn.models.show_attend_tell import show_attend_tell
 from keras_attn.models.show_attend_tell_steps import ShowAttendTellSteps
@@ -114,6 +115,16 @@ def test_sample_images_are_a_png_pair_and_a_resized_jpeg():
     assert [image[:4] for image in images[:2]] == [b"\x89PNG"] * 2
     assert images[2][:2] == b"\xff\xd8"
     assert tf.io.decode_image(images[2]).shape == (SIZE + 16, SIZE + 16, 3)
+
+
+def test_export_publishes_a_checked_version_and_the_check_sees_a_wrong_grid(tmp_path):
+    module = captioner(max_output_length=4)
+    version = export_captioner(module, tmp_path / "models", images=PNGS[:2])
+    assert version == tmp_path / "models" / "1"
+    report = check_captioner_saved_model(version, PNGS[:2], GRID)
+    assert report["outputs"]["caption"]["attention"][2:] == list(GRID)
+    with pytest.raises(ContractError, match=r"output 'attention' is .*expected DT_FLOAT"):
+        check_captioner_saved_model(version, PNGS[:2], (2, 8))
 
 
 # --- `keras-attn train`, `keras-attn export`, `keras-attn serve` -----------------------------
