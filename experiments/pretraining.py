@@ -25,9 +25,9 @@ schedule in both arms of a comparison:
 
 At the smallest budget the classifiers and the translator are also fine-tuned from the short
 pre-training runs: whether more pre-training moves the fine-tuned result is the first thing to
-know when the gain is small. At the largest budget the BERT classifiers, pre-trained and from
-scratch, are also fine-tuned for five times the steps: whether the gain at the fixed fine-tuning
-budget lasts when the model from scratch gets more training.
+know when the gain is small. At the smallest and the largest budget the BERT classifiers,
+pre-trained and from scratch, are also fine-tuned for five times the steps: whether the gain at
+the fixed fine-tuning budget lasts when the model from scratch gets more training.
 
 Writes into `--out`: `pretrain/NAME` and `pretrain/NAME-short` (the pre-training runs), one run
 directory per fine-tuning cell (`classification/ARM/BUDGET-sSEED`, `translation/...`),
@@ -202,8 +202,9 @@ SHORT_ARMS = {
     ),
     "translation": (Arm("mBART pre-trained (short)", "bart-translator", init="mbart-short"),),
 }
-# At the largest budget only: BERT pre-trained and from scratch fine-tuned for five times the steps
-# (whether the gain at a fixed, short fine-tuning budget survives longer fine-tuning).
+# At the smallest and the largest budget: BERT pre-trained and from scratch fine-tuned for five
+# times the steps (whether the gain at a fixed, short fine-tuning budget survives longer
+# fine-tuning).
 LONGER_ARMS = {
     "classification": (
         Arm("BERT pre-trained (5× steps)", "bert-classifier", init="bert", steps_factor=5),
@@ -398,12 +399,13 @@ def cells(
     task: str, scale: Scale, seeds: Sequence[int], arms: Sequence[str] | None = None
 ) -> list[tuple[Arm, int | str, int]]:
     """Every `(arm, budget, seed)` of `task`: all arms at all budgets, the short-pre-training
-    arms at the smallest budget, the longer fine-tuning arms at the largest; only the arms whose
-    slug is in `arms`, if given."""
+    arms at the smallest budget, the longer fine-tuning arms at the smallest and the largest; only
+    the arms whose slug is in `arms`, if given."""
     budgets = task_budgets(task, scale)
     jobs = [(arm, budget, seed) for budget in budgets for arm in ARMS[task] for seed in seeds]
     jobs += [(arm, budgets[0], seed) for arm in SHORT_ARMS[task] for seed in seeds]
-    jobs += [(arm, budgets[-1], seed) for arm in LONGER_ARMS[task] for seed in seeds]
+    ends = dict.fromkeys((budgets[0], budgets[-1]))
+    jobs += [(arm, budget, seed) for budget in ends for arm in LONGER_ARMS[task] for seed in seeds]
     return [job for job in jobs if arms is None or job[0].slug in arms]
 
 

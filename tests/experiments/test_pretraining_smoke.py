@@ -79,11 +79,12 @@ def test_format_table_cells_ranges_and_gain_rows(experiment):
 def test_cells_cover_every_arm_budget_and_seed_and_short_runs_at_the_smallest_budget(experiment):
     scale = experiment.FULL
     jobs = experiment.cells("classification", scale, [0, 1])
-    assert len(jobs) == 5 * 4 * 2 + 2 * 2 + 2 * 2
+    assert len(jobs) == 5 * 4 * 2 + 2 * 2 + 2 * 2 * 2
     longer = [(arm.name, budget) for arm, budget, _ in jobs if arm.steps_factor > 1]
     assert set(longer) == {
-        ("BERT pre-trained (5× steps)", experiment.ALL),
-        ("BERT from scratch (5× steps)", experiment.ALL),
+        (f"BERT {start} (5× steps)", budget)
+        for start in ("pre-trained", "from scratch")
+        for budget in (50, experiment.ALL)
     }
     short = [
         (arm.name, budget) for arm, budget, _ in jobs if arm.init and arm.init.endswith("-short")
