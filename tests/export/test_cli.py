@@ -120,7 +120,9 @@ NOT_EXPORTED = {
     "bert": lambda vocabulary: bert_pretraining_model(vocabulary, 1, 8, 2, 16),
     "bart": lambda vocabulary: bart(vocabulary, 1, 8, 2, 16),
     "bert-classifier": lambda vocabulary: bert_classifier_model(vocabulary, 3, 1, 8, 2, 16),
-    "gpt-classifier": lambda vocabulary: gpt_classifier_model(vocabulary, 3, 20, 1, 8, 2, 16),
+    "gpt-classifier": lambda vocabulary: gpt_classifier_model(
+        vocabulary, 3, 1, 8, 2, 16, max_length=20
+    ),
 }
 
 
