@@ -25,7 +25,11 @@ from keras_attn.models.rnn_luong_translator import rnn_luong_translator
 from keras_attn.models.rnn_plain_translator import rnn_plain_translator
 from keras_attn.models.rnn_translator import rnn_attention_translator
 from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
-from keras_attn.models.show_attend_tell import ShowAttendTellDecoder, doubly_stochastic_penalty
+from keras_attn.models.show_attend_tell import (
+    ShowAttendTellDecoder,
+    doubly_stochastic_penalty,
+    show_attend_tell,
+)
 from keras_attn.models.show_attend_tell_steps import ShowAttendTellSteps
 from keras_attn.models.text_cnn import text_cnn
 from keras_attn.models.transformer_translator import transformer_translator
@@ -59,6 +63,7 @@ __all__ = [
     "rnn_attention_translator",
     "rnn_luong_translator",
     "rnn_plain_translator",
+    "show_attend_tell",
     "text_cnn",
     "transformer_translator",
 ]

@@ -6,7 +6,13 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.models import show_attend_tell as names
+from keras_attn.models.show_attend_tell import (
+    ATTENTION,
+    DECODER,
+    EMBEDDING,
+    ENCODER,
+    OUTPUT_PROJECTION,
+)
 
 
 @keras_attn_export("keras_attn.models.show_attend_tell_steps.ShowAttendTellSteps")
@@ -47,11 +53,11 @@ class ShowAttendTellSteps:
 
     def __init__(self, model: keras.Model):
         self.model = model
-        self.encoder = model.get_layer(names.ENCODER)
-        self.embedding = model.get_layer(names.EMBEDDING)
-        self.decoder = model.get_layer(names.DECODER)
-        self.output_projection = model.get_layer(names.OUTPUT_PROJECTION)
-        self.grid_shape = tuple(model.get_layer(names.ATTENTION).target_shape[1:])
+        self.encoder = model.get_layer(ENCODER)
+        self.embedding = model.get_layer(EMBEDDING)
+        self.decoder = model.get_layer(DECODER)
+        self.output_projection = model.get_layer(OUTPUT_PROJECTION)
+        self.grid_shape = tuple(model.get_layer(ATTENTION).target_shape[1:])
 
     def encode(self, images) -> dict:
         features = self.encoder(ops.convert_to_tensor(images, "uint8"), training=False)
