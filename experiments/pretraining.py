@@ -602,14 +602,21 @@ def loss_at(run_dir: Path, steps: Sequence[int], window: int) -> list[float | No
     return points
 
 
-def format_curve_table(runs: dict[str, Path], steps: Sequence[int], window: int) -> str:
-    """A markdown table of training-loss curves: one row per run, one column per step."""
+def format_curve_table(runs: dict[str, Path], window: int, points: int = 6) -> str:
+    """A markdown table of training-loss curves: one row per run, its loss (mean of `window`
+    steps) at `points` steps spread evenly over that run's own length, as `loss @ step`."""
+    header = " | ".join(f"{i + 1}/{points}" for i in range(points))
     lines = [
-        f"| training loss (mean of {window} steps) at step | " + " | ".join(map(str, steps)) + " |",
-        "|---|" + "---:|" * len(steps),
+        f"| training loss (mean of {window} steps) at a share of the run | {header} |",
+        "|---|" + "---:|" * points,
     ]
     for name, run_dir in runs.items():
-        cells_ = ["" if v is None else f"{v:.3f}" for v in loss_at(run_dir, steps, window)]
+        rows = read_train_log(run_dir / TRAIN_LOG)
+        if not rows:
+            continue
+        steps = curve_steps(rows[-1][0], points)
+        values = loss_at(run_dir, steps, window)
+        cells_ = [f"{v:.3f} @ {step}" for step, v in zip(steps, values, strict=True)]
         lines.append(f"| {name} | " + " | ".join(cells_) + " |")
     return "\n".join(lines)
 
@@ -619,19 +626,22 @@ def curve_steps(total: int, points: int = 6) -> list[int]:
     return sorted({max(1, round(total * (i + 1) / points)) for i in range(points)})
 
 
-def plot_curves(pretraining: dict[str, Path], finetuning: dict[str, Path], path: Path) -> None:
-    """`curves.png`: pre-training losses (left) and fine-tuning losses at the smallest budget
-    (right), each smoothed over 25 steps."""
+def plot_curves(
+    pretraining: dict[str, Path], finetuning: dict[str, dict[str, Path]], path: Path
+) -> None:
+    """`curves.png`: pre-training losses, then each task's fine-tuning losses at the smallest
+    budget, one panel each, smoothed over 25 steps."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for axis, runs, title in (
-        (axes[0], pretraining, "pre-training loss"),
-        (axes[1], finetuning, "fine-tuning loss, smallest budget"),
-    ):
+    panels = [(pretraining, "pre-training loss")]
+    panels += [
+        (runs, f"fine-tuning loss, {task}, smallest budget") for task, runs in finetuning.items()
+    ]
+    figure, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    for axis, (runs, title) in zip(axes[0], panels, strict=True):
         for name, run_dir in runs.items():
             rows = read_train_log(run_dir / TRAIN_LOG)
             if not rows:
@@ -662,7 +672,7 @@ def write_report(out: Path, scale: Scale, args, results: Sequence[dict]) -> str:
     """Write `results.json`, `results.md` and `curves.png`; returns the markdown."""
     tasks = list(dict.fromkeys(result["task"] for result in results))
     sections = ["### Pre-training cost\n", format_cost_table(pretraining_cost(out, scale))]
-    finetuning_curves = {}
+    finetuning_curves: dict[str, dict[str, Path]] = {}
     for task in tasks:
         budgets = task_budgets(task, scale)
         chosen = [r for r in results if r["task"] == task]
@@ -679,7 +689,8 @@ def write_report(out: Path, scale: Scale, args, results: Sequence[dict]) -> str:
         for arm in (*ARMS[task], *SHORT_ARMS[task]):
             run_dir = cell_directory(out, task, arm, smallest, args.seeds[0])
             if (run_dir / TRAIN_LOG).is_file():
-                finetuning_curves[f"{arm.name} ({smallest}, seed {args.seeds[0]})"] = run_dir
+                curves = finetuning_curves.setdefault(task, {})
+                curves[f"{arm.name} ({smallest}, seed {args.seeds[0]})"] = run_dir
     pretraining_runs = {
         name: out / "pretrain" / name
         for run in PRETRAININGS.values()
@@ -687,17 +698,15 @@ def write_report(out: Path, scale: Scale, args, results: Sequence[dict]) -> str:
         if finished(out / "pretrain" / name) is not None
     }
     long_runs = {k: v for k, v in pretraining_runs.items() if not k.endswith("-short")}
-    window = max(1, min(100, args.pretraining_steps // 10))
     sections += [
         "\n### Pre-training curves\n",
-        format_curve_table(long_runs, curve_steps(args.pretraining_steps), window),
+        format_curve_table(long_runs, window=max(1, min(100, args.pretraining_steps // 10))),
     ]
-    if finetuning_curves:
-        total = max(scale.classification_steps, scale.translation_steps)
-        window = max(1, min(25, total // 10))
+    for task, curves in finetuning_curves.items():
+        steps = scale.classification_steps if task == "classification" else scale.translation_steps
         sections += [
-            f"\n### Fine-tuning curves at the smallest budget (seed {args.seeds[0]})\n",
-            format_curve_table(finetuning_curves, curve_steps(total), window),
+            f"\n### Fine-tuning curves, {task}, smallest budget (seed {args.seeds[0]})\n",
+            format_curve_table(curves, window=max(1, min(25, steps // 10))),
         ]
     markdown = "\n".join(sections) + "\n"
     write_atomically(out / "results.md", markdown)
