@@ -24,10 +24,11 @@ schedule in both arms of a comparison:
   warm-up, Liu & Lapata, 2019, arXiv:1908.08345). Dev BLEU (greedy).
 
 At the smallest budget the classifiers and the translator are also fine-tuned from the short
-pre-training runs: whether more pre-training moves the fine-tuned result is the first thing to
-know when the gain is small. At the smallest and the largest budget the BERT classifiers,
-pre-trained and from scratch, are also fine-tuned for five times the steps: whether the gain at
-the fixed fine-tuning budget lasts when the model from scratch gets more training.
+pre-training runs (whether more pre-training moves the fine-tuned result is the first thing to
+know when the gain is small), and BertSum with its encoder from scratch. At the smallest and the
+largest budget the BERT classifiers, pre-trained and from scratch, are also fine-tuned for five
+times the steps: whether the gain at the fixed fine-tuning budget lasts when the model from
+scratch gets more training.
 
 Writes into `--out`: `pretrain/NAME` and `pretrain/NAME-short` (the pre-training runs), one run
 directory per fine-tuning cell (`classification/ARM/BUDGET-sSEED`, `translation/...`),
@@ -194,13 +195,18 @@ ARMS = {
         Arm("BertSum", "bertsum", init="bert", options=BERTSUM),
     ),
 }
-# At the smallest budget only: the same fine-tuning from the short pre-training runs.
-SHORT_ARMS = {
+# At the smallest budget only: the same fine-tuning from the short pre-training runs, and BertSum
+# with its BERT encoder from scratch (BertSum's own control: the same model, vocabularies and
+# optimizers).
+SMALLEST_ARMS = {
     "classification": (
         Arm("BERT pre-trained (short)", "bert-classifier", init="bert-short"),
         Arm("GPT pre-trained (short)", "gpt-classifier", init="gpt-short"),
     ),
-    "translation": (Arm("mBART pre-trained (short)", "bart-translator", init="mbart-short"),),
+    "translation": (
+        Arm("mBART pre-trained (short)", "bart-translator", init="mbart-short"),
+        Arm("BertSum from scratch", "bertsum", vocab="bert", options=BERTSUM),
+    ),
 }
 # At the smallest and the largest budget: BERT pre-trained and from scratch fine-tuned for five
 # times the steps (whether the gain at a fixed, short fine-tuning budget survives longer
@@ -222,6 +228,7 @@ COMPARISONS = {
     "translation": (
         ("mBART pre-trained", "Transformer from scratch"),
         ("BertSum", "Transformer from scratch"),
+        ("BertSum", "BertSum from scratch"),
     ),
 }
 METRIC = {"classification": "test_accuracy", "translation": "dev_bleu"}
@@ -398,12 +405,12 @@ def task_budgets(task: str, scale: Scale) -> tuple:
 def cells(
     task: str, scale: Scale, seeds: Sequence[int], arms: Sequence[str] | None = None
 ) -> list[tuple[Arm, int | str, int]]:
-    """Every `(arm, budget, seed)` of `task`: all arms at all budgets, the short-pre-training
-    arms at the smallest budget, the longer fine-tuning arms at the smallest and the largest; only
+    """Every `(arm, budget, seed)` of `task`: all arms at all budgets, the smallest-budget arms
+    at the smallest budget, the longer fine-tuning arms at the smallest and the largest; only
     the arms whose slug is in `arms`, if given."""
     budgets = task_budgets(task, scale)
     jobs = [(arm, budget, seed) for budget in budgets for arm in ARMS[task] for seed in seeds]
-    jobs += [(arm, budgets[0], seed) for arm in SHORT_ARMS[task] for seed in seeds]
+    jobs += [(arm, budgets[0], seed) for arm in SMALLEST_ARMS[task] for seed in seeds]
     ends = dict.fromkeys((budgets[0], budgets[-1]))
     jobs += [(arm, budget, seed) for budget in ends for arm in LONGER_ARMS[task] for seed in seeds]
     return [job for job in jobs if arms is None or job[0].slug in arms]
@@ -686,7 +693,7 @@ def write_report(out: Path, scale: Scale, args, results: Sequence[dict]) -> str:
             format_table(task, chosen, [str(b) for b in budgets]),
         ]
         smallest = str(budgets[0])
-        for arm in (*ARMS[task], *SHORT_ARMS[task]):
+        for arm in (*ARMS[task], *SMALLEST_ARMS[task]):
             run_dir = cell_directory(out, task, arm, smallest, args.seeds[0])
             if (run_dir / TRAIN_LOG).is_file():
                 curves = finetuning_curves.setdefault(task, {})
@@ -744,7 +751,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     slugs = [
-        arm.slug for task in TASKS for arm in (*ARMS[task], *SHORT_ARMS[task], *LONGER_ARMS[task])
+        arm.slug
+        for task in TASKS
+        for arm in (*ARMS[task], *SMALLEST_ARMS[task], *LONGER_ARMS[task])
     ]
     parser.add_argument(
         "--arms", nargs="+", choices=slugs, help="fine-tune these arms only (default: all)"

@@ -91,7 +91,7 @@ def test_cells_cover_every_arm_budget_and_seed_and_short_runs_at_the_smallest_bu
     ]
     assert set(short) == {("BERT pre-trained (short)", 50), ("GPT pre-trained (short)", 50)}
     translation = experiment.cells("translation", scale, [3, 4])
-    assert len(translation) == 3 * 3 * 2 + 1 * 2
+    assert len(translation) == 3 * 3 * 2 + 2 * 2
     assert {seed for _, _, seed in translation} == {3, 4}
     assert {budget for _, budget, _ in translation} == {1000, 5000, experiment.ALL}
     chosen = experiment.cells("translation", scale, [0, 1], ["bertsum"])
@@ -107,7 +107,11 @@ def test_both_arms_of_a_comparison_get_the_same_fine_tuning_budget(experiment, t
     arms = {
         arm.name: arm
         for task in experiment.TASKS
-        for arm in (*experiment.ARMS[task], *experiment.LONGER_ARMS[task])
+        for arm in (
+            *experiment.ARMS[task],
+            *experiment.SMALLEST_ARMS[task],
+            *experiment.LONGER_ARMS[task],
+        )
     }
     budget_fields = ("steps", "batch_size", "learning_rate", "warmup_steps", "schedule", "seed")
     for task, pairs in experiment.COMPARISONS.items():
@@ -160,6 +164,11 @@ def test_both_arms_of_a_comparison_get_the_same_fine_tuning_budget(experiment, t
     )
     assert longer.steps == 5 * scale.classification_steps == 5 * pre.steps
     assert long_arms["BERT from scratch (5× steps)"].slug == "bert-from-scratch-5x-steps"
+    control = experiment.finetuning_config(
+        arms["BertSum from scratch"], "translation", 1000, 0, scale, args, tmp_path
+    )
+    assert control.vocab_from == str(tmp_path / "pretrain" / "bert") and control.init_from is None
+    assert control.encoder_learning_rate == bertsum.encoder_learning_rate
     cnn = experiment.finetuning_config(
         arms["text-CNN"], "classification", 200, 0, scale, args, tmp_path
     )
