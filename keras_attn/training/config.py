@@ -69,7 +69,9 @@ class TrainConfig:
         "baseline with the vocabulary of a pre-trained model)",
     )
     train_examples: int | None = option(
-        None, "train on the first N examples of the training split only (default: all)"
+        None,
+        "train on the first N examples of the training split only (default: all); those over "
+        "{max_length} are then left out: metrics.json's training_examples counts what was used",
     )
     examples_per_class: int | None = option(
         None, "classification: keep N training sentences per class (default: all)"
@@ -176,7 +178,9 @@ class TrainConfig:
         "bart: comma-separated noising functions (default: text_infilling,sentence_permutation)",
     )
     checkpoint_every: int = option(200, "steps between checkpoints")
-    eval_sentences: int = option(1000, "dev sentences for BLEU (0: skip)")
+    eval_sentences: int = option(
+        1000, "dev sentences (pre-training: dev examples) the final evaluation scores (0: skip)"
+    )
     max_minutes: float | None = option(
         None,
         "stop the training loop after this many minutes of wall-clock time (checkpointed, "

@@ -385,6 +385,8 @@ def _fit(
         with tf.GradientTape(persistent=len(state.groups) > 1) as tape:
             outputs = model(features, training=True)
             loss, accuracy = task.loss(labels, outputs, config)
+            if model.losses:  # the layers' own terms (e.g. a regulariser added with add_loss)
+                loss = loss + tf.add_n([tf.cast(term, tf.float32) for term in model.losses])
             loss = loss * share
             scaled = [group_optimizer.scale_loss(loss) for group_optimizer, _ in state.groups]
         for (group_optimizer, variables), scaled_loss in zip(state.groups, scaled, strict=True):
@@ -470,6 +472,7 @@ def _fit(
             "train_cpu_seconds_this_session": round(cpu_elapsed, 1),
             "final_loss": loss if math.isfinite(loss) else None,
             "final_token_accuracy": accuracy if math.isfinite(accuracy) else None,
+            "training_examples": plan.num_examples,
             "precision": policy,
             "replicas": strategy.num_replicas_in_sync,
             "stopped_by_max_minutes": out_of_time,

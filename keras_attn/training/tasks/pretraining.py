@@ -69,6 +69,16 @@ def is_ordered(config: TrainConfig) -> bool:
     return any(corpora.is_ordered(name) for name in corpus_names(config))
 
 
+def dev_sample(examples: list, config: TrainConfig) -> list:
+    """At most `config.eval_sentences` of the dev examples, drawn evenly from all the corpora's
+    documents (a seeded draw in corpus order), not the first documents of the first corpus."""
+    if len(examples) <= config.eval_sentences:
+        return examples
+    rng = np.random.default_rng(config.seed)
+    chosen = np.sort(rng.choice(len(examples), config.eval_sentences, replace=False))
+    return [examples[i] for i in chosen]
+
+
 def _sentences(documents) -> list[str]:
     return [sentence for _, document in documents for sentence in document]
 
@@ -187,8 +197,8 @@ class MaskedLanguageModelTask(Task):
         )
 
     def evaluate(self, run, config, family, model, data) -> dict:
-        dev = data["dev"][: config.eval_sentences]
-        tokens, examples = self._examples(run, config, dev, config.seed + 1)
+        tokens, examples = self._examples(run, config, data["dev"], config.seed + 1)
+        examples = dev_sample(examples, config)
         if not examples:
             return {"dev_sentences": 0}
         rate = config.mask_rate or DEFAULT_MLM_RATE
@@ -359,7 +369,7 @@ class DenoisingTask(Task):
 
     def evaluate(self, run, config, family, model, data) -> dict:
         tokens = BartTokens.from_vocab(run.tokenizer().vocab)
-        examples = self._examples(run, config, data["dev"][: config.eval_sentences])
+        examples = dev_sample(self._examples(run, config, data["dev"]), config)
         if not examples:
             return {"dev_sentences": 0}
         total = correct = count = 0.0
