@@ -65,7 +65,10 @@ def captioner_signatures(grid_shape: tuple[int, int]) -> dict:
 
 
 PREDICT_METHOD = "tensorflow/serving/predict"
-FORBIDDEN_OP_PREFIXES = ("Cudnn", "PyFunc", "EagerPyFunc")
+# Cudnn ops need a GPU; Python functions are not in the model server; the Xla* ops (e.g.
+# XlaDynamicUpdateSlice, what `keras.ops.slice_update` becomes) compile with XLA when they run,
+# which the stock server refuses on a CPU unless started with --xla_cpu_compilation_enabled.
+FORBIDDEN_OP_PREFIXES = ("Cudnn", "PyFunc", "EagerPyFunc", "Xla")
 
 
 class ContractError(Exception):

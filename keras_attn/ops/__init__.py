@@ -1,4 +1,4 @@
-"""Pure functions: masks, attention distributions and gradient scaling."""
+"""Pure functions: masks, attention distributions, gradient scaling and cache writes."""
 
 from keras_attn.ops.distributions import (
     entmax15,
@@ -10,6 +10,7 @@ from keras_attn.ops.distributions import (
 )
 from keras_attn.ops.gradients import scale_gradient
 from keras_attn.ops.masking import apply_query_mask, merge_masks
+from keras_attn.ops.slots import write_slots
 
 __all__ = [
     "apply_query_mask",
@@ -21,4 +22,5 @@ __all__ = [
     "sigmoid",
     "softmax",
     "sparsemax",
+    "write_slots",
 ]

@@ -238,19 +238,32 @@ def add_parsers(subparsers: Any) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Serves until SIGINT/SIGTERM; raises `UserError` for a bad model directory or port."""
+    """Serves until SIGINT/SIGTERM; raises `UserError` for a bad model directory or port.
+
+    XLA compilation is switched on or off for the whole process before any model loads, as the
+    stock server's main() does, and switched back when serving ends (for a caller that goes on).
+    """
+    from keras_attn.errors import UserError
+    from keras_attn.serving.xla import set_xla_compilation_enabled, xla_compilation_enabled
+
+    try:
+        before = xla_compilation_enabled()
+        set_xla_compilation_enabled(args.xla_cpu_compilation_enabled)
+    except RuntimeError as error:
+        raise UserError(str(error)) from None
+    try:
+        return _serve(args)
+    finally:
+        set_xla_compilation_enabled(before)
+
+
+def _serve(args: argparse.Namespace) -> int:
     from keras_attn.errors import UserError
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from keras_attn.serving.servable import LoadError
     from keras_attn.serving.server import ModelServer, StartInterrupted
-    from keras_attn.serving.xla import set_xla_compilation_enabled
 
-    # Process-wide, before any model loads, as the stock server's main() does.
-    try:
-        set_xla_compilation_enabled(args.xla_cpu_compilation_enabled)
-    except RuntimeError as error:
-        raise UserError(str(error)) from None
     server = ModelServer(
         args.model_name,
         args.model_base_path,

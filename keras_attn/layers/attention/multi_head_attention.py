@@ -13,6 +13,7 @@ from keras_attn.layers._arguments import check_positive_int
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.distributions import softmax
 from keras_attn.ops.masking import apply_query_mask, merge_masks
+from keras_attn.ops.slots import write_slots
 
 
 @keras_attn_export("keras_attn.layers.MultiHeadAttention")
@@ -290,9 +291,8 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             if cache_update_index is None:
                 raise ValueError("`cache_update_index` is required when `cache` is given.")
             key_cache, value_cache = cache
-            start = [0, 0, cache_update_index, 0]
-            k = ops.slice_update(ops.cast(key_cache, k.dtype), start, k)  # (batch, heads, S, dk)
-            v = ops.slice_update(ops.cast(value_cache, v.dtype), start, v)
+            k = write_slots(key_cache, k, cache_update_index, axis=2)  # (batch, heads, S, dk)
+            v = write_slots(value_cache, v, cache_update_index, axis=2)
             cache = (k, v)
         if attention_mask is not None:
             attention_mask = ops.cast(attention_mask, "bool")

@@ -8,6 +8,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.transformer._base import TransformerLayer
 from keras_attn.layers.transformer._residual import residual
+from keras_attn.ops.slots import write_slots
 
 
 @keras_attn_export("keras_attn.layers.TransformerDecoderBlock")
@@ -305,4 +306,4 @@ def _cache_key_mask(padding, cache_index, cache_length):
         return None
     padding = ops.cast(padding, "int32")
     slots = ops.ones((ops.shape(padding)[0], cache_length), "int32")
-    return ops.cast(ops.slice_update(slots, [0, cache_index], padding), "bool")
+    return ops.cast(write_slots(slots, padding, cache_index, axis=1), "bool")
