@@ -208,50 +208,42 @@ def _new_source_encoder(hyperparameters: dict) -> bool:
 
 
 TRANSFORMER_OPTIONS = ("num_layers", "d_model", "num_heads", "ff_dim", "dropout")
+RNN_OPTIONS = ("embedding_dim", "units", "cell", "gru_reset_after", "dropout", "num_layers")
+
+
+def _classifier_family(build: Callable[..., keras.Model], backbone: str) -> ModelFamily:
+    """A sequence classifier on a pre-trainable Transformer backbone."""
+    return ModelFamily(
+        build=build,
+        steps=None,
+        hyperparameters=TRANSFORMER_OPTIONS,
+        task="classification",
+        backbone=backbone,
+    )
+
 
 MODEL_FAMILIES: dict[str, ModelFamily] = {
     "rnn-plain": ModelFamily(
         build=rnn_plain_translator,
         steps=PlainTranslatorSteps,
-        hyperparameters=(
-            "embedding_dim",
-            "units",
-            "cell",
-            "gru_reset_after",
-            "dropout",
-            "context_feeding",
-            "num_layers",
-        ),
+        hyperparameters=(*RNN_OPTIONS, "context_feeding"),
     ),
     "rnn-attention": ModelFamily(
         build=rnn_attention_translator,
         steps=RNNTranslatorSteps,
-        hyperparameters=(
-            "embedding_dim",
-            "units",
-            "cell",
-            "gru_reset_after",
-            "dropout",
-            "score",
-            "num_layers",
-        ),
+        hyperparameters=(*RNN_OPTIONS, "score"),
     ),
     "rnn-luong": ModelFamily(
         build=rnn_luong_translator,
         steps=LuongTranslatorSteps,
         hyperparameters=(
-            "embedding_dim",
-            "units",
-            "cell",
-            "gru_reset_after",
-            "dropout",
+            *RNN_OPTIONS,
             "score",
             "distribution",
             "attention",
             "window",
             "input_feeding",
             "position_gradient_scale",
-            "num_layers",
         ),
     ),
     "transformer": ModelFamily(
@@ -315,27 +307,9 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         vocabulary_origin=lambda hp: {"source": "single"},
         encoder_layers=BERTSUM_ENCODER_LAYERS,
     ),
-    "bert-classifier": ModelFamily(
-        build=bert_classifier_model,
-        steps=None,
-        hyperparameters=TRANSFORMER_OPTIONS,
-        task="classification",
-        backbone="bert",
-    ),
-    "gpt-classifier": ModelFamily(
-        build=gpt_classifier_model,
-        steps=None,
-        hyperparameters=TRANSFORMER_OPTIONS,
-        task="classification",
-        backbone="gpt",
-    ),
-    "bart-classifier": ModelFamily(
-        build=bart_classifier_model,
-        steps=None,
-        hyperparameters=TRANSFORMER_OPTIONS,
-        task="classification",
-        backbone="bart",
-    ),
+    "bert-classifier": _classifier_family(bert_classifier_model, "bert"),
+    "gpt-classifier": _classifier_family(gpt_classifier_model, "gpt"),
+    "bart-classifier": _classifier_family(bart_classifier_model, "bart"),
     "text-cnn": ModelFamily(
         build=text_cnn,
         steps=None,
