@@ -84,11 +84,16 @@ def train(
 ) -> dict:
     """Train (or continue) a run in directory `out`; returns the final metrics.
 
-    Writes `config.json`, the two vocabularies (one, `vocab.txt`, for a language model),
+    Writes `config.json`, the vocabularies (source and target for a translator, one `vocab.txt`
+    for a language model or a pre-training run),
     `checkpoints/` (model, optimizer and step every `checkpoint_every` steps, the last three
     kept), `train_log.tsv` (loss and token accuracy of every step), `logs/` (TensorBoard),
-    `model.keras` and `metrics.json` (dev BLEU and exact match; dev perplexity for a language
-    model, which trains on the corpus' target-side sentences; `eval_sentences=0` skips them).
+    `model.keras` and `metrics.json` (the family's task's dev metrics: BLEU and exact match for a
+    translator, perplexity for a language model, masked-LM and reconstruction scores for
+    pre-training, accuracy for a classifier; `eval_sentences=0` skips them). What differs between
+    families (data, vocabularies, model, loss, evaluation) is their task's
+    (`keras_attn.training.tasks`); with `config.init_from` a new run starts from a finished
+    run's weights and vocabularies (`keras_attn.training.initialization`).
     With `resume=True` the loop restarts from the last checkpoint: weights, optimizer state,
     dropout seed states, step counter and data position (the batch plan is a function of the
     step) are all restored, and `config.steps` may extend the run.
