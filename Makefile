@@ -45,7 +45,7 @@ corpora: $(STAMP)
 	done
 	@echo "corpora in $(CORPORA_DIR) (set KERAS_ATTN_CORPORA_DIR if that is not the default)"
 
-# Research run: translation quality of the nineteen translators at one training budget each, on the
+# Research run: translation quality of the twenty-one translators at one training budget each, on the
 # real corpora (experiments/quality.py; not part of `make test`). The default is the run of
 # docs/results.md: 18 CPU minutes per model on libreoffice-es-en, two models at a time (about four
 # hours on 2 cores), heatmaps of its test sentences with a noun-adjective pair. QUALITY_FLAGS

@@ -1,6 +1,6 @@
 """Translation quality at one fixed wall-clock training budget per model, by source length.
 
-Trains nineteen translators on each real corpus, each for the same `--budget-minutes` of training
+Trains twenty-one translators on each real corpus, each for the same `--budget-minutes` of training
 loop (`keras_attn.training.trainer.train` with `max_cpu_minutes`, this process' CPU time, the
 default `--clock cpu`, fair on a machine shared with other jobs; or `max_minutes`, wall-clock
 time, with `--clock wall`; vocabulary building and evaluation are not counted), then translates
@@ -8,16 +8,17 @@ the corpus' test split greedily through the exported path
 (`keras_attn.export.translator.Translator.translate_with_alignment`) and reports sacrebleu BLEU,
 overall and per source-length bucket (source words), as in Luong et al. (2015), figure 6.
 
-Arms: no attention (`rnn-plain`, Cho et al.), Bahdanau (`rnn-attention`), Luong (`rnn-luong`)
-global dot, global general, local-p on the general score (the paper's choice), both general models
-again on the scaled general score (`scaled_general`), local-p on the dot score, both general
-models on the general score parametrized for Adam (`residual_general`, `q^T (I + W/d) k`), our
-Transformer (`transformer`) and the same-size Transformer built from keras-hub's
-`TransformerEncoder`/`TransformerDecoder` (registered here as family `keras-hub-transformer`; needs
-the `bench` extra, `pip install -e '.[bench]'`, and is skipped with a note without it), all on
-Adam; then no attention, global dot, global general, local-p general and local-p dot again on Luong
-et al.'s optimizer (plain SGD, constant rate for five passes, then halved after every pass), and
-both local-p models on it once more with their position predictor at a tenth of the rate.
+Arms: no attention (`rnn-plain`, Cho et al.), Bahdanau (`rnn-attention`), Luong (`rnn-luong`) global
+dot (also stacked two and four layers deep), global general, local-p on the general score (the
+paper's choice), both general models again on the scaled general score (`scaled_general`), local-p
+on the dot score, both general models on the general score parametrized for Adam
+(`residual_general`, `q^T (I + W/d) k`), our Transformer (`transformer`) and the same-size
+Transformer built from keras-hub's `TransformerEncoder`/`TransformerDecoder` (registered here as
+family `keras-hub-transformer`; needs the `bench` extra, `pip install -e '.[bench]'`, and is skipped
+with a note without it), all on Adam; then no attention, global dot, global general, local-p general
+and local-p dot again on Luong et al.'s optimizer (plain SGD, constant rate for five passes, then
+halved after every pass), and both local-p models on it once more with their position predictor at a
+tenth of the rate.
 
 Writes into `--out`: `results.json`, `results.md` (the tables), per corpus
 `bleu_by_length_<corpus>.png` (BLEU vs source length, one line per model) and
@@ -126,6 +127,10 @@ ARMS = (
         "rnn-luong",
         {**RNN, "score": "residual_general", "attention": "local-p"},
     ),
+    # Luong et al.'s stacking (section 4.1: four layers): the global dot model at two and four
+    # layers, residual connections from the third layer up (Wu et al., 2016).
+    Arm("Luong dot 2 layers", "rnn-luong", {**RNN, "score": "dot", "num_layers": 2}),
+    Arm("Luong dot 4 layers", "rnn-luong", {**RNN, "score": "dot", "num_layers": 4}),
     Arm("Transformer", "transformer", TRANSFORMER),
     Arm("keras-hub Transformer", KERAS_HUB_FAMILY, TRANSFORMER, attends=False),
     # Luong et al.'s own optimizer, where a step follows the gradient's size instead of Adam's
@@ -798,7 +803,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         nargs="+",
         default=[arm.slug for arm in ARMS],
         choices=[arm.slug for arm in ARMS],
-        help="models to run (default: all nineteen)",
+        help="models to run (default: all twenty-one)",
     )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--warmup-steps", type=int, default=100)
