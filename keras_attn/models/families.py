@@ -269,7 +269,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
     "show-attend-tell": ModelFamily(
         build=show_attend_tell,
         steps=ShowAttendTellSteps,
-        hyperparameters=("embedding_dim", "units", "dropout", "attention"),
+        hyperparameters=("embedding_dim", "units", "dropout", "attention", "penalty"),
         task="captioning",
     ),
     "bert": ModelFamily(

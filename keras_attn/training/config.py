@@ -164,6 +164,11 @@ class TrainConfig:
         "the pre-trained encoder (Lewis et al.'s translation fine-tuning; default 0: none)",
     )
     decoder_layers: int | None = option(None, "bertsum: decoder blocks (default: {num_layers})")
+    penalty: float | None = option(
+        None,
+        "show-attend-tell: weight lambda of the doubly stochastic attention regulariser "
+        "(default 1.0; 0: off)",
+    )
     side: str | None = option(
         None,
         "pre-training text (bert, bart): the corpus' source or target side, or both "
@@ -220,6 +225,8 @@ class TrainConfig:
         for name in (*positive, "train_examples", "examples_per_class"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}", [name])
+        if self.penalty is not None and not self.penalty >= 0.0:
+            raise ConfigError(f"penalty must be >= 0, got {self.penalty}", ["penalty"])
         if self.attention is not None:
             allowed = IMAGE_ATTENTIONS if family.task == "captioning" else tuple(ATTENTIONS)
             if self.attention not in allowed:
@@ -386,6 +393,7 @@ FAMILY_OPTIONS = (
     "normalize_first",
     "new_source_encoder_layers",
     "decoder_layers",
+    "penalty",
 )
 
 # TrainConfig fields passed to the family builder under another keyword.

@@ -71,6 +71,21 @@ def test_attention_choices_depend_on_the_family():
     assert args.attention == "hard"
 
 
+def test_penalty_reaches_the_builder_and_applies_to_show_attend_tell_only(run):
+    args = build_parser().parse_args(["train", "--out", "r", "--penalty", "0.25"])
+    assert args.penalty == 0.25
+    assert config(penalty=0.25).model_hyperparameters(FAMILY)["penalty"] == 0.25
+    assert "penalty" not in config().model_hyperparameters(FAMILY)  # the builder's 1.0
+    model = TASK.build_model(run, config(penalty=0.0), FAMILY)
+    decoder = next(layer for layer in model.layers if hasattr(layer, "penalty"))
+    assert decoder.penalty == 0.0
+    with pytest.raises(ConfigError, match="penalty must be >= 0, got -1.0") as error:
+        config(penalty=-1.0).validate()
+    assert error.value.fields == ("penalty",)
+    with pytest.raises(ConfigError, match="penalty does not apply to model='rnn-luong'"):
+        TrainConfig(model="rnn-luong", penalty=0.5).validate()
+
+
 def test_splits_follow_the_flags_and_keep_held_out_pairs_out_of_training():
     splits = TASK.load_data(config(train_examples=30, eval_sentences=5), FAMILY)
     assert [len(splits[name]) for name in ("train", "dev", "unseen")] == [30, 5, 5]

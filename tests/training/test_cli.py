@@ -21,8 +21,8 @@ DEFAULTS = {
     "max_cpu_minutes": None, "distribute": "none", "resume": False, "quiet": False,
     "init_from": None, "vocab_from": None, "train_examples": None, "examples_per_class": None,
     "encoder_learning_rate": None, "encoder_warmup_steps": None, "gru_reset_after": None,
-    "new_source_encoder_layers": None, "decoder_layers": None, "side": None, "mask_rate": None,
-    "noises": None,
+    "new_source_encoder_layers": None, "decoder_layers": None, "penalty": None, "side": None,
+    "mask_rate": None, "noises": None,
 }  # fmt: skip
 
 
