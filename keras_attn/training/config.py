@@ -16,10 +16,13 @@ from keras_attn.distributions import DISTRIBUTIONS
 from keras_attn.errors import ConfigError
 from keras_attn.layers.recurrent.luong_decoder import ATTENTIONS
 from keras_attn.models.families import ModelFamily, get_family
+from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
 from keras_attn.models.show_attend_tell import ATTENTIONS as IMAGE_ATTENTIONS
 from keras_attn.scores import SCORES
 from keras_attn.training import precision
 from keras_attn.training.optimizers import OPTIMIZERS
+from keras_attn.training.scheduled_sampling import SCHEDULES as SAMPLING_SCHEDULES
+from keras_attn.training.scheduled_sampling import check_schedule
 from keras_attn.training.schedules import SCHEDULES
 
 FLOAT32_MAX = float(2**128 - 2**104)  # the largest finite float32, about 3.403e38
@@ -181,6 +184,24 @@ class TrainConfig:
     noises: str | None = option(
         None,
         "bart: comma-separated noising functions (default: text_infilling,sentence_permutation)",
+    )
+    scheduled_sampling: str | None = option(
+        None,
+        "scheduled sampling (Bengio et al., 2015), rnn-plain/rnn-attention/rnn-luong: each "
+        "target token's decoder input is the gold previous token with probability epsilon_i "
+        "(training step i), else a token sampled from the model's previous output; epsilon_i "
+        "decays as linear: max({sampling_floor}, 1 - c i), exponential: k^i, inverse-sigmoid: "
+        "k / (k + exp(i / k)) (default: off, teacher forcing)",
+        SAMPLING_SCHEDULES,
+    )
+    sampling_constant: float | None = option(
+        None,
+        "the constant of {scheduled_sampling}: linear: the slope c in (0, 1] (default 1e-4); "
+        "exponential: k in (0, 1) (default 0.9998); inverse-sigmoid: k >= 1 (default 500); "
+        "epsilon_i falls to 0.5 at step 0.5/c, -ln 2/ln k and k ln k respectively",
+    )
+    sampling_floor: float | None = option(
+        None, "{scheduled_sampling} linear: the least epsilon_i, in [0, 1) (default 0)"
     )
     checkpoint_every: int = option(200, "steps between checkpoints")
     eval_sentences: int = option(
@@ -347,6 +368,7 @@ class TrainConfig:
                     f"{name} does not apply to model={self.model!r} (a {family.task} model)",
                     [name, "model"],
                 )
+        self._validate_scheduled_sampling(family)
         if self.init_from and self.vocab_from:
             raise ConfigError(
                 "init_from already gives the run its vocabularies: drop vocab_from",
@@ -364,6 +386,25 @@ class TrainConfig:
                 ["encoder_warmup_steps", "encoder_learning_rate"],
             )
         family.check(self.model_hyperparameters(family))
+
+    def _validate_scheduled_sampling(self, family: ModelFamily) -> None:
+        """Refuse sampling options without a schedule, a bad schedule or a non-RNN family."""
+        fields = ["scheduled_sampling", "sampling_constant", "sampling_floor"]
+        if self.scheduled_sampling is None:
+            for name in fields[1:]:
+                if getattr(self, name) is not None:
+                    raise ConfigError(f"{name} needs scheduled_sampling", [name, fields[0]])
+            return
+        if not (isinstance(family.steps, type) and issubclass(family.steps, RNNTranslatorSteps)):
+            raise ConfigError(
+                f"scheduled_sampling applies to the RNN translators (rnn-plain, rnn-attention, "
+                f"rnn-luong), not model={self.model!r}",
+                [fields[0], "model"],
+            )
+        try:
+            check_schedule(self.scheduled_sampling, self.sampling_constant, self.sampling_floor)
+        except ValueError as error:
+            raise ConfigError(str(error), fields) from error
 
     def model_hyperparameters(self, family: ModelFamily | None = None) -> dict:
         """The family builder's keyword arguments; fields left at None are not passed."""

@@ -382,13 +382,14 @@ def _fit(
     """
     model, optimizer, step, manager = state.model, state.optimizer, state.step, state.manager
     task = get_task(family.task)
+    forward = task.training_outputs(model, config, family)
 
     def replica_step(features, labels, tokens):
         # This replica's share of the global batch's labels weights its mean, so the sum over
         # replicas is the global batch's mean loss.
         share = tf.math.divide_no_nan(plan.count_labels(labels), tokens)
         with tf.GradientTape(persistent=len(state.groups) > 1) as tape:
-            outputs = model(features, training=True)
+            outputs = forward(features, step)
             loss, accuracy = task.loss(labels, outputs, config)
             if model.losses:  # the layers' own terms (e.g. a regulariser added with add_loss)
                 loss = loss + tf.add_n([tf.cast(term, tf.float32) for term in model.losses])
@@ -460,6 +461,8 @@ def _fit(
                 with writer.as_default(step=current):
                     tf.summary.scalar("loss", loss)
                     tf.summary.scalar("token_accuracy", accuracy)
+                    for name, value in task.training_scalars(config, current - 1).items():
+                        tf.summary.scalar(name, value)
             if current % config.checkpoint_every == 0 or last:
                 _check_weights(model, current, manager)
                 manager.save(checkpoint_number=current)

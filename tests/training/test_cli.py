@@ -22,7 +22,8 @@ DEFAULTS = {
     "init_from": None, "vocab_from": None, "train_examples": None, "examples_per_class": None,
     "encoder_learning_rate": None, "encoder_warmup_steps": None, "gru_reset_after": None,
     "new_source_encoder_layers": None, "decoder_layers": None, "penalty": None, "side": None,
-    "mask_rate": None, "noises": None,
+    "mask_rate": None, "noises": None, "scheduled_sampling": None, "sampling_constant": None,
+    "sampling_floor": None,
 }  # fmt: skip
 
 

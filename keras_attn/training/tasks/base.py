@@ -11,8 +11,11 @@ import abc
 import os
 import shutil
 import time
+from collections.abc import Callable
+from typing import Any
 
 import keras
+import tensorflow as tf
 
 from keras_attn.errors import ConfigError
 from keras_attn.formats import SOURCE_VOCAB, TARGET_VOCAB, VOCAB, RunDirectory
@@ -76,6 +79,22 @@ class Task(abc.ABC):
         self, run: RunDirectory, config: TrainConfig, family: ModelFamily
     ) -> keras.Model:
         """The model, built from the run's vocabularies and `config`'s hyperparameters."""
+
+    def training_outputs(
+        self, model: keras.Model, config: TrainConfig, family: ModelFamily
+    ) -> Callable[[Any, tf.Variable], Any]:
+        """`outputs(features, step)`: what `loss` scores for a batch at training step `step`.
+
+        `step` is the run's step counter (the steps done before this one). The default is the
+        model's training-mode call, `model(features, training=True)`; a task whose training
+        pass depends on the step (scheduled sampling) returns its own. Called once per run,
+        before the training step is traced.
+        """
+        return lambda features, step: model(features, training=True)
+
+    def training_scalars(self, config: TrainConfig, step: int) -> dict[str, float]:
+        """Values of step `step` the trainer logs to TensorBoard besides loss and accuracy."""
+        return {}
 
     @abc.abstractmethod
     def loss(self, labels, outputs, config: TrainConfig) -> tuple:

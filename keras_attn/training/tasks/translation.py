@@ -1,4 +1,5 @@
-"""Translation: teacher-forced training on `(source, target)` pairs, scored by dev BLEU."""
+"""Translation: training on `(source, target)` pairs (teacher forcing or scheduled sampling),
+scored by dev BLEU."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from keras_attn.text.vocab import RESERVED_TOKENS
 from keras_attn.training.config import TrainConfig
 from keras_attn.training.data import BatchPlan, tokenize_pairs
 from keras_attn.training.metrics import masked_cross_entropy, masked_token_accuracy
+from keras_attn.training.scheduled_sampling import ScheduledSampling, sampling_epsilon
 from keras_attn.training.tasks.base import Task
 
 
@@ -56,6 +58,30 @@ class TranslationTask(Task):
             target_tokenizer.vocab_size,
             **config.model_hyperparameters(family),
         )
+
+    def training_outputs(self, model: keras.Model, config: TrainConfig, family: ModelFamily):
+        """Teacher forcing, or with `config.scheduled_sampling` the logits of
+        `keras_attn.training.scheduled_sampling.ScheduledSampling`."""
+        if config.scheduled_sampling is None:
+            return super().training_outputs(model, config, family)
+        return ScheduledSampling(
+            model,
+            family,
+            config.scheduled_sampling,
+            config.sampling_constant,
+            config.sampling_floor,
+            config.seed,
+        )
+
+    def training_scalars(self, config: TrainConfig, step: int) -> dict[str, float]:
+        """`scheduled_sampling_epsilon`, the probability of a gold input, under scheduled
+        sampling."""
+        if config.scheduled_sampling is None:
+            return {}
+        epsilon = sampling_epsilon(
+            config.scheduled_sampling, step, config.sampling_constant, config.sampling_floor
+        )
+        return {"scheduled_sampling_epsilon": float(epsilon)}
 
     def loss(self, labels, outputs, config: TrainConfig) -> tuple:
         loss = masked_cross_entropy(labels, outputs, label_smoothing=config.label_smoothing)
