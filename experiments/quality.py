@@ -105,6 +105,9 @@ SGD_HALVING = (5, 1)
 # The "slow predictor" arms train local-p's position predictor (W_p and v_p) at a tenth of the rate:
 # a factor on their gradients, `--position-gradient-scale` (docs/results.md).
 SGD_PREDICTOR_SCALE = 0.1
+# The slope of the scheduled-sampling arm's linear decay: epsilon is 0.6 at step 2,500 and 0.52
+# at step 3,000, so a run of the shared budget ends with about half its inputs sampled.
+SAMPLING_SLOPE = 1.6e-4
 ARMS = (
     Arm("no attention", "rnn-plain", RNN, attends=False),
     Arm("Bahdanau", "rnn-attention", {**RNN, "score": "additive"}),
@@ -131,6 +134,18 @@ ARMS = (
     # layers, residual connections from the third layer up (Wu et al., 2016).
     Arm("Luong dot 2 layers", "rnn-luong", {**RNN, "score": "dot", "num_layers": 2}),
     Arm("Luong dot 4 layers", "rnn-luong", {**RNN, "score": "dot", "num_layers": 4}),
+    # Scheduled sampling (Bengio et al., 2015) on the global dot model: linear decay of the
+    # probability of a gold input, epsilon_i = 1 - SAMPLING_SLOPE * i.
+    Arm(
+        "Luong dot scheduled sampling",
+        "rnn-luong",
+        {
+            **RNN,
+            "score": "dot",
+            "scheduled_sampling": "linear",
+            "sampling_constant": SAMPLING_SLOPE,
+        },
+    ),
     Arm("Transformer", "transformer", TRANSFORMER),
     Arm("keras-hub Transformer", KERAS_HUB_FAMILY, TRANSFORMER, attends=False),
     # Luong et al.'s own optimizer, where a step follows the gradient's size instead of Adam's
