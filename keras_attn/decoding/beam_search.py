@@ -38,6 +38,7 @@ def beam_search(
     length_penalty=0.0,
     pad_id: int = 0,
     return_all_beams: bool = False,
+    length_limit=None,
 ) -> DecodingResult:
     """Keep the `beam_size` best hypotheses per sentence, ranked with the GNMT length penalty.
 
@@ -78,6 +79,11 @@ def beam_search(
         beam_size: hypotheses kept per sentence (Python int >= 1); 1 is greedy search.
         length_penalty: alpha (float or scalar tensor).
         return_all_beams: also return the other hypotheses (see Returns).
+        length_limit: a scalar (int or tensor) <= `max_length` that takes the place of
+            `max_length` as the most tokens per hypothesis (loop end and early-stop bound; None:
+            `max_length`), while the outputs keep `max_length` columns, PAD past the limit: the
+            shapes an XLA-compiled caller (`tf.function(jit_compile=True)`) compiles for then do
+            not depend on the limit.
 
     Returns:
         A `DecodingResult` whose `scores` are the hypotheses' log-probabilities `log P(Y)` (sum
@@ -100,6 +106,7 @@ def beam_search(
             f"Expected beam_size to be a positive int. Received: beam_size={beam_size!r}"
         )
     beams = batch_size * beam_size
+    limit = max_length if length_limit is None else length_limit
     with_alignment = isinstance(initial_state, dict) and "attention" in initial_state
     state = keras.tree.map_structure(lambda x: _tile(x, beam_size), initial_state)
     alpha = ops.cast(length_penalty, "float32")
@@ -121,7 +128,7 @@ def beam_search(
         loop_vars["alignments"] = ops.zeros((beams, max_length, source_length), "float32")
 
     def cond(v):
-        return ops.logical_and(v["t"] < max_length, ops.logical_not(ops.all(v["done"])))
+        return ops.logical_and(v["t"] < limit, ops.logical_not(ops.all(v["done"])))
 
     def body(v):
         logits, state = step_fn(v["tokens"], v["state"])
@@ -169,7 +176,7 @@ def beam_search(
         else:
             bound = ops.reshape(log_probs, (batch_size, beam_size)) / ops.maximum(
                 length_penalty_factor(ops.reshape(steps, (batch_size, beam_size)) + 1, alpha),
-                length_penalty_factor(max_length, alpha),
+                length_penalty_factor(limit, alpha),
             )
             bound = ops.max(ops.where(finished, float("-inf"), bound), axis=-1)
             # `best` is sorted, so its max is `best[:, 0]`; reading all k values keeps the top-k

@@ -18,6 +18,7 @@ def greedy_search(
     end_id: int,
     max_length,
     pad_id: int = 0,
+    length_limit=None,
 ) -> DecodingResult:
     """Pick the most probable token at every step until END or `max_length`.
 
@@ -38,6 +39,10 @@ def greedy_search(
         batch_size: scalar (int or tensor).
         start_id, end_id, pad_id: special token ids.
         max_length: the most tokens generated per sentence (int or scalar tensor), END included.
+        length_limit: a scalar (int or tensor) <= `max_length` at which decoding stops instead
+            (None: `max_length`). The outputs keep `max_length` columns, PAD past the limit, so
+            their shapes do not depend on the limit: an XLA-compiled caller
+            (`tf.function(jit_compile=True)`) then compiles once for every limit.
 
     Returns:
         A `DecodingResult`; `ids` is `(batch, max_length)`.
@@ -47,5 +52,13 @@ def greedy_search(
         return ops.argmax(logits, axis=-1)
 
     return decode_one_path(
-        step_fn, initial_state, batch_size, start_id, end_id, max_length, pad_id, choose
+        step_fn,
+        initial_state,
+        batch_size,
+        start_id,
+        end_id,
+        max_length,
+        pad_id,
+        choose,
+        length_limit=length_limit,
     )

@@ -83,6 +83,7 @@ def sample(
     top_p=1.0,
     seed=None,
     pad_id: int = 0,
+    length_limit=None,
 ) -> DecodingResult:
     """Draw every token from the model's (filtered) distribution until END or `max_length`.
 
@@ -113,6 +114,8 @@ def sample(
         max_length: the most tokens generated per sentence (int or scalar tensor), END included.
         temperature, top_k, top_p: see `filter_logits`.
         seed: None, int, scalar int tensor or `keras.random.SeedGenerator` (above).
+        length_limit: stop after this many tokens (scalar <= `max_length`; None: `max_length`),
+            the outputs keeping `max_length` columns, as in `greedy_search`.
 
     Returns:
         A `DecodingResult`; `ids` is `(batch, max_length)`.
@@ -133,5 +136,13 @@ def sample(
         return ops.where(temperature > 0, drawn[:, 0], ops.argmax(logits, axis=-1))
 
     return decode_one_path(
-        step_fn, initial_state, batch_size, start_id, end_id, max_length, pad_id, choose
+        step_fn,
+        initial_state,
+        batch_size,
+        start_id,
+        end_id,
+        max_length,
+        pad_id,
+        choose,
+        length_limit=length_limit,
     )

@@ -35,8 +35,12 @@ def decode_one_path(
     max_length,
     pad_id: int,
     choose: ChooseFn,
+    length_limit=None,
 ) -> DecodingResult:
-    """Run one hypothesis per sentence until END or `max_length`, in one `ops.while_loop`.
+    """Run one hypothesis per sentence until END or `length_limit`, in one `ops.while_loop`.
+
+    The outputs have `max_length` columns; the loop stops after `length_limit` tokens (a scalar
+    no larger than `max_length`; None: `max_length`), past which every column holds `pad_id`.
 
     At step `t` the model's logits are cast to float32, PAD and START are masked to -inf and
     `choose(t, masked_logits)` picks the next tokens. The score adds the model's own
@@ -44,6 +48,7 @@ def decode_one_path(
     only receives PAD, at zero cost and with a zero alignment row.
     """
     with_alignment = "attention" in initial_state
+    limit = max_length if length_limit is None else length_limit
     ids = ops.full((batch_size, max_length), pad_id, dtype="int32")
     alignments = (
         ops.zeros((batch_size, max_length, ops.shape(initial_state["attention"])[-1]), "float32")
@@ -62,7 +67,7 @@ def decode_one_path(
     )
 
     def cond(t, tokens, finished, lengths, scores, ids, alignments, state):
-        return ops.logical_and(t < max_length, ops.logical_not(ops.all(finished)))
+        return ops.logical_and(t < limit, ops.logical_not(ops.all(finished)))
 
     def body(t, tokens, finished, lengths, scores, ids, alignments, state):
         logits, state = step_fn(tokens, state)

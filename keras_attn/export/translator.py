@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tensorflow as tf
 
-from keras_attn.decoding import beam_search, greedy_search
+from keras_attn.decoding import DecodingResult, beam_search, greedy_search
 from keras_attn.errors import ConfigError
+from keras_attn.export import buckets
 from keras_attn.export._decoded import string_outputs, trim_ids
 from keras_attn.formats import MAX_OUTPUT_LENGTH
 
@@ -32,6 +35,16 @@ class Translator(tf.Module):
         decoder: `"greedy"` or `"beam"`.
         beam_size: hypotheses kept per sentence by the beam decoder.
         length_penalty: the GNMT alpha the beam decoder ranks with (`beam_search`).
+        jit_compile: run the encoder and the decoding loop as one XLA-compiled function
+            (`tf.function(jit_compile=True)`); tokenizing and detokenizing stay in the graph.
+            The source ids are padded to a shape bucket (`keras_attn.export.buckets`) and the
+            outputs cut back, so the outputs equal those of the uncompiled translator.
+        batch_buckets: the batch sizes compiled for (`jit_compile` only; default
+            `buckets.DEFAULT_BATCH_BUCKETS`, up to 32 sentences); a larger batch fails with
+            `InvalidArgumentError`.
+        length_buckets: the source lengths compiled for (`jit_compile` only; default
+            `buckets.default_length_buckets(max_source_length)`); `max_source_length` is
+            always the last.
 
     Every public method is a `tf.function` with a fixed input signature; `translate` returns
     `translation` `[batch]` string, `tokens` `[batch, L]` string (padded with ""), `scores`
@@ -42,7 +55,8 @@ class Translator(tf.Module):
     `[batch, T_x]` string.
 
     Raises:
-        keras_attn.errors.ConfigError: an unknown `decoder` or a `beam_size` below 1.
+        keras_attn.errors.ConfigError: an unknown `decoder`, a `beam_size` below 1, buckets
+            without `jit_compile` or bad buckets.
     """
 
     def __init__(
@@ -58,6 +72,9 @@ class Translator(tf.Module):
         decoder: str = "greedy",
         beam_size: int = 4,
         length_penalty: float = 0.6,
+        jit_compile: bool = False,
+        batch_buckets: Sequence[int] | None = None,
+        length_buckets: Sequence[int] | None = None,
         name: str = "translator",
     ):
         super().__init__(name=name)
@@ -80,6 +97,19 @@ class Translator(tf.Module):
         self.decoder = decoder
         self.beam_size = beam_size
         self.length_penalty = float(length_penalty)
+        self.jit_compile = bool(jit_compile)
+        self.batch_buckets, self.length_buckets = _buckets(
+            jit_compile, batch_buckets, length_buckets, self.max_source_length
+        )
+        if self.jit_compile:
+            self._compiled_search = tf.function(
+                self._search,
+                jit_compile=True,
+                input_signature=[
+                    tf.TensorSpec([None, None], tf.int32),
+                    tf.TensorSpec([], tf.int32),
+                ],
+            )
 
     def _source_ids(self, text):
         ragged = self.source_tokenizer.tokenize(text)[:, : self.max_source_length]
@@ -90,12 +120,32 @@ class Translator(tf.Module):
 
     def _decode(self, text):
         source_ids = self._source_ids(text)
-        batch_size = tf.shape(source_ids)[0]
-        source_length = tf.cast(tf.shape(source_ids)[1], tf.float32)
+        batch_size, source_length = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
         max_length = tf.minimum(
             self.max_output_length,
-            tf.cast(self.length_ratio * source_length, tf.int32) + self.length_offset,
+            tf.cast(self.length_ratio * tf.cast(source_length, tf.float32), tf.int32)
+            + self.length_offset,
         )
+        if self.jit_compile:
+            padded = buckets.pad_to_buckets(
+                source_ids, self.batch_buckets, self.length_buckets, self.source_tokenizer.pad_id
+            )
+            result = _cut(self._compiled_search(padded, max_length), batch_size, source_length)
+        else:
+            result = self._search(source_ids, max_length)
+        ids, lengths, width = trim_ids(result, self.target_tokenizer.pad_id)
+        return source_ids, ids, lengths, result, width
+
+    def _search(self, source_ids, max_length):
+        """Encode `source_ids` and decode at most `max_length` tokens per sentence.
+
+        Compiled, the outputs have `max_output_length` columns whatever `max_length` is, so
+        one executable serves every limit.
+        """
+        batch_size = tf.shape(source_ids)[0]
+        limit = {"max_length": max_length}
+        if self.jit_compile:
+            limit = {"max_length": self.max_output_length, "length_limit": max_length}
         state = self._steps.encode(source_ids)
         tokens = dict(
             start_id=self.target_tokenizer.start_id,
@@ -103,21 +153,16 @@ class Translator(tf.Module):
             pad_id=self.target_tokenizer.pad_id,
         )
         if self.decoder == "beam":
-            result = beam_search(
+            return beam_search(
                 self._steps.step,
                 state,
                 batch_size,
-                max_length=max_length,
                 beam_size=self.beam_size,
                 length_penalty=self.length_penalty,
+                **limit,
                 **tokens,
             )
-        else:
-            result = greedy_search(
-                self._steps.step, state, batch_size, max_length=max_length, **tokens
-            )
-        ids, lengths, width = trim_ids(result, self.target_tokenizer.pad_id)
-        return source_ids, ids, lengths, result, width
+        return greedy_search(self._steps.step, state, batch_size, **limit, **tokens)
 
     def _outputs(self, ids, result):
         return string_outputs("translation", self.target_tokenizer, ids, result.scores)
@@ -134,3 +179,41 @@ class Translator(tf.Module):
         outputs["alignment"] = tf.cast(result.alignments[:, :width, :], tf.float32)
         outputs["source_tokens"] = self.source_tokenizer.id_to_token(source_ids)
         return outputs
+
+
+def _buckets(jit_compile, batch_buckets, length_buckets, max_source_length):
+    """The validated `(batch_buckets, length_buckets)` of a compiled export; `(None, None)` for a
+    plain one (where giving buckets is a ConfigError)."""
+    if not jit_compile:
+        given = [
+            name
+            for name, value in (
+                ("batch_buckets", batch_buckets),
+                ("length_buckets", length_buckets),
+            )
+            if value is not None
+        ]
+        if given:
+            raise ConfigError(f"{', '.join(given)} only apply to jit_compile=True", given)
+        return None, None
+    try:
+        return (
+            buckets.batch_buckets(
+                buckets.DEFAULT_BATCH_BUCKETS if batch_buckets is None else batch_buckets
+            ),
+            buckets.length_buckets(length_buckets, max_source_length),
+        )
+    except ValueError as error:
+        raise ConfigError(str(error), ["batch_buckets", "length_buckets"]) from None
+
+
+def _cut(result: DecodingResult, batch_size, source_length) -> DecodingResult:
+    """The rows of the request (`batch_size`) and, in the alignments, its source positions."""
+    return DecodingResult(
+        ids=result.ids[:batch_size],
+        lengths=result.lengths[:batch_size],
+        scores=result.scores[:batch_size],
+        alignments=(
+            None if result.alignments is None else result.alignments[:batch_size, :, :source_length]
+        ),
+    )
