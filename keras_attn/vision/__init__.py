@@ -1,5 +1,12 @@
-"""Generated image data: the captioning corpus of coloured-shape scenes."""
+"""Generated image data: the captioning corpus of coloured-shape scenes, and the check that a
+captioner's attention falls on the objects its words name."""
 
+from keras_attn.vision.grounding import (
+    NounAttention,
+    noun_objects,
+    object_attention,
+    summarize_object_attention,
+)
 from keras_attn.vision.scenes import (
     CAPTION_WORDS,
     COLOURS,
@@ -25,6 +32,7 @@ __all__ = [
     "COLOURS",
     "HELD_OUT_PAIRS",
     "MAX_CAPTION_WORDS",
+    "NounAttention",
     "RELATIONS",
     "SHAPES",
     "SIZES",
@@ -36,6 +44,9 @@ __all__ = [
     "encode_png",
     "generate_scene",
     "mask_to_grid",
+    "noun_objects",
+    "object_attention",
     "parse_caption",
     "scene_splits",
+    "summarize_object_attention",
 ]
