@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from keras_attn.errors import ConfigError
+
 # Sized for the shipped serving/batching_parameters.txt (max_batch_size 32): every batch the
 # batcher forms has a bucket.
 DEFAULT_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32)
@@ -70,10 +72,43 @@ def length_buckets(values: Sequence[int] | None, max_length: int) -> tuple[int, 
     values = _ascending(values, "length_buckets")
     if values[-1] > max_length:
         raise ValueError(
-            f"Expected length buckets of at most the {max_length} source tokens kept "
-            f"(max_source_length). Received: length_buckets={values!r}"
+            f"Expected length buckets of at most the {max_length} tokens the export keeps "
+            f"per sentence. Received: length_buckets={values!r}"
         )
     return values if values[-1] == max_length else (*values, max_length)
+
+
+def validated(
+    jit_compile: bool,
+    batch_sizes: Sequence[int] | None,
+    lengths: Sequence[int] | None,
+    max_length: int,
+) -> tuple[tuple[int, ...], tuple[int, ...]] | tuple[None, None]:
+    """The `(batch_buckets, length_buckets)` of an export: validated and defaulted when
+    `jit_compile`, `(None, None)` for an uncompiled one.
+
+    Raises:
+        keras_attn.errors.ConfigError: buckets given without `jit_compile`, or bad buckets.
+    """
+    if not jit_compile:
+        given = [
+            name
+            for name, value in (("batch_buckets", batch_sizes), ("length_buckets", lengths))
+            if value is not None
+        ]
+        if given:
+            raise ConfigError(
+                f"{', '.join(given)} only apply to jit_compile", [*given, "jit_compile"]
+            )
+        return None, None
+    try:
+        checked_batch = batch_buckets(DEFAULT_BATCH_BUCKETS if batch_sizes is None else batch_sizes)
+    except ValueError as error:
+        raise ConfigError(str(error), ["batch_buckets"]) from None
+    try:
+        return checked_batch, length_buckets(lengths, max_length)
+    except ValueError as error:
+        raise ConfigError(str(error), ["length_buckets"]) from None
 
 
 def parse_buckets(text: str, argument: str) -> tuple[int, ...]:

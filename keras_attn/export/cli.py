@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,24 @@ def add_parsers(subparsers: Any) -> None:
         default=None,
         help="GNMT alpha, lp(Y) = ((5 + |Y|) / 6) ** alpha (beam; default 0.6)",
     )
+    argument(
+        "--jit-compile",
+        action="store_true",
+        help="compile the encoder and the decoding loop with XLA (translator and gpt runs), on "
+        "inputs padded to shape buckets; serve it with --xla_cpu_compilation_enabled on a CPU",
+    )
+    argument(
+        "--batch-buckets",
+        default=None,
+        help="comma-separated batch sizes compiled for (--jit-compile; default 1,2,4,8,16,32, "
+        "for max_batch_size 32); a larger request is INVALID_ARGUMENT",
+    )
+    argument(
+        "--length-buckets",
+        default=None,
+        help="comma-separated source lengths (gpt: prompt tokens + START) compiled for "
+        "(--jit-compile; default 8,16,32,... and the run's max_length, always the last)",
+    )
     argument("--skip-check", action="store_true", help="do not run the contract check")
     parser.set_defaults(func=run_export, flags=flags.get)
 
@@ -66,6 +85,9 @@ def export_run(
     decoder: str = "greedy",
     beam_size: int | None = None,
     length_penalty: float | None = None,
+    jit_compile: bool = False,
+    batch_buckets: Sequence[int] | None = None,
+    length_buckets: Sequence[int] | None = None,
 ) -> Path:
     """Load a run directory and export it; returns the version directory.
 
@@ -75,7 +97,10 @@ def export_run(
     continuations have at most `max_output_length` tokens; an image-captioning run
     (`model="show-attend-tell"`) by `keras_attn.export.captioner.export_captioner`, with the
     decoder options of a translator. `max_output_length` defaults to 128, for a captioner to the
-    longest caption of the scene grammar plus END. Every mistake (a beam option for a
+    longest caption of the scene grammar plus END. `jit_compile` (translators and GPT) compiles
+    the decoding with XLA on inputs padded to `batch_buckets` and `length_buckets`
+    (`keras_attn.export.buckets`; sources, or START and the prompt, of at most the run's
+    `max_length` tokens). Every mistake (a beam option for a
     greedy or GPT export, a length the GPT's positions cannot hold, a model with non-finite
     weights, a path that is not a finished run) raises a `keras_attn.errors.ConfigError` before
     anything is written.
@@ -106,7 +131,18 @@ def export_run(
     given = [name for name, value in beam_options.items() if value is not None]
     if decoder != "beam" and given and not family.language_model:
         raise ConfigError(f"{', '.join(given)} only apply to decoder='beam'", ["decoder", *given])
+    compiled = {
+        "jit_compile": jit_compile,
+        "batch_buckets": batch_buckets,
+        "length_buckets": length_buckets,
+    }
     if family.task == "captioning":
+        if jit_compile or batch_buckets is not None or length_buckets is not None:
+            raise ConfigError(
+                f"no compiled export of a {config['model']} run: jit_compile, batch_buckets and "
+                "length_buckets apply to translators and gpt",
+                [name for name, value in compiled.items() if value not in (None, False)],
+            )
         return _export_captioner(
             run, family, model_base_path, version, max_output_length, check, decoder, beam_options
         )
@@ -122,7 +158,7 @@ def export_run(
                 ["decoder", *given],
             )
         return _export_language_model(
-            run, config, family, model_base_path, version, max_output_length, check
+            run, config, family, model_base_path, version, max_output_length, check, compiled
         )
     from keras_attn.export.saved_model import export_translator
     from keras_attn.export.translator import Translator
@@ -139,6 +175,7 @@ def export_run(
         decoder=decoder,
         beam_size=4 if beam_size is None else beam_size,
         length_penalty=0.6 if length_penalty is None else length_penalty,
+        **compiled,
     )
     return export_translator(translator, model_base_path, version=version, check=check)
 
@@ -182,7 +219,9 @@ def _export_captioner(
     return export_captioner(captioner, model_base_path, version=version, check=check)
 
 
-def _export_language_model(run, config, family, model_base_path, version, max_output_length, check):
+def _export_language_model(
+    run, config, family, model_base_path, version, max_output_length, check, compiled
+):
     """A GPT run as a `Generator` SavedModel (prompts cut to the run's `max_length` tokens)."""
     from keras_attn.export.generator import Generator
     from keras_attn.export.saved_model import export_generator
@@ -206,12 +245,22 @@ def _export_language_model(run, config, family, model_base_path, version, max_ou
         run.tokenizer(),
         max_prompt_length=max_length,
         max_output_length=max_output_length,
+        **compiled,
     )
     return export_generator(generator, model_base_path, version=version, check=check)
 
 
 def run_export(args: argparse.Namespace) -> int:
     """Export `args.run`; a `ConfigError` (a mistake in the flags or the run) propagates."""
+    from keras_attn.export.buckets import parse_buckets
+
+    parsed = {}
+    for name in ("batch_buckets", "length_buckets"):
+        text = getattr(args, name)
+        try:
+            parsed[name] = None if text is None else parse_buckets(text, name)
+        except ValueError as error:
+            raise ConfigError(str(error), [name]) from None
     path = export_run(
         args.run,
         args.model_base_path,
@@ -221,6 +270,8 @@ def run_export(args: argparse.Namespace) -> int:
         decoder=args.decoder,
         beam_size=args.beam_size,
         length_penalty=args.length_penalty,
+        jit_compile=args.jit_compile,
+        **parsed,
     )
     print(f"exported {path}")
     return 0

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tensorflow as tf
 
-from keras_attn.decoding import sample
+from keras_attn.decoding import DecodingResult, sample
 from keras_attn.errors import ConfigError
+from keras_attn.export import buckets
 from keras_attn.export._decoded import string_outputs, trim_ids
 
 PROMPT_SPEC = tf.TensorSpec([None], tf.string, name="prompt")
@@ -41,6 +44,15 @@ class Generator(tf.Module):
         tokenizer: a `keras_attn.text.tokenizer.WordPieceTokenizer`.
         max_prompt_length: prompt tokens kept (the last ones), START not counted.
         max_output_length: the most tokens generated, END included.
+        jit_compile: run the prefill and the sampling loop as one XLA-compiled function
+            (`tf.function(jit_compile=True)`) on prompt ids padded to a shape bucket
+            (`keras_attn.export.buckets`), the outputs cut back: `generate` returns what the
+            uncompiled generator returns.
+        batch_buckets: the batch sizes compiled for (`jit_compile` only; default
+            `buckets.DEFAULT_BATCH_BUCKETS`); a larger batch fails with `InvalidArgumentError`.
+        length_buckets: the prompt widths compiled for, START included (`jit_compile` only;
+            default `buckets.default_length_buckets(max_prompt_length + 1)`);
+            `max_prompt_length + 1` is always the last.
     """
 
     def __init__(
@@ -50,6 +62,9 @@ class Generator(tf.Module):
         tokenizer,
         max_prompt_length: int = 64,
         max_output_length: int = 64,
+        jit_compile: bool = False,
+        batch_buckets: Sequence[int] | None = None,
+        length_buckets: Sequence[int] | None = None,
         name: str = "generator",
     ):
         super().__init__(name=name)
@@ -65,6 +80,20 @@ class Generator(tf.Module):
         self.tokenizer = tokenizer
         self.max_prompt_length = int(max_prompt_length)
         self.max_output_length = int(max_output_length)
+        self.jit_compile = bool(jit_compile)
+        self.batch_buckets, self.length_buckets = buckets.validated(
+            jit_compile, batch_buckets, length_buckets, self.max_prompt_length + 1
+        )
+        if self.jit_compile:
+            self._compiled_sample = tf.function(
+                self._sample,
+                jit_compile=True,
+                input_signature=[
+                    tf.TensorSpec([None, None], tf.int32),
+                    *OPTION_SPECS,
+                    tf.TensorSpec([], tf.int64),
+                ],
+            )
 
     def _prompt_ids(self, prompt):
         ragged = self.tokenizer.tokenize(prompt)[:, -self.max_prompt_length :]
@@ -75,20 +104,41 @@ class Generator(tf.Module):
     def _generate(self, prompt, max_length, temperature, top_k, top_p):
         prompt_ids = self._prompt_ids(prompt)
         max_length = tf.clip_by_value(max_length, 1, self.max_output_length)
-        result = sample(
+        if self.jit_compile:
+            batch_size = tf.shape(prompt_ids)[0]
+            padded = buckets.pad_to_buckets(
+                prompt_ids, self.batch_buckets, self.length_buckets, self.tokenizer.pad_id
+            )
+            seed = tf.random.uniform([], maxval=tf.int64.max, dtype=tf.int64)
+            result = self._compiled_sample(padded, max_length, temperature, top_k, top_p, seed)
+            result = DecodingResult(*(field[:batch_size] for field in result[:3]), None)
+        else:
+            result = self._sample(prompt_ids, max_length, temperature, top_k, top_p, None)
+        ids, _, _ = trim_ids(result, self.tokenizer.pad_id)
+        return string_outputs("continuation", self.tokenizer, ids, result.scores)
+
+    def _sample(self, prompt_ids, max_length, temperature, top_k, top_p, seed):
+        """Prefill `prompt_ids` and sample at most `max_length` tokens (a fresh seed for None).
+
+        Compiled, the outputs have `max_output_length` columns whatever `max_length` is, so
+        one executable serves every limit.
+        """
+        limit = {"max_length": max_length}
+        if self.jit_compile:
+            limit = {"max_length": self.max_output_length, "length_limit": max_length}
+        return sample(
             self._steps.step,
             self._steps.prefill(prompt_ids),
             tf.shape(prompt_ids)[0],
             start_id=self.tokenizer.start_id,
             end_id=self.tokenizer.end_id,
-            max_length=max_length,
             temperature=temperature,
             top_k=top_k,
             top_p=top_p,
+            seed=seed,
             pad_id=self.tokenizer.pad_id,
+            **limit,
         )
-        ids, _, _ = trim_ids(result, self.tokenizer.pad_id)
-        return string_outputs("continuation", self.tokenizer, ids, result.scores)
 
     @tf.function(input_signature=[PROMPT_SPEC])
     def generate(self, prompt):

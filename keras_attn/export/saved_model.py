@@ -15,6 +15,8 @@ from keras_attn.export.generator import Generator
 from keras_attn.export.translator import Translator
 from keras_attn.export.warmup import (
     WARMUP_TEXTS,
+    bucket_warmup_feeds,
+    filler_word,
     generator_warmup_feeds,
     translator_warmup_feeds,
     write_warmup_requests,
@@ -54,7 +56,9 @@ def export_translator(
     to its version number, so a server polling the base path never sees a partial or broken
     version, and a failed export leaves nothing behind. The version carries warm-up requests
     (`assets.extra/tf_serving_warmup_requests`, one `PredictRequest` per signature on
-    `warmup_texts`) that stock TF Serving and `keras-attn serve` replay before serving it.
+    `warmup_texts`) that stock TF Serving and `keras-attn serve` replay before serving it; a
+    compiled translator (`Translator(jit_compile=True)`) has one more request per (batch,
+    length) bucket first, so every executable is compiled before the version is AVAILABLE.
 
     Args:
         translator: the `Translator` module to export.
@@ -87,7 +91,10 @@ def export_translator(
         model_base_path,
         version,
         (lambda path: check_translator_saved_model(path, check_sentences)) if check else None,
-        None if warmup_texts is None else translator_warmup_feeds(warmup_texts),
+        None
+        if warmup_texts is None
+        else _bucket_feeds(translator, "translate", "text", translator.source_tokenizer, 0)
+        + list(translator_warmup_feeds(warmup_texts).items()),
     )
 
 
@@ -104,8 +111,9 @@ def export_generator(
     Signatures: `serving_default` and `generate` (prompt → continuation, tokens, scores) and
     `generate_with_options` (adds the scalar inputs max_length, temperature, top_k, top_p),
     checked by `check_generator_saved_model` before the version directory appears, with one
-    warm-up request per signature on `warmup_prompts` (None: none). Arguments, return value and
-    errors as in `export_translator`.
+    warm-up request per signature on `warmup_prompts` (None: none), after one per (batch,
+    length) bucket of a compiled generator. Arguments, return value and errors as in
+    `export_translator`.
     """
     archive = _archive(
         (generator.model, generator.tokenizer),
@@ -121,7 +129,24 @@ def export_generator(
         model_base_path,
         version,
         (lambda path: check_generator_saved_model(path, check_prompts)) if check else None,
-        None if warmup_prompts is None else generator_warmup_feeds(warmup_prompts),
+        None
+        if warmup_prompts is None
+        else _bucket_feeds(generator, "generate", "prompt", generator.tokenizer, 1)
+        + list(generator_warmup_feeds(warmup_prompts).items()),
+    )
+
+
+def _bucket_feeds(module, signature_name, input_name, tokenizer, extra_tokens) -> list:
+    """The per-bucket warm-up requests of a compiled `module` (none for an uncompiled one)."""
+    if not module.jit_compile:
+        return []
+    return bucket_warmup_feeds(
+        signature_name,
+        input_name,
+        filler_word(tokenizer),
+        module.batch_buckets,
+        module.length_buckets,
+        extra_tokens=extra_tokens,
     )
 
 

@@ -98,7 +98,7 @@ class Translator(tf.Module):
         self.beam_size = beam_size
         self.length_penalty = float(length_penalty)
         self.jit_compile = bool(jit_compile)
-        self.batch_buckets, self.length_buckets = _buckets(
+        self.batch_buckets, self.length_buckets = buckets.validated(
             jit_compile, batch_buckets, length_buckets, self.max_source_length
         )
         if self.jit_compile:
@@ -179,32 +179,6 @@ class Translator(tf.Module):
         outputs["alignment"] = tf.cast(result.alignments[:, :width, :], tf.float32)
         outputs["source_tokens"] = self.source_tokenizer.id_to_token(source_ids)
         return outputs
-
-
-def _buckets(jit_compile, batch_buckets, length_buckets, max_source_length):
-    """The validated `(batch_buckets, length_buckets)` of a compiled export; `(None, None)` for a
-    plain one (where giving buckets is a ConfigError)."""
-    if not jit_compile:
-        given = [
-            name
-            for name, value in (
-                ("batch_buckets", batch_buckets),
-                ("length_buckets", length_buckets),
-            )
-            if value is not None
-        ]
-        if given:
-            raise ConfigError(f"{', '.join(given)} only apply to jit_compile=True", given)
-        return None, None
-    try:
-        return (
-            buckets.batch_buckets(
-                buckets.DEFAULT_BATCH_BUCKETS if batch_buckets is None else batch_buckets
-            ),
-            buckets.length_buckets(length_buckets, max_source_length),
-        )
-    except ValueError as error:
-        raise ConfigError(str(error), ["batch_buckets", "length_buckets"]) from None
 
 
 def _cut(result: DecodingResult, batch_size, source_length) -> DecodingResult:

@@ -11,6 +11,9 @@ One request per signature, each with a small batch of texts: an ordinary sentenc
 (more decoding steps) and an empty string (the padded, degenerate batch). The batch stays far
 below any sensible `max_batch_size`: with `--enable_batching` the warm-up requests go through the
 batcher, and a request larger than `max_batch_size` fails the load.
+
+A compiled export (`jit_compile`) adds one request per shape bucket (`bucket_warmup_feeds`): XLA
+compiles once per (batch, length) bucket, so all compiling happens while the version loads.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ GENERATOR_WARMUP_OPTIONS = {
 }
 
 Feeds = Mapping[str, Mapping[str, np.ndarray]]
+# Several requests per signature: (signature name, inputs) pairs, written in order.
+FeedList = Sequence[tuple[str, Mapping[str, np.ndarray]]]
 
 
 def predict_log(
@@ -58,14 +63,15 @@ def predict_log(
     return log
 
 
-def write_warmup_requests(version_path: str | os.PathLike, feeds: Feeds) -> Path:
-    """Write one warm-up request per signature into `version_path/assets.extra/`.
+def write_warmup_requests(version_path: str | os.PathLike, feeds: Feeds | FeedList) -> Path:
+    """Write the warm-up requests of `feeds` into `version_path/assets.extra/`, in order.
 
     Args:
         version_path: the SavedModel directory (a version directory, or the temporary directory
             an export writes before publishing it).
         feeds: signature name -> input name -> value (a NumPy array, or a NumPy scalar for a
-            scalar input).
+            scalar input), one request per signature; or a sequence of
+            `(signature name, inputs)` pairs, one request each.
 
     Returns:
         The written file.
@@ -82,7 +88,7 @@ def write_warmup_requests(version_path: str | os.PathLike, feeds: Feeds) -> Path
     path = Path(warmup_path(str(version_path)))
     path.parent.mkdir(parents=True, exist_ok=True)
     with tf.io.TFRecordWriter(str(path)) as writer:
-        for signature_name, inputs in feeds.items():
+        for signature_name, inputs in feeds.items() if isinstance(feeds, Mapping) else feeds:
             writer.write(predict_log(signature_name, inputs).SerializeToString())
     return path
 
@@ -100,4 +106,45 @@ def generator_warmup_feeds(prompts: Sequence[str] = WARMUP_TEXTS) -> dict:
     for signature, (inputs, _) in GENERATOR_SIGNATURES.items():
         feeds[signature] = {"prompt": prompt}
         feeds[signature].update({k: v for k, v in GENERATOR_WARMUP_OPTIONS.items() if k in inputs})
+    return feeds
+
+
+def filler_word(tokenizer) -> str:
+    """A word of `tokenizer`'s vocabulary that tokenizes to exactly one id (warm-up texts of a
+    chosen length repeat it).
+
+    Raises:
+        ValueError: no alphabetic whole-word entry in the vocabulary is a single token.
+    """
+    words = [w for w in tokenizer.vocab if w.isalpha() and w.isascii()][:64]
+    if words:
+        counts = tokenizer.tokenize(tf.constant(words)).row_lengths().numpy()
+        for word, count in zip(words, counts, strict=True):
+            if count == 1:
+                return word
+    raise ValueError("The vocabulary has no alphabetic word that is a single token")
+
+
+def bucket_warmup_feeds(
+    signature_name: str,
+    input_name: str,
+    word: str,
+    batch_buckets: Sequence[int],
+    length_buckets: Sequence[int],
+    extra_tokens: int = 0,
+    options: Mapping[str, np.ndarray] | None = None,
+) -> list[tuple[str, dict]]:
+    """One request of `signature_name` per (batch, length) bucket, smallest first.
+
+    The request for `(b, n)` holds `b` texts of `n - extra_tokens` words `word` (a single token
+    each, `filler_word`), so its ids fill the length bucket `n` exactly: `extra_tokens` counts
+    the ids the export adds (1 for the generator's START). `options` are further inputs of
+    every request (the generator's scalar options).
+    """
+    feeds = []
+    for batch in batch_buckets:
+        for length in length_buckets:
+            text = " ".join([word] * max(length - extra_tokens, 0)).encode("utf-8")
+            inputs = {input_name: np.array([text] * batch, dtype=object), **(options or {})}
+            feeds.append((signature_name, inputs))
     return feeds

@@ -1,0 +1,202 @@
+"""`keras-attn export --jit-compile`: XLA-compiled decoding on shape buckets, same translations."""
+
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+
+from keras_attn.cli import main as cli
+from keras_attn.errors import ConfigError
+from keras_attn.export import buckets
+from keras_attn.export.translator import Translator
+from keras_attn.export.warmup import filler_word
+from keras_attn.formats import warmup_path
+from keras_attn.models.families import get_family
+from keras_attn.serving.warmup import read_warmup_records
+from keras_attn.text.corpora import load_corpus
+from keras_attn.training.trainer import RunDirectory
+
+MAX_LENGTH = 16  # the run's longest source: length buckets (8, 16)
+BATCH_BUCKETS = (2, 4)
+TEST_SENTENCES = [source for source, _ in load_corpus("synthetic")["test"][:7]]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("compiled") / "run"
+    assert cli([
+        "train", "--model", "rnn-attention", "--steps", "10", "--batch-size", "16",
+        "--units", "16", "--embedding-dim", "8", "--vocab-size", "400",
+        "--max-length", str(MAX_LENGTH), "--eval-sentences", "5", "--checkpoint-every", "10",
+        "--out", str(run), "--quiet",
+    ]) == 0  # fmt: skip
+    return RunDirectory(run)
+
+
+def translators(run, **kwargs):
+    """The plain and the compiled translator of `run`'s model, both with `kwargs`."""
+    model = run.load_model()
+    steps = get_family("rnn-attention").decoding_steps(model, 12)
+    source, target = run.tokenizers()
+    common = dict(max_source_length=MAX_LENGTH, max_output_length=12, **kwargs)
+    return (
+        Translator(model, steps, source, target, **common),
+        Translator(
+            model, steps, source, target, jit_compile=True, batch_buckets=BATCH_BUCKETS, **common
+        ),
+    )
+
+
+def reference_padding(ids, batch_sizes, lengths, pad_id):
+    """NumPy: cut to the last length bucket, pad rows (copies of row 0) and columns (pad_id)."""
+    ids = ids[:, : lengths[-1]]
+    batch, width = ids.shape
+    rows = min(b for b in batch_sizes if b >= batch)
+    columns = min(n for n in lengths if n >= width)
+    out = np.full((rows, columns), pad_id, ids.dtype)
+    out[:batch, :width] = ids
+    out[batch:] = out[0] if batch else pad_id
+    return out
+
+
+@pytest.mark.parametrize(
+    "shape", [(1, 1), (2, 8), (3, 9), (4, 16), (3, 21), (0, 1), (1, 17)], ids=str
+)
+def test_padding_to_buckets_matches_the_numpy_reference(shape):
+    ids = np.random.default_rng(sum(shape)).integers(1, 50, size=shape).astype("int32")
+    padded = buckets.pad_to_buckets(tf.constant(ids), (1, 2, 4), (8, 16), pad_id=0).numpy()
+    np.testing.assert_array_equal(padded, reference_padding(ids, (1, 2, 4), (8, 16), 0))
+
+
+def test_a_batch_beyond_the_largest_bucket_is_an_invalid_argument():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="largest batch bucket \\(4\\)"):
+        buckets.pad_to_buckets(tf.zeros((5, 3), tf.int32), (1, 2, 4), (8,), pad_id=0)
+
+
+def test_bucket_values():
+    assert buckets.default_length_buckets(50) == (8, 16, 32, 50)
+    assert buckets.default_length_buckets(8) == (8,)
+    assert buckets.length_buckets((4, 10), 16) == (4, 10, 16)
+    assert buckets.parse_buckets("1,2,4", "batch_buckets") == (1, 2, 4)
+    assert [int(buckets.bucket_of(n, (2, 4, 8))) for n in (0, 1, 2, 3, 5, 8)] == [2, 2, 2, 4, 8, 8]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            {"batch_buckets": (4, 2)},
+            "strictly increasing buckets. Received: batch_buckets=\\(4, 2\\)",
+        ),
+        ({"batch_buckets": (0, 2)}, "positive integer buckets. Received: batch_buckets=\\(0, 2\\)"),
+        ({"batch_buckets": ()}, "at least one bucket. Received: batch_buckets=\\(\\)"),
+        ({"length_buckets": (8, 32)}, "at most the 16 tokens .* length_buckets=\\(8, 32\\)"),
+        (
+            {"jit_compile": False, "length_buckets": (8,)},
+            "length_buckets only apply to jit_compile",
+        ),
+    ],
+)
+def test_bad_buckets_are_config_errors(run, kwargs, message):
+    model = run.load_model()
+    source, target = run.tokenizers()
+    with pytest.raises(ConfigError, match=message):
+        Translator(
+            model,
+            get_family("rnn-attention").decoding_steps(model, 12),
+            source,
+            target,
+            max_source_length=MAX_LENGTH,
+            **{"jit_compile": True, **kwargs},
+        )
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--jit-compile", "--batch-buckets", "1,x"],
+            "comma-separated integers. Received: --batch-buckets 1,x",
+        ),
+        (
+            ["--jit-compile", "--length-buckets", "8,4"],
+            "strictly increasing buckets. Received: --length-buckets.\\(8, 4\\)",
+        ),
+        (["--batch-buckets", "1,2"], "--batch-buckets only apply to --jit-compile"),
+    ],
+)
+def test_bad_bucket_flags_are_clear_errors(run, tmp_path, capsys, flags, message):
+    assert cli(["export", str(run.path), "--model_base_path", str(tmp_path), *flags]) != 0
+    assert not any(tmp_path.iterdir())
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert re.search(message, err), err
+
+
+@pytest.mark.parametrize("decoder", ["greedy", "beam"])
+def test_compiled_translations_equal_the_plain_ones_across_buckets(run, decoder):
+    plain, compiled = translators(run, decoder=decoder, beam_size=3)
+    # Batches of 1 and 2 (bucket 2), 3 and 4 (bucket 4); sources up to and beyond 8 tokens.
+    for start, size in ((0, 1), (1, 2), (3, 3), (0, 4)):
+        texts = tf.constant(TEST_SENTENCES[start : start + size] + [""] * (size == 3))[:size]
+        expected = plain.translate_with_alignment(texts)
+        found = compiled.translate_with_alignment(texts)
+        assert set(found) == set(expected)
+        for name in ("translation", "tokens", "source_tokens"):
+            np.testing.assert_array_equal(found[name].numpy(), expected[name].numpy())
+        np.testing.assert_allclose(found["scores"], expected["scores"], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(found["alignment"], expected["alignment"], atol=1e-5)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="largest batch bucket"):
+        compiled.translate(tf.constant(TEST_SENTENCES[:5]))
+
+
+def test_exported_compiled_translator_passes_the_contract_and_warms_every_bucket(run, tmp_path):
+    sentences = TEST_SENTENCES[:3]
+    flags = ["--max-output-length", "12", "--batch-buckets", "1,4", "--length-buckets", "8"]
+    assert (
+        cli(
+            [
+                "export",
+                str(run.path),
+                "--model_base_path",
+                str(tmp_path / "compiled"),
+                "--jit-compile",
+                *flags,
+            ]
+        )
+        == 0
+    )  # fmt: skip  (the contract check runs in a tensorflow + tensorflow_text process)
+    version = tmp_path / "compiled" / "1"
+    graph = (version / "saved_model.pb").read_bytes()
+    assert b"_XlaMustCompile" in graph
+
+    records = read_warmup_records(warmup_path(str(version)))
+    source, _ = run.tokenizers()
+    word = filler_word(source)
+    shapes = []
+    for log in records[:4]:
+        request = log.predict_log.request
+        text = tf.make_ndarray(request.inputs["text"])
+        lengths = source.tokenize(tf.constant(text)).row_lengths().numpy()
+        shapes.append((request.model_spec.signature_name, len(text), int(lengths.max())))
+        assert set(text) == {" ".join([word] * int(lengths.max())).encode()}
+    assert shapes == [
+        ("translate", 1, 8),
+        ("translate", 1, 16),
+        ("translate", 4, 8),
+        ("translate", 4, 16),
+    ]
+    assert {log.predict_log.request.model_spec.signature_name for log in records[4:]} == {
+        "serving_default",
+        "translate",
+        "translate_with_alignment",
+    }
+
+    plain, _ = translators(run)  # what the plain export serves (test_translator.py)
+    compiled = tf.saved_model.load(str(version)).signatures["translate"]
+    expected = plain.translate(tf.constant(sentences))
+    found = compiled(text=tf.constant(sentences))
+    for name in ("translation", "tokens"):
+        np.testing.assert_array_equal(found[name].numpy(), expected[name].numpy())
