@@ -83,8 +83,8 @@ class Scale:
 FULL = Scale(
     corpus="scenes",
     train_examples=2000,
-    steps=1500,
-    cpu_minutes=6.0,
+    steps=1800,
+    cpu_minutes=8.0,
     batch_size=32,
     learning_rate=3e-3,
     warmup_steps=100,
