@@ -54,8 +54,18 @@ from keras_attn.serving.status import (
     unavailable,
 )
 from keras_attn.serving.warmup import run_warmup
+from keras_attn.serving.xla import xla_compilations
 
 logger = logging.getLogger(__name__)
+
+
+def _xla_compilations() -> int | None:
+    """`xla.xla_compilations()`, or None where this TensorFlow build does not let it be read."""
+    try:
+        return xla_compilations()
+    except RuntimeError:
+        return None
+
 
 State = get_model_status_pb2.ModelVersionStatus
 Loader = Callable[[str, str, int], Servable]
@@ -382,8 +392,15 @@ class ModelManager:
             )
             servable = dataclasses.replace(servable, functions=functions)
         if self._warmup:
-            start = time.perf_counter()
+            start, compiled = time.perf_counter(), _xla_compilations()
             runs = run_warmup(servable, self._warmup_iterations)
+            if runs and compiled is not None:
+                logger.info(
+                    "XLA compilations during the warm-up of %s: %d (process total %d)",
+                    servable.path,
+                    _xla_compilations() - compiled,
+                    _xla_compilations(),
+                )
             if runs:
                 # Stock's line (servables/tensorflow/saved_model_warmup_util.cc).
                 logger.info(

@@ -6,7 +6,9 @@ microseconds by `model_name`, `API`, `entrypoint`, buckets 10 * 1.8^i for i < 33
 exporter (`util/prometheus_exporter.cc`) writes the names with `:` for `/`. Both are kept here
 under those names, plus `:keras_attn:serving:request_latency`, the same histogram by
 `model_name`, `signature_name`, `API`, `entrypoint` and `status`, so a dashboard can split
-latency by signature and outcome.
+latency by signature and outcome. `:tensorflow:core:xla_compilations`, TensorFlow's count of XLA
+compilations in the process (`keras_attn.serving.xla.xla_compilations`), is exported as stock's
+exporter exports it: it stays flat once compiled exports have warmed up.
 
 The values are `prometheus_client` metrics in a `CollectorRegistry` of each `Metrics` (never the
 process-wide default registry, so two servers in one process count apart). The page itself is
@@ -20,21 +22,44 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from keras_attn.serving.xla import xla_compilations
 
 REQUEST_COUNT = ":tensorflow:serving:request_count"
 REQUEST_LATENCY = ":tensorflow:serving:request_latency"
 SIGNATURE_LATENCY = ":keras_attn:serving:request_latency"
+XLA_COMPILATIONS = ":tensorflow:core:xla_compilations"
 BUCKETS = tuple(10 * 1.8**i for i in range(33))  # microseconds, as stock
 
 
+class _XlaCompilations(Collector):
+    """TensorFlow's process-wide XLA compilation counter, read at every scrape (nothing where
+    the TensorFlow build does not let it be read)."""
+
+    def collect(self):
+        try:
+            count = xla_compilations()
+        except RuntimeError:
+            return
+        yield CounterMetricFamily(
+            XLA_COMPILATIONS,
+            "The number of XLA compilations used to collect "
+            "/tensorflow/core/xla_compilation_time_usecs",
+            value=count,
+        )
+
+
 def _labels(labels: Mapping[str, str]) -> str:
-    """`{name="value",...}` in the metric's label order (the bucket bound `le` last)."""
+    """`{name="value",...}` in the metric's label order (the bucket bound `le` last); nothing
+    for a metric without labels."""
     parts = []
     for name, value in labels.items():
         if name == "le" and value != "+Inf":
             value = _number(float(value))
         parts.append(f'{name}="{_escape(value)}"')
-    return "{" + ",".join(parts) + "}"
+    return "{" + ",".join(parts) + "}" if parts else ""
 
 
 def _escape(value: str) -> str:
@@ -75,6 +100,7 @@ class Metrics:
             buckets=BUCKETS,
             registry=self.registry,
         )
+        self.registry.register(_XlaCompilations())
 
     def record(
         self,

@@ -9,8 +9,10 @@ from keras_attn.serving.metrics import (
     REQUEST_COUNT,
     REQUEST_LATENCY,
     SIGNATURE_LATENCY,
+    XLA_COMPILATIONS,
     Metrics,
 )
+from keras_attn.serving.xla import xla_compilations
 
 
 def test_the_page_uses_stock_names_and_parses_as_prometheus_text():
@@ -30,7 +32,7 @@ def test_the_page_uses_stock_names_and_parses_as_prometheus_text():
     assert f"{REQUEST_LATENCY}_count{{{grpc}}} 2" in lines
 
     families = {family.name: family for family in text_string_to_metric_families(page)}
-    assert set(families) == {REQUEST_COUNT, REQUEST_LATENCY, SIGNATURE_LATENCY}
+    assert set(families) == {REQUEST_COUNT, REQUEST_LATENCY, SIGNATURE_LATENCY, XLA_COMPILATIONS}
     by_signature = [
         sample
         for sample in families[SIGNATURE_LATENCY].samples
@@ -49,3 +51,21 @@ def test_each_server_counts_apart():
         0,
     )
     assert first.registry is not second.registry
+
+
+def test_the_page_counts_the_xla_compilations_of_the_process():
+    import tensorflow as tf
+
+    def page_count(metrics):
+        line = next(x for x in metrics.exposition().splitlines() if x.startswith(XLA_COMPILATIONS))
+        return int(line.split()[-1])
+
+    metrics = Metrics()
+    before = page_count(metrics)
+    assert before == xla_compilations()
+    function = tf.function(lambda x: tf.reduce_sum(x * 2.0), jit_compile=True)
+    function(tf.ones([3]))
+    function(tf.ones([3]))  # the same shape: no compilation
+    assert page_count(metrics) == before + 1
+    function(tf.ones([5]))  # a new shape compiles once more
+    assert page_count(metrics) == xla_compilations() == before + 2
