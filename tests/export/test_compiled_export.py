@@ -14,7 +14,9 @@ from keras_attn.export.translator import Translator
 from keras_attn.export.warmup import filler_word
 from keras_attn.formats import warmup_path
 from keras_attn.models.families import get_family
-from keras_attn.serving.warmup import read_warmup_records
+from keras_attn.serving.servable import load_servable
+from keras_attn.serving.warmup import read_warmup_records, run_warmup
+from keras_attn.serving.xla import xla_compilations
 from keras_attn.text.corpora import load_corpus
 from keras_attn.training.trainer import RunDirectory
 
@@ -200,3 +202,26 @@ def test_exported_compiled_translator_passes_the_contract_and_warms_every_bucket
     found = compiled(text=tf.constant(sentences))
     for name in ("translation", "tokens"):
         np.testing.assert_array_equal(found[name].numpy(), expected[name].numpy())
+
+
+def test_the_server_compiles_every_bucket_in_the_warm_up_and_nothing_after(run, tmp_path):
+    base = tmp_path / "models"
+    assert (
+        cli([
+            "export", str(run.path), "--model_base_path", str(base), "--jit-compile",
+            "--max-output-length", "6", "--batch-buckets", "1,3", "--length-buckets", "8",
+            "--skip-check",
+        ])
+        == 0
+    )  # fmt: skip
+    servable = load_servable("translator", str(base), 1)
+    before = xla_compilations()
+    run_warmup(servable)  # what keras-attn serve does before the version is AVAILABLE
+    assert xla_compilations() - before == 2 * 2  # (1, 3) x (8, 16): once each
+    after_warmup = xla_compilations()
+    translate = servable.functions.get("translate_with_alignment")
+    for batch in (1, 2, 3):
+        for start in range(0, len(TEST_SENTENCES) - batch, 2):
+            texts = np.array([s.encode() for s in TEST_SENTENCES[start : start + batch]], object)
+            assert translate(text=texts)["translation"].shape == (batch,)
+    assert xla_compilations() == after_warmup
