@@ -352,6 +352,19 @@ def format_tables(evaluations: dict[str, dict]) -> str:
                 f"{_ratio(check['ratio'])} | {check['exact']} | {_percent(check['exact_share'])} | "
                 f"{_percent(check['exact_uniform'])} | {_ratio(check['exact_ratio'])} |"
             )
+    lines += [
+        "",
+        "| mass inside the object %, at each word of its phrase | a | size | colour | noun | "
+        "uniform |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arm in arms:
+        for split in SPLITS:
+            check = evaluations[arm][split]["attention"]
+            cells = [_percent(share) for share in check["phrase_shares"]]
+            lines.append(
+                f"| {arm}, {split} | " + " | ".join(cells) + f" | {_percent(check['uniform'])} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -23,6 +23,8 @@ import numpy as np
 from keras_attn.api_export import keras_attn_export
 from keras_attn.vision.scenes import COLOURS, SHAPES, SIZES, SceneObject, mask_to_grid
 
+PHRASE_WORDS = 4  # "a <size> <colour> <shape>"
+
 
 @keras_attn_export("keras_attn.vision.NounAttention")
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +40,9 @@ class NounAttention:
         exact: whether the object has all three attributes of the phrase.
         share: attention mass inside the object's region (None without an object).
         uniform: region cells / L, the share of a uniform map (None without an object).
+        phrase_shares: the mass inside the object's region of the attention of each word of
+            its phrase, `(a, size, colour, noun)` (rows `position - 3` to `position`; None
+            before the caption's start); empty without an object.
     """
 
     position: int
@@ -46,6 +51,7 @@ class NounAttention:
     exact: bool
     share: float | None
     uniform: float | None
+    phrase_shares: tuple[float | None, ...] = ()
 
 
 @keras_attn_export("keras_attn.vision.noun_objects")
@@ -113,6 +119,9 @@ def object_attention(
         share   = sum_{i in R} alpha_i / sum_i alpha_i
         uniform = |R| / (H' W')
 
+    and the same share for the maps of the phrase's other words ("a", size, colour), the steps
+    that lead up to the noun.
+
     Args:
         words: the caption's words.
         attention: `(T, H', W')` with `T >= len(words)`: row `t` is the attention of the step
@@ -150,12 +159,18 @@ def object_attention(
         obj = objects[index]
         exact = phrase == (obj.size, obj.colour, obj.shape)
         region = mask_to_grid(obj.mask, grid) > 0
-        weights = attention[position]
-        total = weights.sum()
-        share = float(weights[region].sum() / total) if total > 0 else 0.0
+        shares = tuple(
+            _inside(attention[t], region) if t >= 0 else None
+            for t in range(position - PHRASE_WORDS + 1, position + 1)
+        )
         uniform = float(region.sum() / region.size)
-        records.append(NounAttention(position, phrase, index, exact, share, uniform))
+        records.append(NounAttention(position, phrase, index, exact, shares[-1], uniform, shares))
     return records
+
+
+def _inside(weights: np.ndarray, region: np.ndarray) -> float:
+    total = weights.sum()
+    return float(weights[region].sum() / total) if total > 0 else 0.0
 
 
 def _means(records: Sequence[NounAttention]) -> tuple[float | None, float | None, float | None]:
@@ -173,26 +188,35 @@ def summarize_object_attention(records: Sequence[NounAttention]) -> dict:
 
     Returns:
         `{"nouns", "grounded", "share", "uniform", "ratio", "exact", "exact_share",
-        "exact_uniform", "exact_ratio"}`: nouns emitted, nouns matched to an object, the mean
-        share inside the object, the mean uniform share and their ratio `share / uniform`; then
-        the same over the nouns whose phrase names all three attributes of their object (None
-        where no noun is left).
+        "exact_uniform", "exact_ratio", "phrase_shares"}`: nouns emitted, nouns matched to an
+        object, the mean share inside the object, the mean uniform share and their ratio
+        `share / uniform`; then the same over the nouns whose phrase names all three attributes
+        of their object; and the mean share of each word of the phrase (`a`, size, colour,
+        noun) over the matched nouns that have it. None where no noun is left.
 
     Example:
 
-    >>> records = [NounAttention(3, ("small", "red", "circle"), 0, True, 0.6, 0.1),
-    ...            NounAttention(7, ("large", "red", "circle"), None, False, None, None),
-    ...            NounAttention(9, ("small", "red", "square"), 1, False, 0.2, 0.1)]
+    >>> records = [
+    ...     NounAttention(3, ("small", "red", "circle"), 0, True, 0.6, 0.1, (0.3, 0.4, 0.5, 0.6)),
+    ...     NounAttention(7, ("large", "red", "circle"), None, False, None, None),
+    ...     NounAttention(9, ("small", "red", "square"), 1, False, 0.2, 0.1, (0.1, 0.2, 0.1, 0.2)),
+    ... ]
     >>> summary = summarize_object_attention(records)
     >>> summary["nouns"], summary["grounded"], round(summary["share"], 4)
     (3, 2, 0.4)
     >>> round(summary["ratio"], 4), summary["exact"], round(summary["exact_ratio"], 4)
     (4.0, 1, 6.0)
+    >>> [round(share, 4) for share in summary["phrase_shares"]]
+    [0.2, 0.3, 0.3, 0.4]
     """
     grounded = [record for record in records if record.object is not None]
     exact = [record for record in grounded if record.exact]
     share, uniform, ratio = _means(grounded)
     exact_share, exact_uniform, exact_ratio = _means(exact)
+    phrase_shares = []
+    for offset in range(PHRASE_WORDS):
+        values = [r.phrase_shares[offset] for r in grounded if r.phrase_shares[offset] is not None]
+        phrase_shares.append(float(np.mean(values)) if values else None)
     return {
         "nouns": len(records),
         "grounded": len(grounded),
@@ -203,4 +227,5 @@ def summarize_object_attention(records: Sequence[NounAttention]) -> dict:
         "exact_share": exact_share,
         "exact_uniform": exact_uniform,
         "exact_ratio": exact_ratio,
+        "phrase_shares": phrase_shares,
     }

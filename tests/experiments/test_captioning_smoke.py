@@ -68,6 +68,7 @@ def _check(share, uniform):
         "exact_share": share,
         "exact_uniform": uniform,
         "exact_ratio": share / uniform,
+        "phrase_shares": [None, 0.1, 0.2, share],
     }
 
 
@@ -91,6 +92,10 @@ def test_format_tables(experiment):
     assert lines[6] == "| soft | 41.23 | 12.5 | 41.23 | 12.5 |"
     assert lines[10] == "| soft, test | 50.0 (4) |"
     assert lines[15] == "| soft, test | 10 | 8 | 30.0 | 10.0 | 3.00 | 5 | 30.0 | 10.0 | 3.00 |"
+    assert lines[20:22] == [
+        "| soft, test |  | 10.0 | 20.0 | 30.0 | 10.0 |",
+        "| soft, unseen |  | 10.0 | 20.0 | 30.0 | 10.0 |",
+    ]
 
 
 def test_quick_run_trains_both_arms_scores_and_reports(experiment, tmp_path):

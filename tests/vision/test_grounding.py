@@ -77,6 +77,14 @@ def test_object_attention_is_the_mass_inside_the_touched_cells(grid):
         region = _region_reference(OBJECTS[record.object].mask, grid)
         assert record.share == pytest.approx(attention[record.position][region].sum(), abs=1e-12)
         assert record.uniform == pytest.approx(region.sum() / (grid[0] * grid[1]), abs=1e-12)
+        # The phrase's words "a", size, colour and the noun: rows position - 3 .. position.
+        expected = [
+            attention[t][region].sum() for t in range(record.position - 3, record.position + 1)
+        ]
+        assert record.phrase_shares == pytest.approx(expected, abs=1e-12)
+    # A noun at the caption's start has no earlier phrase words.
+    first = object_attention(["square"], attention, OBJECTS)[0]
+    assert first.phrase_shares[:3] == (None, None, None) and first.phrase_shares[3] == first.share
     # A map on the object's cells only puts all its mass inside; a uniform one the uniform share.
     region = _region_reference(OBJECTS[2].mask, grid)
     attention[13] = region / region.sum()
@@ -113,15 +121,17 @@ def test_object_attention_rejects_too_few_rows():
 
 def test_summary_means_ratios_and_empty_input():
     records = [
-        NounAttention(3, ("small", "red", "circle"), 0, True, 0.5, 0.1),
-        NounAttention(8, ("large", "red", "circle"), 1, False, 0.1, 0.2),
+        NounAttention(3, ("small", "red", "circle"), 0, True, 0.5, 0.1, (0.2, 0.4, 0.6, 0.5)),
+        NounAttention(8, ("large", "red", "circle"), 1, False, 0.1, 0.2, (None, 0.2, 0.0, 0.1)),
         NounAttention(11, ("large", "red", "diamond"), None, False, None, None),
     ]
     summary = summarize_object_attention(records)
     assert (summary["nouns"], summary["grounded"], summary["exact"]) == (3, 2, 1)
     assert summary["share"] == pytest.approx(0.3) and summary["uniform"] == pytest.approx(0.15)
     assert summary["ratio"] == pytest.approx(2.0) and summary["exact_ratio"] == pytest.approx(5.0)
+    assert summary["phrase_shares"] == pytest.approx([0.2, 0.3, 0.3, 0.3])
     empty = summarize_object_attention(records[2:])
     assert (empty["nouns"], empty["grounded"], empty["share"], empty["exact_ratio"]) == (
         1, 0, None, None,
     )  # fmt: skip
+    assert empty["phrase_shares"] == [None] * 4
