@@ -84,6 +84,7 @@ def sample(
     seed=None,
     pad_id: int = 0,
     length_limit=None,
+    int32_seeds: bool = False,
 ) -> DecodingResult:
     """Draw every token from the model's (filtered) distribution until END or `max_length`.
 
@@ -116,6 +117,9 @@ def sample(
         seed: None, int, scalar int tensor or `keras.random.SeedGenerator` (above).
         length_limit: stop after this many tokens (scalar <= `max_length`; None: `max_length`),
             the outputs keeping `max_length` columns, as in `greedy_search`.
+        int32_seeds: draw with int32 step seeds, the only seeds XLA's `StatelessMultinomial`
+            kernel takes: set it inside a `tf.function(jit_compile=True)`. The draws are then
+            other (equally random) draws than with the default int64 seeds.
 
     Returns:
         A `DecodingResult`; `ids` is `(batch, max_length)`.
@@ -132,7 +136,10 @@ def sample(
 
     def choose(t, logits):
         filtered = filter_logits(logits, ops.maximum(temperature, 1e-6), top_k, top_p)
-        drawn = tf.random.stateless_categorical(filtered, 1, seed=step_seeds[t], dtype=tf.int32)
+        step_seed = step_seeds[t]
+        if int32_seeds:  # the low 31 bits of each half: non-negative int32s
+            step_seed = tf.cast(tf.bitwise.bitwise_and(step_seed, 0x7FFFFFFF), tf.int32)
+        drawn = tf.random.stateless_categorical(filtered, 1, seed=step_seed, dtype=tf.int32)
         return ops.where(temperature > 0, drawn[:, 0], ops.argmax(logits, axis=-1))
 
     return decode_one_path(

@@ -125,7 +125,11 @@ class Generator(tf.Module):
         """
         limit = {"max_length": max_length}
         if self.jit_compile:
-            limit = {"max_length": self.max_output_length, "length_limit": max_length}
+            limit = {
+                "max_length": self.max_output_length,
+                "length_limit": max_length,
+                "int32_seeds": True,
+            }
         return sample(
             self._steps.step,
             self._steps.prefill(prompt_ids),

@@ -10,14 +10,18 @@ import tensorflow_text  # noqa: F401
 from keras_attn.cli import main as cli
 from keras_attn.errors import ConfigError
 from keras_attn.export import buckets
+from keras_attn.export.generator import Generator
 from keras_attn.export.translator import Translator
 from keras_attn.export.warmup import filler_word
 from keras_attn.formats import warmup_path
+from keras_attn.models import GPTSteps, gpt
 from keras_attn.models.families import get_family
 from keras_attn.serving.servable import load_servable
 from keras_attn.serving.warmup import read_warmup_records, run_warmup
 from keras_attn.serving.xla import xla_compilations
 from keras_attn.text.corpora import load_corpus
+from keras_attn.text.tokenizer import WordPieceTokenizer
+from keras_attn.text.vocab import build_wordpiece_vocab
 from keras_attn.training.trainer import RunDirectory
 
 MAX_LENGTH = 16  # the run's longest source: length buckets (8, 16)
@@ -225,3 +229,27 @@ def test_the_server_compiles_every_bucket_in_the_warm_up_and_nothing_after(run, 
             texts = np.array([s.encode() for s in TEST_SENTENCES[start : start + batch]], object)
             assert translate(text=texts)["translation"].shape == (batch,)
     assert xla_compilations() == after_warmup
+
+
+def test_a_compiled_generator_generates_as_the_plain_one(tiny_pairs):
+    tokenizer = WordPieceTokenizer(build_wordpiece_vocab([t for _, t in tiny_pairs], 300))
+    model = gpt(tokenizer.vocab_size, num_layers=1, d_model=8, num_heads=2, ff_dim=16,
+                max_length=16, dropout=0.0)  # fmt: skip
+    steps = GPTSteps(model, max_length=16)
+    common = dict(max_prompt_length=8, max_output_length=6)
+    plain = Generator(model, steps, tokenizer, **common)
+    compiled = Generator(
+        model, steps, tokenizer, jit_compile=True, batch_buckets=(4,), length_buckets=(4,), **common
+    )
+    assert compiled.length_buckets == (4, 9)  # START + 8 prompt tokens is the last
+    for prompts in (["the black cat", "a dog", ""], ["the cat sat on the black dog today"]):
+        expected = plain.generate(tf.constant(prompts))
+        found = compiled.generate(tf.constant(prompts))
+        for name in ("continuation", "tokens"):
+            np.testing.assert_array_equal(found[name].numpy(), expected[name].numpy())
+        np.testing.assert_allclose(found["scores"], expected["scores"], rtol=1e-5, atol=1e-5)
+    # Sampling: the options reach the compiled loop (greedy at temperature 0, length capped).
+    options = compiled.generate_with_options(tf.constant(["a dog"]), 2, 0.0, 0, 1.0)
+    np.testing.assert_array_equal(
+        options["tokens"].numpy(), plain.generate(tf.constant(["a dog"]))["tokens"].numpy()[:, :2]
+    )
