@@ -21,6 +21,20 @@ server process (`VmHWM` in `/proc/PID/status`, read before the server is stopped
 Every variant is warmed up first (one untimed round per concurrency), then the variants are timed
 round-robin (A, B, C, A, B, C, ...) so that load changes on a shared machine hit them alike.
 Before timing, the served translations are checked equal to the in-process ones.
+
+    python benchmarks/serving.py --compiled [--quick] [--steps N]
+
+compares compiled exports (`keras-attn export --jit-compile`) with plain ones instead: the demo
+RNN translator (`rnn-attention`, the architecture of examples/served_translator.py) and a
+Transformer translator, each trained `--steps` steps on the synthetic corpus, exported with the
+greedy and with the beam-4 decoder, plain and compiled. Each pair is served by two
+`keras-attn serve --xla_cpu_compilation_enabled --enable_batching` children (the shipped batching
+parameters) and timed round-robin: p50 / p99 latency at concurrency 1, sentences/s at
+concurrency 8 (one sentence per request), the load time (start until serving, the warm-up
+compiling every bucket included) and the XLA compilations during the timed rounds (from the
+`:tensorflow:core:xla_compilations` metric; must be 0). The served translations of both are
+checked equal first. Ratios: plain p50 / compiled p50 (targets: Transformer >= 3x, RNN >= 1.5x,
+beam 4 >= 3x) and compiled / plain throughput.
 """
 
 from __future__ import annotations
@@ -52,6 +66,16 @@ TRAIN_FLAGS = (
     "--batch-size", "32", "--units", "32", "--embedding-dim", "16", "--vocab-size", "600",
     "--eval-sentences", "20", "--checkpoint-every", "1000", "--quiet",
 )  # fmt: skip
+
+PLAIN, COMPILED = "plain", "compiled"
+# The demo translator (examples/served_translator.py) and a Transformer, default sizes.
+COMPILED_MODELS = {
+    "RNN (demo)": ("--model", "rnn-attention", "--batch-size", "96"),
+    "Transformer": ("--model", "transformer", "--batch-size", "64"),
+}
+COMPILED_DECODERS = {"greedy": (), "beam 4": ("--decoder", "beam", "--beam-size", "4")}
+MONITORING = 'prometheus_config { enable: true path: "/monitoring/prometheus/metrics" }\n'
+COMPILED_TARGETS = {"RNN (demo)": 1.5, "Transformer": 3.0, "beam 4": 3.0}
 
 # A call translates the texts it is given, as worker number `worker`: (worker, texts) -> outputs.
 Call = Callable[[int, Sequence[str]], Sequence[str]]
@@ -401,6 +425,134 @@ def benchmark_serving(
     return loads, memory
 
 
+def keras_attn(*command: str) -> None:
+    """`python -m keras_attn.cli COMMAND...`; a RuntimeError with its last lines if it fails."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "keras_attn.cli", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    if completed.returncode != 0:
+        tail = "\n".join(completed.stdout.splitlines()[-10:])
+        raise RuntimeError(f"keras-attn {command[0]} failed:\n{tail}")
+
+
+def xla_compilations(rest_port: int) -> int:
+    """`:tensorflow:core:xla_compilations` on a server's Prometheus page."""
+    import urllib.request
+
+    url = f"http://127.0.0.1:{rest_port}/monitoring/prometheus/metrics"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(":tensorflow:core:xla_compilations"):
+                return int(float(line.split()[-1]))
+    raise RuntimeError(f"{url} has no :tensorflow:core:xla_compilations")
+
+
+def compare_compiled(
+    model_base_paths: dict[str, Path],
+    workdir: Path,
+    batching_parameters_file: Path,
+    texts: Sequence[str],
+    requests: int,
+    rounds: int,
+) -> dict[str, object]:
+    """Serve a plain and a compiled export side by side and time them round-robin.
+
+    Returns the loads per (variant, concurrency), each server's load time (s) and the
+    compiled server's XLA compilations before and during the timed rounds.
+    """
+    monitoring = workdir / "monitoring.txt"
+    monitoring.write_text(MONITORING)
+    flags = [
+        "--xla_cpu_compilation_enabled",
+        "--enable_batching",
+        "--batching_parameters_file",
+        str(batching_parameters_file),
+        "--monitoring_config_file",
+        str(monitoring),
+    ]
+    from keras_attn.testing.server_process import serve_in_subprocess
+
+    with contextlib.ExitStack() as stack:
+        variants, load_seconds, servers = {}, {}, {}
+        for name, base in model_base_paths.items():
+            started = time.perf_counter()
+            server = stack.enter_context(
+                serve_in_subprocess(
+                    base, "translator", rest_api=True, ready_timeout=1800, extra_args=flags
+                )
+            )
+            load_seconds[name] = time.perf_counter() - started
+            call, close = grpc_call(server.target, 8)
+            stack.callback(close)
+            variants[name], servers[name] = Variant(call, server.process.pid), server
+        expected = variants[PLAIN].call(0, texts[:8])
+        found = variants[COMPILED].call(0, texts[:8])
+        if found != expected:
+            raise AssertionError(f"compiled answered {found}, plain {expected}")
+        after_load = xla_compilations(servers[COMPILED].rest_port)
+        loads = run_rounds(variants, texts, (1, 8), requests, rounds)
+        during = xla_compilations(servers[COMPILED].rest_port) - after_load
+    return {"loads": loads, "load_seconds": load_seconds, "compilations": (after_load, during)}
+
+
+def compiled_main(args: argparse.Namespace, texts: Sequence[str]) -> int:
+    """`--compiled`: plain vs compiled exports of the RNN and Transformer translators."""
+    rounds, requests = (3, 10) if args.quick else (5, 20)
+    buckets = ["--batch-buckets", args.batch_buckets, "--length-buckets", args.length_buckets]
+    lines = []
+    with tempfile.TemporaryDirectory() as directory:
+        workdir = Path(directory)
+        for model, train_flags in COMPILED_MODELS.items():
+            run = workdir / model.split()[0].lower()
+            started = time.perf_counter()
+            keras_attn("train", *train_flags, "--steps", str(args.steps), "--quiet",
+                       "--eval-sentences", "20", "--out", str(run))  # fmt: skip
+            print(f"{model}: trained {args.steps} steps in {time.perf_counter() - started:.0f} s")
+            for decoder, decoder_flags in COMPILED_DECODERS.items():
+                bases = {}
+                for variant in (PLAIN, COMPILED):
+                    base = workdir / "models" / f"{run.name}-{decoder[:4]}-{variant}"
+                    extra = ["--jit-compile", *buckets] if variant == COMPILED else []
+                    keras_attn("export", str(run), "--model_base_path", str(base),
+                               *decoder_flags, *extra)  # fmt: skip
+                    bases[variant] = base
+                result = compare_compiled(
+                    bases, workdir, args.batching_parameters_file, texts, requests, rounds
+                )
+                loads, summary = result["loads"], summarize(result["loads"])
+                latency = median_ratio(loads[(PLAIN, 1)], loads[(COMPILED, 1)], p50)
+                throughput = median_ratio(
+                    loads[(COMPILED, 8)], loads[(PLAIN, 8)], lambda load: load.throughput
+                )
+                after_load, during = result["compilations"]
+                lines.append(f"  {model}, {decoder}:")
+                for variant in (PLAIN, COMPILED):
+                    one, eight = summary[(variant, 1)], summary[(variant, 8)]
+                    lines.append(
+                        f"    {variant:<9} p50 {one['p50 ms']:>8.2f} ms"
+                        f"  p99 {one['p99 ms']:>8.2f} ms  c=8 {eight['sent/s']:>7.1f} sent/s"
+                        f"  load {result['load_seconds'][variant]:>6.1f} s"
+                    )
+                target = COMPILED_TARGETS["beam 4" if decoder == "beam 4" else model]
+                met = "met" if latency >= target and during == 0 else "NOT met"
+                lines.append(
+                    f"    plain / compiled p50 {latency:.2f}x (target >= {target}x: {met}); "
+                    f"compiled / plain sent/s at c=8 {throughput:.2f}x; XLA compilations: "
+                    f"{after_load} while loading, {during} during the timed rounds"
+                )
+    print(
+        f"compiled vs plain exports, {args.steps} training steps, buckets {' '.join(buckets)}, "
+        f"{rounds} rounds x {requests} requests per worker, one sentence per request, "
+        f"batching: {args.batching_parameters_file.name}"
+    )
+    print("\n".join(lines))
+    print(f"load average at the end {os.getloadavg()}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -415,6 +567,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--batching_parameters_file", type=Path, default=DEFAULT_BATCHING_PARAMETERS
     )
+    parser.add_argument(
+        "--compiled", action="store_true", help="compiled vs plain exports (module docstring)"
+    )
+    parser.add_argument("--batch-buckets", default="1,2,4,8", help="--compiled: export buckets")
+    parser.add_argument("--length-buckets", default="16,32", help="--compiled: export buckets")
     args = parser.parse_args(argv)
     for path in (args.model_base_path, args.batching_parameters_file):
         if path is not None and not path.exists():
@@ -427,6 +584,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"TensorFlow {tf.__version__}, {os.cpu_count()} CPUs, load average {os.getloadavg()}")
     texts = [source for source, _ in load_corpus("synthetic")["test"]]
+    if args.compiled:
+        return compiled_main(args, texts)
     with tempfile.TemporaryDirectory() as workdir:
         model_base_path = args.model_base_path
         if model_base_path is None:
