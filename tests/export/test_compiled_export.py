@@ -26,6 +26,7 @@ from keras_attn.training.trainer import RunDirectory
 
 MAX_LENGTH = 16  # the run's longest source: length buckets (8, 16)
 BATCH_BUCKETS = (2, 4)
+LENGTH_BUCKETS = (12, MAX_LENGTH)
 TEST_SENTENCES = [source for source, _ in load_corpus("synthetic")["test"][:7]]
 
 
@@ -50,7 +51,14 @@ def translators(run, **kwargs):
     return (
         Translator(model, steps, source, target, **common),
         Translator(
-            model, steps, source, target, jit_compile=True, batch_buckets=BATCH_BUCKETS, **common
+            model,
+            steps,
+            source,
+            target,
+            jit_compile=True,
+            batch_buckets=BATCH_BUCKETS,
+            length_buckets=LENGTH_BUCKETS,
+            **common,
         ),
     )
 
@@ -144,9 +152,15 @@ def test_bad_bucket_flags_are_clear_errors(run, tmp_path, capsys, flags, message
 @pytest.mark.parametrize("decoder", ["greedy", "beam"])
 def test_compiled_translations_equal_the_plain_ones_across_buckets(run, decoder):
     plain, compiled = translators(run, decoder=decoder, beam_size=3)
-    # Batches of 1 and 2 (bucket 2), 3 and 4 (bucket 4); sources up to and beyond 8 tokens.
-    for start, size in ((0, 1), (1, 2), (3, 3), (0, 4)):
-        texts = tf.constant(TEST_SENTENCES[start : start + size] + [""] * (size == 3))[:size]
+    batches = [  # batch buckets 2, 2, 4, 4
+        TEST_SENTENCES[5:6],  # a short source: length bucket 12
+        TEST_SENTENCES[1:3],
+        [TEST_SENTENCES[3], "", TEST_SENTENCES[4]],
+        [*TEST_SENTENCES[:3], " ".join(TEST_SENTENCES)],  # cut at 16 tokens, as the plain one
+    ]
+    widths = []
+    for batch in batches:
+        texts = tf.constant(batch)
         expected = plain.translate_with_alignment(texts)
         found = compiled.translate_with_alignment(texts)
         assert set(found) == set(expected)
@@ -154,6 +168,8 @@ def test_compiled_translations_equal_the_plain_ones_across_buckets(run, decoder)
             np.testing.assert_array_equal(found[name].numpy(), expected[name].numpy())
         np.testing.assert_allclose(found["scores"], expected["scores"], rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(found["alignment"], expected["alignment"], atol=1e-5)
+        widths.append(found["source_tokens"].shape[1])
+    assert min(widths) <= 12 < max(widths) == MAX_LENGTH  # both length buckets
     with pytest.raises(tf.errors.InvalidArgumentError, match="largest batch bucket"):
         compiled.translate(tf.constant(TEST_SENTENCES[:5]))
 
