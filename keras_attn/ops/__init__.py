@@ -1,4 +1,4 @@
-"""Pure functions: masks, attention distributions, gradient scaling and cache writes."""
+"""Pure functions: masks, attention distributions, gradient scaling, cache writes and shapes."""
 
 from keras_attn.ops.distributions import (
     entmax15,
@@ -10,16 +10,20 @@ from keras_attn.ops.distributions import (
 )
 from keras_attn.ops.gradients import scale_gradient
 from keras_attn.ops.masking import apply_query_mask, merge_masks
-from keras_attn.ops.slots import write_slots
+from keras_attn.ops.shapes import dimension, leading_shape
+from keras_attn.ops.slots import slot_coordinates, write_slots
 
 __all__ = [
     "apply_query_mask",
+    "dimension",
     "entmax15",
     "entmax_bisect",
     "hardmax",
+    "leading_shape",
     "merge_masks",
     "scale_gradient",
     "sigmoid",
+    "slot_coordinates",
     "softmax",
     "sparsemax",
     "write_slots",

@@ -13,7 +13,8 @@ from keras_attn.layers._arguments import check_positive_int
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.distributions import softmax
 from keras_attn.ops.masking import apply_query_mask, merge_masks
-from keras_attn.ops.slots import write_slots
+from keras_attn.ops.shapes import dimension, leading_shape
+from keras_attn.ops.slots import slot_coordinates, write_slots
 
 
 @keras_attn_export("keras_attn.layers.MultiHeadAttention")
@@ -178,12 +179,12 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=-1)
         kernel = ops.cast(kernel, self.compute_dtype)
         width, heads, size = kernel.shape  # size = sum of the projections' e
-        shape = ops.shape(x)
+        batch, length = leading_shape(x, 1)  # static sizes read no shape at run time
         flat = ops.matmul(ops.reshape(x, (-1, width)), ops.reshape(kernel, (width, heads * size)))
         if self.use_bias:
             bias = biases[0] if len(biases) == 1 else ops.concatenate(biases, axis=-1)
             flat = flat + ops.reshape(ops.cast(bias, self.compute_dtype), (heads * size,))
-        projected = ops.reshape(flat, (shape[0], shape[1], heads, size))
+        projected = ops.reshape(flat, (batch, length, heads, size))
         projected = ops.transpose(projected, (0, 2, 1, 3))  # (batch, heads, T, size)
         if len(kernels) == 1:
             return [projected]
@@ -291,14 +292,15 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             if cache_update_index is None:
                 raise ValueError("`cache_update_index` is required when `cache` is given.")
             key_cache, value_cache = cache
-            k = write_slots(key_cache, k, cache_update_index, axis=2)  # (batch, heads, S, dk)
-            v = write_slots(value_cache, v, cache_update_index, axis=2)
+            where = slot_coordinates(k, cache_update_index, axis=2)  # shared by K and V
+            k = write_slots(key_cache, k, cache_update_index, 2, where)  # (batch, heads, S, dk)
+            v = write_slots(value_cache, v, cache_update_index, 2, where)
             cache = (k, v)
         if attention_mask is not None:
             attention_mask = ops.cast(attention_mask, "bool")
         if use_causal_mask:
             offset = 0 if cache is None else cache_update_index
-            causal = _causal_mask(ops.shape(q)[2], ops.shape(k)[2], offset)
+            causal = _causal_mask(dimension(q, 2), dimension(k, 2), offset)
             attention_mask = (
                 causal if attention_mask is None else ops.logical_and(attention_mask, causal)
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keras
+from keras import ops
 
 from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
@@ -11,6 +12,7 @@ from keras_attn.layers.transformer._arguments import (
     check_rate,
     get_activation,
 )
+from keras_attn.ops.shapes import leading_shape
 
 
 @keras_attn_export("keras_attn.layers.FeedForward")
@@ -101,8 +103,14 @@ class FeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
-        hidden = self.dropout_layer(self.hidden_dense(inputs), training=training)
-        return self.output_dense(hidden)
+        # Both maps on the positions flattened to rows `(batch * T, d)`: the same matrix products
+        # as on `(batch, T, d)`, where a Dense layer builds a tensordot (a dozen shape ops per
+        # call, run at every step of a decoding loop).
+        leading = leading_shape(inputs, 1)
+        rows = ops.reshape(inputs, (-1, inputs.shape[-1]))
+        hidden = self.dropout_layer(self.hidden_dense(rows), training=training)
+        outputs = self.output_dense(hidden)
+        return ops.reshape(outputs, (*leading, outputs.shape[-1]))
 
     def compute_output_shape(self, input_shape):
         return (*input_shape[:-1], self.output_dim or input_shape[-1])
