@@ -105,7 +105,7 @@ class BartSteps:
         return self.target_norm(embedded)
 
     def _project(self, hidden):
-        """Logits `(batch, 1, V)` of decoder outputs `(batch, 1, d)`: the tied `h E^T`."""
+        """Logits `(..., V)` of decoder outputs `(..., d)`: the tied `h E^T`."""
         return self.target_embedding(hidden, reverse=True)
 
     def encode(self, source_ids) -> dict:
@@ -132,7 +132,7 @@ class BartSteps:
             training=False,
             return_attention_scores=True,
         )
-        logits = self._project(hidden)[:, 0]  # (batch, V)
+        logits = self._project(hidden[:, 0])  # (batch, d) -> (batch, V): a plain matmul
         # (batch, layers, heads, 1, T_x) -> last layer, mean over heads -> (batch, T_x)
         attention = ops.mean(ops.cast(scores["cross_attention"][:, -1, :, 0], "float32"), axis=1)
         new_state = {

@@ -125,7 +125,7 @@ class GPTSteps:
             cache_index=index,
             training=False,
         )
-        next_logits = self._project(hidden)[:, 0]  # (batch, V)
+        next_logits = self._project(hidden[:, 0])  # (batch, d) -> (batch, V): a plain matmul
         logits = ops.where(ops.equal(started, 1), next_logits, state["prompt_logits"])
         new_state = {
             "cache": cache,

@@ -100,7 +100,8 @@ class TransformerTranslatorSteps:
             training=False,
             return_attention_scores=True,
         )
-        logits = self.target_embedding(hidden, reverse=True)[:, 0]  # (batch, V)
+        # (batch, d) -> (batch, V): a plain matmul (on (batch, 1, d) it would be a tensordot)
+        logits = self.target_embedding(hidden[:, 0], reverse=True)
         # (batch, layers, heads, 1, T_x) -> last layer, mean over heads -> (batch, T_x)
         attention = ops.mean(ops.cast(scores["cross_attention"][:, -1, :, 0], "float32"), axis=1)
         new_state = {

@@ -205,3 +205,24 @@ def test_mixed_precision_cached_steps_follow_the_full_pass(policy, tolerance):
         logits, state = steps.step(target[:, t], state)
         assert logits.dtype == tf.float32
         np.testing.assert_allclose(logits.numpy(), full[:, t], atol=tolerance, rtol=tolerance)
+
+
+def test_exported_graph_greedy_equals_eager_greedy():
+    """The loop as the SavedModel traces it (batch and source length unknown) picks the tokens,
+    scores and alignments of the eager loop."""
+    model = tiny_model()
+    steps = TransformerTranslatorSteps(model, max_length=6)
+    source = source_batch()
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def decode(source_ids):
+        result = greedy_search(
+            steps.step, steps.encode(source_ids), tf.shape(source_ids)[0], START, END, 6
+        )
+        return result.ids, result.scores, result.alignments
+
+    eager = greedy_search(steps.step, steps.encode(source), 3, START, END, 6)
+    ids, scores, alignments = decode(tf.constant(source))
+    np.testing.assert_array_equal(ids.numpy(), eager.ids.numpy())
+    np.testing.assert_allclose(scores.numpy(), eager.scores.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(alignments.numpy(), eager.alignments.numpy(), atol=1e-6)
