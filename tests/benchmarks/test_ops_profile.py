@@ -79,3 +79,11 @@ def test_a_graph_without_a_loop_is_refused(profiler):
 
     with pytest.raises(ValueError, match="while loop"):
         profiler.ops_per_step(no_loop)
+
+
+def test_main_prints_one_column_per_family(profiler, capsys):
+    assert profiler.main(["--families", "rnn-plain", "--top", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["op", "rnn-plain"]
+    assert lines[-1].startswith("total per step")
+    assert int(lines[-1].split()[-1]) > 0
