@@ -98,3 +98,8 @@ def test_bad_axis():
         write_slots(np.zeros((2, 3)), np.zeros((2, 1)), 0, axis=2)
     with pytest.raises(ValueError, match="axis=-1"):
         slot_coordinates(np.zeros((2, 1)), 0, axis=-1)
+
+
+def test_a_slot_past_the_end_is_an_error_not_a_silent_drop():
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        write_slots(np.zeros((2, 4), "float32"), np.ones((2, 2), "float32"), 3, axis=1)
