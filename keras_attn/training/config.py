@@ -235,6 +235,11 @@ class TrainConfig:
             family: `self.family()`, when the caller has looked it up already.
         """
         family = family or self.family()
+        # NaN fails every comparison, so each float is checked with isfinite, not only with `<`.
+        for name in ("penalty", "sampling_constant", "sampling_floor"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number, got {value}", [name])
         for name in FAMILY_OPTIONS:
             if getattr(self, name) is not None and name not in family.hyperparameters:
                 raise ConfigError(
@@ -397,8 +402,8 @@ class TrainConfig:
             return
         if not (isinstance(family.steps, type) and issubclass(family.steps, RNNTranslatorSteps)):
             raise ConfigError(
-                f"scheduled_sampling applies to the RNN translators (rnn-plain, rnn-attention, "
-                f"rnn-luong), not model={self.model!r}",
+                f"scheduled_sampling={self.scheduled_sampling!r} applies to the RNN translators "
+                f"(rnn-plain, rnn-attention, rnn-luong), not model={self.model!r}",
                 [fields[0], "model"],
             )
         try:
