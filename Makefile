@@ -7,7 +7,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONUNBUFFERED := 1
 
 .PHONY: demo test test-fast corpora lint format bench experiment-quality bench-quality \
-	experiment-pretraining clean
+	experiment-pretraining experiment-captioning clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -72,6 +72,16 @@ experiment-pretraining: corpora
 	run() { $(BIN)/python experiments/pretraining.py --out '$(PRETRAINING_OUT)' --threads 1 \
 	  $(PRETRAINING_FLAGS); }; \
 	run & a=$$!; run & b=$$!; wait $$a && wait $$b
+
+# Research run: Show, Attend and Tell with soft and with hard attention at one budget on the
+# generated scenes (experiments/captioning.py; not part of `make test`). The default is the run of
+# docs/results.md: both models side by side, one TensorFlow thread each (about 35 minutes on 2
+# shared cores). CAPTIONING_FLAGS adds options (e.g. --seed 1).
+CAPTIONING_OUT ?= captioning-runs
+CAPTIONING_FLAGS ?=
+
+experiment-captioning: $(STAMP)
+	TF_NUM_INTEROP_THREADS=1 $(BIN)/python experiments/captioning.py --workers 2 --out '$(CAPTIONING_OUT)' $(CAPTIONING_FLAGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check keras_attn tests examples benchmarks experiments
