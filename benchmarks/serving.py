@@ -334,19 +334,8 @@ def read_memory_kib(pid: int) -> dict[str, int]:
 def make_translator(workdir: Path, steps: int) -> Path:
     """Trains a tiny translator for `steps` steps and exports it; returns the model base path."""
     run_dir, base = workdir / "run", workdir / "models" / "translator"
-    for command in (
-        ["train", "--steps", str(steps), *TRAIN_FLAGS, "--out", str(run_dir)],
-        ["export", str(run_dir), "--model_base_path", str(base)],
-    ):
-        completed = subprocess.run(
-            [sys.executable, "-m", "keras_attn.cli", *command],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        if completed.returncode != 0:
-            tail = "\n".join(completed.stdout.splitlines()[-10:])
-            raise RuntimeError(f"keras-attn {command[0]} failed:\n{tail}")
+    keras_attn("train", "--steps", str(steps), *TRAIN_FLAGS, "--out", str(run_dir))
+    keras_attn("export", str(run_dir), "--model_base_path", str(base))
     return base
 
 
