@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +24,7 @@ USER_DOCS = sorted(
         ROOT / "experiments" / "README.md",
     ]
     + list((ROOT / "docs").glob("*.md"))
+    + list((ROOT / "examples").glob("README*.md"))
 )
 ATTENTION_PAGE = ROOT / "docs" / "attention.md"
 # A file or folder of the repository quoted in a code span, e.g. `keras_attn/serving/limits.py`.
@@ -40,6 +44,15 @@ ORGANISATIONAL = re.compile(
     r"|\bissues?\b|\bCEO\b|\bhelpers?\b",
     re.IGNORECASE,
 )
+# An absolute path of one machine (a home, scratch or temporary folder, a Windows drive): a user who
+# copies it gets a path that does not exist on theirs. Paths every install has (`/usr/share/...`),
+# container paths (`/models/translator` in the docker and Kubernetes recipes) and placeholders
+# (`/bad/dir`) are not of one machine; `$PWD/...` and `~/...` are the user's.
+MACHINE_PATH = re.compile(
+    r"(?<![\w.~$/-])/(?:work|tmp|root|home|Users|var/folders|private/var)/|(?<![\w])[A-Za-z]:\\"
+)
+# The languages of fenced blocks that hold shell commands (a bare fence included).
+SHELL_LANGUAGES = {"", "bash", "console", "sh", "shell"}
 
 
 def _readme_python_block() -> str:
@@ -79,6 +92,37 @@ def _resolves(dotted: str) -> bool:
             target = getattr(target, attribute)
         return True
     return False
+
+
+def _shell_blocks(markdown: Path) -> list[str]:
+    """The bodies of the page's fenced shell blocks (fences may be indented, as in a list)."""
+    blocks, language, body = [], None, []
+    for line in markdown.read_text(encoding="utf-8").splitlines():
+        fence = line.strip()
+        if language is None and fence.startswith("```"):
+            language, body = fence[3:].strip(), []
+        elif language is not None and fence == "```":
+            if language in SHELL_LANGUAGES:
+                blocks.append("\n".join(body))
+            language = None
+        elif language is not None:
+            body.append(line)
+    return blocks
+
+
+def _keras_attn_commands(markdown: Path) -> list[str]:
+    """The `keras-attn ...` command lines of the page's shell blocks: after an optional `$ `
+    prompt and `NAME=value` assignments, a trailing `\\` joining lines, comments and `&` removed."""
+    commands = []
+    for block in _shell_blocks(markdown):
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+            words = line.strip().removeprefix("$ ").split()
+            while words and re.match(r"[A-Z_]+=", words[0]):
+                words.pop(0)
+            # `keras-attn train: error: ...` is what the command prints, not a command.
+            if words[:1] == ["keras-attn"] and len(words) > 1 and not words[1].endswith(":"):
+                commands.append(re.sub(r"\s+#.*$", "", " ".join(words)).rstrip(" &"))
+    return commands
 
 
 def _anchors(markdown: Path) -> set[str]:
@@ -161,6 +205,54 @@ def test_docs_speak_to_users(markdown: Path):
         for match in ORGANISATIONAL.finditer(text)
     ]
     assert not found, f"{markdown.relative_to(ROOT)}: {found}"
+
+
+@pytest.mark.parametrize("markdown", USER_DOCS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_docs_hold_no_paths_of_one_machine(markdown: Path):
+    text = markdown.read_text(encoding="utf-8")
+    found = [
+        f"line {text.count(chr(10), 0, match.start()) + 1}: "
+        f"{text[match.start() : text.find(chr(10), match.start())][:80]!r}"
+        for match in MACHINE_PATH.finditer(text)
+    ]
+    assert not found, f"{markdown.relative_to(ROOT)} names paths of one machine: {found}"
+
+
+def test_keras_attn_commands_in_the_docs_parse():
+    """Every `keras-attn` command a page shows is accepted by the real command line (its
+    subcommand, flags and choices); commands with `...` or `[optional]` parts are sketches."""
+    from keras_attn.cli import build_parser
+
+    parser = build_parser()
+    checked, refused = 0, []
+    for markdown in USER_DOCS:
+        for command in _keras_attn_commands(markdown):
+            if "..." in command or "[" in command:
+                continue
+            checked += 1
+            errors = io.StringIO()
+            try:
+                with contextlib.redirect_stderr(errors):
+                    parser.parse_args(shlex.split(command)[1:])
+            except SystemExit:
+                message = errors.getvalue().strip().splitlines()[-1]
+                refused.append(f"{markdown.relative_to(ROOT)}: {command!r}: {message}")
+    assert checked >= 20, f"only {checked} commands found: is the block pattern still right?"
+    assert not refused, "\n".join(refused)
+
+
+@pytest.mark.parametrize("markdown", USER_DOCS, ids=lambda path: str(path.relative_to(ROOT)))
+def test_serve_and_translate_commands_name_the_model(markdown: Path):
+    """`keras-attn serve` (one model) and `keras-attn translate` default to different names than a
+    reader might expect, so every command in the docs names the model it serves or queries."""
+    unnamed = [
+        command
+        for command in _keras_attn_commands(markdown)
+        if (command.startswith("keras-attn translate ") or command.startswith("keras-attn serve "))
+        and "--model_config_file" not in command
+        and "--model_name" not in command
+    ]
+    assert not unnamed, f"{markdown.relative_to(ROOT)}: commands without --model_name: {unnamed}"
 
 
 def test_license_is_the_apache_2_text():
