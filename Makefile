@@ -45,11 +45,11 @@ corpora: $(STAMP)
 	done
 	@echo "corpora in $(CORPORA_DIR) (set KERAS_ATTN_CORPORA_DIR if that is not the default)"
 
-# Research run: translation quality of the twenty-one translators at one training budget each, on the
+# Research run: translation quality of the 22 translators at one training budget each, on the
 # real corpora (experiments/quality.py; not part of `make test`). The default is the run of
-# docs/results.md: 18 CPU minutes per model on libreoffice-es-en, two models at a time (about four
+# docs/results.md: 18 CPU minutes per model on libreoffice-es-en, two models at a time (about five
 # hours on 2 cores), heatmaps of its test sentences with a noun-adjective pair. QUALITY_FLAGS
-# overrides the budget, corpora, output. `bench-quality` is the former name of the target.
+# overrides the budget, corpora, output. `bench-quality` is another name for it.
 QUALITY_FLAGS ?= --budget-minutes 18 --corpora libreoffice-es-en --workers 2 \
 	--heatmap-rows 43 80 245 764 896 --out quality-runs
 

@@ -1,6 +1,6 @@
 """Translation quality at one fixed wall-clock training budget per model, by source length.
 
-Trains twenty-one translators on each real corpus, each for the same `--budget-minutes` of training
+Trains 22 translators on each real corpus, each for the same `--budget-minutes` of training
 loop (`keras_attn.training.trainer.train` with `max_cpu_minutes`, this process' CPU time, the
 default `--clock cpu`, fair on a machine shared with other jobs; or `max_minutes`, wall-clock
 time, with `--clock wall`; vocabulary building and evaluation are not counted), then translates
@@ -818,7 +818,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         nargs="+",
         default=[arm.slug for arm in ARMS],
         choices=[arm.slug for arm in ARMS],
-        help="models to run (default: all twenty-one)",
+        help="models to run (default: all 22)",
     )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--warmup-steps", type=int, default=100)
