@@ -22,7 +22,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
 
@@ -74,18 +74,27 @@ class _InFlight:
         self._count = 0
         self._idle = threading.Condition()
 
-    @contextlib.contextmanager
-    def track(self) -> Iterator[None]:
-        """Counts the block as one request in flight."""
+    def begin(self) -> Callable[[], None]:
+        """Counts one request in flight until the returned function is called."""
         with self._idle:
             self._count += 1
-        try:
-            yield
-        finally:
+
+        def end() -> None:
             with self._idle:
                 self._count -= 1
                 if not self._count:
                     self._idle.notify_all()
+
+        return end
+
+    @contextlib.contextmanager
+    def track(self) -> Iterator[None]:
+        """Counts the block as one request in flight."""
+        end = self.begin()
+        try:
+            yield
+        finally:
+            end()
 
     def wait_idle(self, timeout: float | None) -> bool:
         """Waits until no request is in flight (or `timeout` passes); True when idle."""
@@ -101,7 +110,9 @@ class _Calls:
     """Runs requests for the servicers: deadline, metrics, and any failure as the call's status.
 
     A request whose deadline has passed while it waited for a thread is answered
-    DEADLINE_EXCEEDED without running.
+    DEADLINE_EXCEEDED without running. A call stays in flight until its method has returned
+    and gRPC has sent its status (or the call was cancelled), so a drain that ends the calls
+    left once nothing is in flight never cuts an answer that is still being sent.
     """
 
     def __init__(self, core: ServingCore, metrics: Metrics | None, in_flight: _InFlight):
@@ -114,6 +125,9 @@ class _Calls:
     ) -> Any:
         start = time.perf_counter()
         code = grpc.StatusCode.OK
+        sent = self.in_flight.begin()
+        if not context.add_callback(sent):  # the call has already ended
+            sent()
         try:
             with self.in_flight.track(), request_deadline(context.time_remaining()):
                 check_deadline()
@@ -529,16 +543,21 @@ class ModelServer:
         """
         if self._stopped.is_set() or self._grpc is None:
             return
+        deadline = None if grace is None else time.monotonic() + max(grace, 0.0)
+
+        def remaining() -> float | None:
+            return None if deadline is None else max(deadline - time.monotonic(), 0.0)
+
         self._stopped.set()
         self._health.enter_graceful_shutdown()
-        grpc_stopped = self._grpc.stop(grace)
+        grpc_stopped = self._grpc.stop(remaining())
         rest_stop = None
         if self._rest is not None:
             rest_stop = threading.Thread(
-                target=self._rest.stop, args=(grace,), name="rest-stop", daemon=True
+                target=self._rest.stop, args=(remaining(),), name="rest-stop", daemon=True
             )
             rest_stop.start()
-        self._in_flight.wait_idle(grace)
+        self._in_flight.wait_idle(remaining())
         self.manager.cancel_runs()
         self._in_flight.wait_idle(_CANCEL_WAIT_S)
         # Every request is answered: end the calls left (streams such as reflection's) and the

@@ -31,7 +31,7 @@ from tensorflow_serving.apis import (
 
 from keras_attn.serving.core import ServingCore, session_message
 from keras_attn.serving.servable import load_servable
-from keras_attn.serving.server import ModelServer
+from keras_attn.serving.server import ModelServer, PredictionServicer
 
 from .conftest import LATEST_VERSION, MODEL_NAME
 
@@ -626,25 +626,42 @@ def test_rest_errors(server, path, body, code, error):
 # ---------------------------------------------------------------------- graceful stop
 
 
-class _BlockingFunctions:
-    """Signature functions that wait for `release` before running (to hold a call in flight)."""
+class _WatchedFunctions:
+    """Signature functions that count in `entered` the runs begun (to know a call is in flight),
+    and pass `close()` on, so a stop still cancels their runs."""
 
     def __init__(self, functions):
         self._functions = functions
-        self.entered = threading.Event()
-        self.release = threading.Event()
+        self.entered = threading.Semaphore(0)
 
     def get(self, key):
         function = self._functions.get(key)
         if function is None:
             return None
 
-        def blocked(**kwargs):
-            self.entered.set()
-            assert self.release.wait(TIMEOUT)
+        def watched(**kwargs):
+            self.entered.release()
+            self._before_run()
             return function(**kwargs)
 
-        return blocked
+        return watched
+
+    def _before_run(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self._functions.close()
+
+
+class _BlockingFunctions(_WatchedFunctions):
+    """Signature functions that wait for `release` before running (to hold a call in flight)."""
+
+    def __init__(self, functions):
+        super().__init__(functions)
+        self.release = threading.Event()
+
+    def _before_run(self) -> None:
+        assert self.release.wait(TIMEOUT)
 
 
 # A stopping grpcio server cancels calls that arrive during the grace period; once it has
@@ -680,7 +697,7 @@ def test_stop_finishes_in_flight_calls_and_refuses_new_ones(model_base_path):
         assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
 
         in_flight = stub.Predict.future(predict_request(["a b"]), timeout=TIMEOUT)
-        assert functions.entered.wait(TIMEOUT)
+        assert functions.entered.acquire(timeout=TIMEOUT)
         stopper = threading.Thread(target=model_server.stop, kwargs={"grace": TIMEOUT})
         stopper.start()
 
@@ -699,6 +716,36 @@ def test_stop_finishes_in_flight_calls_and_refuses_new_ones(model_base_path):
     assert model_server.wait_for_termination(0)
 
 
+def test_stop_waits_until_the_answers_computed_are_sent(monkeypatch, model_base_path):
+    """A call stays in flight until its answer is sent, not only until the model has run: a
+    worker thread held between the two (as on a loaded machine) still gets its answer out."""
+    computed, send = threading.Event(), threading.Event()
+    predict = PredictionServicer.Predict
+
+    def held(self, request, context):
+        response = predict(self, request, context)
+        computed.set()
+        assert send.wait(TIMEOUT)
+        return response
+
+    monkeypatch.setattr(PredictionServicer, "Predict", held)
+    model_server = ModelServer(MODEL_NAME, model_base_path, port=0).start()
+    with grpc.insecure_channel(f"127.0.0.1:{model_server.port}") as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        in_flight = stub.Predict.future(predict_request(["a b"]), timeout=TIMEOUT)
+        assert computed.wait(TIMEOUT)
+        stopper = threading.Thread(target=model_server.stop, kwargs={"grace": TIMEOUT})
+        stopper.start()
+        _wait_until_refused(health_pb2_grpc.HealthStub(channel))
+
+        send.set()
+        response = in_flight.result(timeout=TIMEOUT)
+        assert tf.make_ndarray(response.outputs["translation"]).tolist() == [b"b a"]
+        stopper.join(TIMEOUT)
+        assert not stopper.is_alive()
+    assert model_server.wait_for_termination(0)
+
+
 def test_session_errors_are_worded_as_session_run():
     eager = (
         "Graph execution error:\n\nDetected at node StringToNumber defined at (most recent call "
@@ -712,7 +759,15 @@ def test_session_errors_are_worded_as_session_run():
 
 
 def test_stop_cancels_runs_that_outlive_the_grace_period(spinner_base_path):
-    model_server = ModelServer("spinner", spinner_base_path, port=0, rest_api_port=0).start()
+    servable = load_servable("spinner", spinner_base_path)
+    functions = _WatchedFunctions(servable.functions)
+    model_server = ModelServer(
+        "spinner",
+        spinner_base_path,
+        port=0,
+        rest_api_port=0,
+        servable=dataclasses.replace(servable, functions=functions),
+    ).start()
     with grpc.insecure_channel(f"127.0.0.1:{model_server.port}") as channel:
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
         request = predict_request(["1000000000"], name="spinner")  # hours, unless cancelled
@@ -721,7 +776,8 @@ def test_stop_cancels_runs_that_outlive_the_grace_period(spinner_base_path):
             target=lambda: _rest_post(model_server.rest_api_port, "spinner", "1000000000")
         )
         rest.start()
-        time.sleep(0.5)
+        for _ in range(2):  # the gRPC and the REST run have both begun
+            assert functions.entered.acquire(timeout=TIMEOUT)
         started = time.monotonic()
         model_server.stop(grace=1.0)
         assert time.monotonic() - started < 1.0 + 4.0
