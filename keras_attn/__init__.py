@@ -1,5 +1,37 @@
-"""keras_attn: recurrent, attention and Transformer layers for Keras 3, exportable to TF Serving."""
+"""keras_attn: recurrent, attention and Transformer layers for Keras 3, exportable to TF Serving.
+
+Every subpackage is an attribute (`keras_attn.layers`, `keras_attn.serving`, ...), imported the
+first time it is used, so `import keras_attn` itself imports neither Keras nor TensorFlow and the
+`keras-attn` command starts at once. Importing a subpackage registers its Keras objects: before
+`keras.saving.load_model` reads a model made of keras_attn layers, use or import
+`keras_attn.layers` (`keras_attn.models` for a model family's own objects).
+"""
+
+import importlib
 
 __version__ = "0.1.0"
 
-from keras_attn import distributions, layers, ops, scores  # noqa: E402,F401
+__all__ = [
+    "decoding",
+    "distributions",
+    "export",
+    "layers",
+    "models",
+    "ops",
+    "scores",
+    "serving",
+    "testing",
+    "text",
+    "training",
+    "vision",
+]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

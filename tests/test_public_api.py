@@ -1,12 +1,50 @@
-"""Every symbol marked public with `keras_attn_export` is reachable at the path it declares."""
+"""`import keras_attn` gives every subpackage, lazily; every symbol marked public with
+`keras_attn_export` is reachable at the path it declares."""
 
 import importlib
 import inspect
+import json
 import pkgutil
+import subprocess
+import sys
 
 import keras
+import pytest
 
 import keras_attn
+
+SUBPACKAGES = (
+    "decoding", "distributions", "export", "layers", "models", "ops", "scores", "serving",
+    "testing", "text", "training", "vision",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SUBPACKAGES)
+def test_every_subpackage_is_an_attribute_of_the_package(name):
+    assert getattr(keras_attn, name) is importlib.import_module(f"keras_attn.{name}")
+    assert name in dir(keras_attn)
+
+
+def test_all_names_the_subpackages():
+    assert sorted(keras_attn.__all__) == sorted(SUBPACKAGES)
+    assert keras_attn.__version__
+
+
+def test_an_unknown_attribute_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="module 'keras_attn' has no attribute 'layer'"):
+        keras_attn.layer  # noqa: B018
+
+
+def test_import_keras_attn_imports_no_subpackage_keras_or_tensorflow():
+    probe = (
+        "import json, sys; import keras_attn; "
+        "print(json.dumps(sorted(n for n in sys.modules if n.split('.')[0] in "
+        "('keras_attn', 'keras', 'tensorflow', 'jax', 'torch'))))"
+    )
+    output = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    assert json.loads(output) == ["keras_attn"]
 
 
 def exported_symbols():
