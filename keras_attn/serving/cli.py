@@ -1,16 +1,17 @@
 """`keras-attn serve` and `keras-attn translate`.
 
-    keras-attn serve --port 8500 [--rest_api_port 8501] --model_name translator \\
+    keras-attn serve --port 8500 [--rest_api_port 8501] [--model_name default] \\
         --model_base_path models/translator [--host 127.0.0.1]
     keras-attn serve --port 8500 --model_config_file models.config [--enable_batching \\
         --batching_parameters_file batching.txt] [--monitoring_config_file monitoring.txt]
-    keras-attn translate --server localhost:8500 [--model_name translator] "Ein Satz." ...
+    keras-attn translate --server localhost:8500 [--model_name default] "Ein Satz." ...
 
 `serve` takes the stock `tensorflow_model_server` flag names, prints one line once it answers
 (`Serving NAME version N[, NAME2 version M] on HOST:PORT (gRPC)[, REST on HOST:PORT]`) and
 runs until SIGINT or SIGTERM, then stops gracefully and exits 0. `translate` prints one
 translation per line; when no server answers it prints
-`cannot reach a model server at HOST:PORT (UNAVAILABLE)` and exits 1.
+`cannot reach a model server at HOST:PORT (UNAVAILABLE)` and exits 1. Both name the model
+`default` unless told otherwise, as the stock server does.
 
 TensorFlow is imported inside the handlers only, so `keras-attn --help` stays quick. The module
 also runs on its own: `python -m keras_attn.serving.cli serve ...`.
@@ -30,7 +31,7 @@ from typing import Any
 
 from keras_attn.serving.limits import RequestLimits
 
-DEFAULT_MODEL_NAME = "translator"
+DEFAULT_MODEL_NAME = "default"  # stock tensorflow_model_server's --model_name
 _LIMIT_HELP = {
     "max_request_bytes": "largest gRPC message or REST body in bytes",
     "max_rows_per_request": "largest first dimension of an input tensor, or number of examples",
@@ -103,7 +104,9 @@ def add_parsers(subparsers: Any) -> None:
         "--rest_api_port", type=_port, default=0, help="REST port (default 0: no REST API)"
     )
     serve.add_argument(
-        "--model_name", default="default", help="the name clients ask for (default 'default')"
+        "--model_name",
+        default=DEFAULT_MODEL_NAME,
+        help=f"the name clients ask for (default {DEFAULT_MODEL_NAME!r})",
     )
     serve.add_argument(
         "--model_base_path",
@@ -225,7 +228,10 @@ def add_parsers(subparsers: Any) -> None:
         "over every address HOST resolves to (a Kubernetes headless Service)",
     )
     translate.add_argument(
-        "--model_name", default=DEFAULT_MODEL_NAME, help="served model name (default translator)"
+        "--model_name",
+        default=DEFAULT_MODEL_NAME,
+        help=f"served model name (default {DEFAULT_MODEL_NAME!r}, the name keras-attn serve and "
+        "tensorflow_model_server give a model when --model_name is not given)",
     )
     translate.add_argument(
         "--signature", default="serving_default", help="signature to call (default serving_default)"

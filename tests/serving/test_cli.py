@@ -19,7 +19,7 @@ import tensorflow as tf
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-from keras_attn.cli import main
+from keras_attn.cli import build_parser, main
 
 from .conftest import LATEST_VERSION, MODEL_NAME
 
@@ -70,7 +70,8 @@ def test_serve_subprocess_answers_then_drains_on_sigterm(
         target, rest_port = f"127.0.0.1:{match.group(2)}", int(match.group(3))
         assert rest_port == closed_port
 
-        assert main(["translate", "--server", target, "a b", "c d e"]) == 0
+        translate = ["translate", "--server", target, "--model_name", MODEL_NAME]
+        assert main([*translate, "a b", "c d e"]) == 0
         assert capsys.readouterr().out == "b a\ne d c\n"
 
         url = f"http://127.0.0.1:{rest_port}/v1/models/{MODEL_NAME}"
@@ -119,6 +120,13 @@ def test_serve_subprocess_answers_then_drains_on_sigterm(
             process.wait()
         process.stdout.close()
         process.stderr.close()
+
+
+def test_serve_and_translate_default_to_the_same_model_name():
+    parser = build_parser()
+    serve = parser.parse_args(["serve", "--model_base_path", "models"])
+    translate = parser.parse_args(["translate", "--server", "localhost:8500", "a"])
+    assert serve.model_name == translate.model_name == "default"  # as tensorflow_model_server
 
 
 @pytest.mark.parametrize("scheme", ["", "dns:///"], ids=["host:port", "dns target"])
