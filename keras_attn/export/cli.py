@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from keras_attn.errors import ConfigError, PathNotFoundError
+from keras_attn.errors import (
+    ConfigError,
+    PathExistsError,
+    PathNotADirectoryError,
+    PathNotFoundError,
+)
+from keras_attn.formats import MAX_OUTPUT_LENGTH, MODEL_FILE, RunDirectory
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -105,20 +111,13 @@ def export_run(
     weights, a path that is not a finished run) raises a `keras_attn.errors.ConfigError` before
     anything is written.
     """
-    from keras_attn.formats import MAX_OUTPUT_LENGTH, MODEL_FILE, RunDirectory
-    from keras_attn.models.families import get_family
-
-    run = RunDirectory(run_path)
-    if not run.exists():
-        raise PathNotFoundError(f"{run_path} is not a run directory (no config.json)", ["run_path"])
-    if not run.file(MODEL_FILE).exists():
-        raise PathNotFoundError(
-            f"{run_path} has no {MODEL_FILE}: training did not finish", ["run_path"]
-        )
+    run = _check_paths(run_path, model_base_path, version)
     if max_output_length is not None and max_output_length <= 0:
         raise ConfigError(
             f"max_output_length must be positive, got {max_output_length}", ["max_output_length"]
         )
+    from keras_attn.models.families import get_family
+
     config = run.read_config_fields()
     family = get_family(config["model"])
     if not family.exportable:
@@ -180,11 +179,38 @@ def export_run(
     return export_translator(translator, model_base_path, version=version, check=check)
 
 
+def _check_paths(
+    run_path: str | Path, model_base_path: str | Path, version: int | None
+) -> RunDirectory:
+    """The run to export, once the paths are known to be usable (checked before TensorFlow is
+    imported): a finished run, a `model_base_path` that is or can become a directory, and a
+    positive `version` not written yet."""
+    run = RunDirectory(run_path)
+    if not run.exists():
+        raise PathNotFoundError(f"{run_path} is not a run directory (no config.json)", ["run_path"])
+    if not run.file(MODEL_FILE).exists():
+        raise PathNotFoundError(
+            f"{run_path} has no {MODEL_FILE}: training did not finish", ["run_path"]
+        )
+    base = Path(model_base_path)
+    existing = next(path for path in (base, *base.parents) if path.exists())
+    if not existing.is_dir():
+        where = "is" if existing == base else f"lies under {existing}, which is"
+        raise PathNotADirectoryError(
+            f"model_base_path='{base}' {where} a file, not a directory", ["model_base_path"]
+        )
+    if version is not None and version <= 0:
+        raise ConfigError(f"version must be a positive integer, got {version}", ["version"])
+    if version is not None and (base / str(version)).exists():
+        raise PathExistsError(
+            f"{base / str(version)} exists already; choose another version", ["version"]
+        )
+    return run
+
+
 def _load_finite_model(run):
     """The run's model; a ConfigError if a weight holds a NaN or an infinity (a diverged run)."""
     import numpy as np
-
-    from keras_attn.formats import MODEL_FILE
 
     model = run.load_model()
     for weight in model.weights:
@@ -252,15 +278,11 @@ def _export_language_model(
 
 def run_export(args: argparse.Namespace) -> int:
     """Export `args.run`; a `ConfigError` (a mistake in the flags or the run) propagates."""
-    from keras_attn.export.buckets import parse_buckets
-
+    _check_paths(args.run, args.model_base_path, args.version)
     parsed = {}
     for name in ("batch_buckets", "length_buckets"):
         text = getattr(args, name)
-        try:
-            parsed[name] = None if text is None else parse_buckets(text, name)
-        except ValueError as error:
-            raise ConfigError(str(error), [name]) from None
+        parsed[name] = None if text is None else _parse_buckets(text, name)
     path = export_run(
         args.run,
         args.model_base_path,
@@ -275,3 +297,12 @@ def run_export(args: argparse.Namespace) -> int:
     )
     print(f"exported {path}")
     return 0
+
+
+def _parse_buckets(text: str, name: str) -> tuple[int, ...]:
+    from keras_attn.export.buckets import parse_buckets
+
+    try:
+        return parse_buckets(text, name)
+    except ValueError as error:
+        raise ConfigError(str(error), [name]) from None

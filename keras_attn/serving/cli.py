@@ -13,8 +13,8 @@ translation per line; when no server answers it prints
 `cannot reach a model server at HOST:PORT (UNAVAILABLE)` and exits 1. Both name the model
 `default` unless told otherwise, as the stock server does.
 
-TensorFlow is imported inside the handlers only, so `keras-attn --help` stays quick. The module
-also runs on its own: `python -m keras_attn.serving.cli serve ...`.
+TensorFlow is imported inside the handlers only, after the checks of the flags that need none,
+so `keras-attn --help` and a mistake in a flag are quick.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from keras_attn.errors import UserError
 from keras_attn.serving.limits import RequestLimits
 
 DEFAULT_MODEL_NAME = "default"  # stock tensorflow_model_server's --model_name
@@ -249,7 +250,7 @@ def run_serve(args: argparse.Namespace) -> int:
     XLA compilation is switched on or off for the whole process before any model loads, as the
     stock server's main() does, and switched back when serving ends (for a caller that goes on).
     """
-    from keras_attn.errors import UserError
+    _check_serve_flags(args)
     from keras_attn.serving.xla import set_xla_compilation_enabled, xla_compilation_enabled
 
     try:
@@ -263,10 +264,43 @@ def run_serve(args: argparse.Namespace) -> int:
         set_xla_compilation_enabled(before)
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from keras_attn.errors import UserError
+def _check_serve_flags(args: argparse.Namespace) -> None:
+    """The stock server's start-up checks that need no TensorFlow, with its messages and in its
+    order, so that these mistakes are reported before TensorFlow is imported (`ModelServer.start`
+    makes them again). Raises `UserError`."""
+    if not args.model_base_path and not args.model_config_file:
+        raise UserError(
+            "Both server_options.model_base_path and server_options.model_config_file are empty!"
+        )
+    _check_readable(args.model_config_file)
+    if args.batching_parameters_file and not args.enable_batching:
+        raise UserError(
+            "server_options.batching_parameters_file is set without setting "
+            "server_options.enable_batching to true."
+        )
+    _check_readable(args.batching_parameters_file)
+    _check_readable(args.monitoring_config_file)
+    waits_for_it = args.model_config_file or args.file_system_poll_wait_seconds > 0
+    if not waits_for_it and not os.path.isdir(args.model_base_path):
+        raise UserError(
+            f"Could not find base path {args.model_base_path} for servable "
+            f"{args.model_name or DEFAULT_MODEL_NAME}"
+        )
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+def _check_readable(path: str) -> None:
+    """A `UserError` worded as `keras_attn.serving.config.read_text_proto`'s NOT_FOUND when a
+    given config file cannot be opened."""
+    if not path:
+        return
+    try:
+        with open(path, encoding="utf-8"):
+            pass
+    except OSError as error:
+        raise UserError(f"{path}; {error.strerror or 'cannot read file'}") from None
+
+
+def _serve(args: argparse.Namespace) -> int:
     from keras_attn.serving.servable import LoadError
     from keras_attn.serving.server import ModelServer, StartInterrupted
 
@@ -329,11 +363,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 def run_translate(args: argparse.Namespace) -> int:
     """Prints one translation per line; 1 when the call fails, 2 for a malformed --server."""
-    from keras_attn.errors import UserError
-
     if not _TARGET.match(args.server):
         raise UserError(f"--server must be HOST:PORT or dns:///HOST:PORT, got {args.server!r}")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from keras_attn.serving.client import ServerUnavailableError, ServingError, TranslatorClient
 
     try:
@@ -355,23 +386,3 @@ def run_translate(args: argparse.Namespace) -> int:
     for translation in translations:
         print(translation)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Runs `serve`/`translate` on their own, with the `keras-attn` dispatcher's error handling."""
-    from keras_attn.errors import UserError
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    parser = argparse.ArgumentParser(prog="keras-attn", description=__doc__.splitlines()[0])
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_parsers(subparsers)
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except UserError as error:
-        print(f"keras-attn {args.command}: error: {error}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
