@@ -114,6 +114,7 @@ def test_serve_subprocess_answers_then_drains_on_sigterm(
 
         assert process.wait(timeout=60) == 0
         assert lines.get(timeout=10) == f"Stopped serving {MODEL_NAME}."
+        assert process.stderr.read() == ""  # TensorFlow's start-up logging included
     finally:
         if process.poll() is None:
             process.kill()
