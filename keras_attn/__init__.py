@@ -2,12 +2,16 @@
 
 Every subpackage is an attribute (`keras_attn.layers`, `keras_attn.serving`, ...), imported the
 first time it is used, so `import keras_attn` itself imports neither Keras nor TensorFlow and the
-`keras-attn` command starts at once. Importing a subpackage registers its Keras objects: before
-`keras.saving.load_model` reads a model made of keras_attn layers, use or import
-`keras_attn.layers` (`keras_attn.models` for a model family's own objects).
+`keras-attn` command checks its arguments at once. Every keras_attn layer, score and model object
+is registered for Keras serialization as soon as Keras is imported, so `keras.saving.load_model`
+reads a model made of them after a plain `import keras_attn`.
 """
 
 import importlib
+
+import wrapt
+
+from keras_attn import _serializables
 
 __version__ = "0.1.0"
 
@@ -35,3 +39,6 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
+
+
+wrapt.register_post_import_hook(_serializables.register, "keras")

@@ -17,9 +17,10 @@ ROOT = Path(keras_attn.__file__).parent
 # The package layering, lowest first: a top-level package or module may import from its own
 # layer (no cycle allowed) and from the layers before it, never from a later one. `formats` holds
 # the files that training, export and serving share (run directory, warm-up records);
-# `_private` every private Keras/TensorFlow access.
+# `_private` every private Keras/TensorFlow access; `_serializables` imports the subpackages that
+# register Keras objects by name (importlib), not through an import statement.
 LAYERS = (
-    ("api_export", "registry", "errors", "_initializers", "_private"),
+    ("api_export", "registry", "errors", "_initializers", "_private", "_serializables"),
     ("ops",),
     ("distributions", "scores"),
     ("layers",),

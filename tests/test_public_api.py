@@ -44,7 +44,32 @@ def test_import_keras_attn_imports_no_subpackage_keras_or_tensorflow():
     output = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
     ).stdout
-    assert json.loads(output) == ["keras_attn"]
+    assert json.loads(output) == ["keras_attn", "keras_attn._serializables"]
+
+
+@pytest.mark.parametrize("keras_first", [False, True])
+def test_keras_reads_a_saved_model_after_a_plain_import_keras_attn(tmp_path, keras_first):
+    """Saved here, loaded in a child process that imports nothing of keras_attn but the package."""
+    from keras_attn.layers import BidirectionalEncoder, TokenPooling
+
+    inputs = keras.Input((None, 4))
+    memory, _, _ = BidirectionalEncoder(3)(inputs)
+    model = keras.Model(inputs, TokenPooling("last")(memory))
+    path = tmp_path / "model.keras"
+    model.save(path)
+    imports = "import keras, keras_attn" if keras_first else "import keras_attn, keras"
+    probe = (
+        f"{imports}; print(type(keras.saving.load_model({str(path)!r}).layers[1]).__name__); "
+        "print(*(keras.saving.get_registered_object(f'keras_attn>{name}').__name__ "
+        "for name in ('ShowAttendTellDecoder', 'HalvingSchedule')))"
+    )
+    output = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert output.returncode == 0, output.stderr[-2000:]
+    assert output.stdout.split() == [
+        "BidirectionalEncoder", "ShowAttendTellDecoder", "HalvingSchedule"
+    ]  # fmt: skip
 
 
 def exported_symbols():

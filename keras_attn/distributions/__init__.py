@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from keras_attn import registry
+from keras_attn import _serializables, registry
 from keras_attn.distributions.distribution import Distribution
 from keras_attn.distributions.entmax import Entmax
 from keras_attn.distributions.entmax15 import Entmax15
@@ -41,3 +41,5 @@ __all__ = [
     "get",
     "serialize",
 ]
+
+_serializables.imported(__name__)

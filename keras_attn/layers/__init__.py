@@ -1,5 +1,6 @@
 """Public layers: attention, recurrent, Transformer, embedding and pooling blocks."""
 
+from keras_attn import _serializables
 from keras_attn.layers.attention import (
     AreaAttention,
     Attention,
@@ -89,3 +90,5 @@ __all__ = [
     "TransformerEncoderBlock",
     "VectorToSequence",
 ]
+
+_serializables.imported(__name__)

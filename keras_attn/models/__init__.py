@@ -1,6 +1,7 @@
 """Functional-API builders for the sequence models of the papers cited in docs, and their
 decoding views."""
 
+from keras_attn import _serializables
 from keras_attn.models.bart import (
     bart,
     bart_classifier,
@@ -67,3 +68,5 @@ __all__ = [
     "text_cnn",
     "transformer_translator",
 ]
+
+_serializables.imported(__name__)

@@ -1,5 +1,6 @@
 """Pure functions: masks, attention distributions, gradient scaling, cache writes and shapes."""
 
+from keras_attn import _serializables
 from keras_attn.ops.distributions import (
     entmax15,
     entmax_bisect,
@@ -28,3 +29,5 @@ __all__ = [
     "sparsemax",
     "write_slots",
 ]
+
+_serializables.imported(__name__)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from keras_attn import registry
+from keras_attn import _serializables, registry
 from keras_attn.scores.activated_general_score import ActivatedGeneralScore
 from keras_attn.scores.additive_score import AdditiveScore
 from keras_attn.scores.biased_general_score import BiasedGeneralScore
@@ -69,3 +69,5 @@ __all__ = [
     "get",
     "serialize",
 ]
+
+_serializables.imported(__name__)

@@ -12,6 +12,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attn import _serializables
 from keras_attn.api_export import keras_attn_export
 
 SCHEDULES = ("cosine", "inverse-sqrt", "halving")
@@ -168,3 +169,6 @@ class HalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
             "decay_every": self.decay_every,
             "warmup_steps": self.warmup_steps,
         }
+
+
+_serializables.imported(__name__)

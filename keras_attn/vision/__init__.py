@@ -1,6 +1,7 @@
 """Generated image data: the captioning corpus of coloured-shape scenes, and the check that a
 captioner's attention falls on the objects its words name."""
 
+from keras_attn import _serializables
 from keras_attn.vision.grounding import (
     NounAttention,
     noun_objects,
@@ -50,3 +51,5 @@ __all__ = [
     "scene_splits",
     "summarize_object_attention",
 ]
+
+_serializables.imported(__name__)
