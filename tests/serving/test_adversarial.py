@@ -666,7 +666,9 @@ def test_sigterm_with_slow_half_open_and_idle_connections_exits_within_the_drain
             server.process.send_signal(signal.SIGTERM)
             assert server.process.wait(timeout=DRAIN_S + 10) == 0, server.stderr_text()
             took = time.monotonic() - started
-            bound = DRAIN_S + 4 if endless else 4
+            # Held open by a slow client, the server would exit only when the drain time ran out;
+            # without an endless run it exits before that, however long the short run takes.
+            bound = DRAIN_S + 4 if endless else DRAIN_S
             assert took < bound, f"exit took {took:.1f} s"
             assert tf.make_ndarray(short.result(timeout=5).outputs["steps"]).tolist() == [300000]
             if endless:
