@@ -67,8 +67,10 @@ class ModelFamily:
     vocabulary_origin: Callable[[dict], dict[str, str]] | None = None
     # Layers trained by the encoder optimizer when the run sets `encoder_learning_rate`.
     encoder_layers: tuple[str, ...] = ()
-    # A classifier's architecture ("bert", "gpt", "bart", or "none" for one trained from
-    # scratch only): its vocabulary's reserved tokens and its input format.
+    # The pre-trained architecture the model is, or is built on ("bert", "gpt", "bart"; "none"
+    # for a classifier trained from scratch only). `--init-from` starts a family from runs of
+    # its own family or of a family with the same backbone; a classifier's backbone also gives
+    # its vocabulary's reserved tokens and its input format.
     backbone: str | None = None
 
     @property
@@ -265,6 +267,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         hyperparameters=("num_layers", "d_model", "num_heads", "ff_dim", "dropout"),
         sized_steps=True,
         task="language_model",
+        backbone="gpt",
     ),
     "show-attend-tell": ModelFamily(
         build=show_attend_tell,
@@ -277,6 +280,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         steps=None,
         hyperparameters=TRANSFORMER_OPTIONS,
         task="masked_lm",
+        backbone="bert",
     ),
     "bart": ModelFamily(
         build=bart,
@@ -284,6 +288,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         hyperparameters=TRANSFORMER_OPTIONS,
         sized_steps=True,
         task="denoising",
+        backbone="bart",
     ),
     "bart-translator": ModelFamily(
         build=bart_translator,
@@ -298,6 +303,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
             if _new_source_encoder(hp)
             else {"source": "single", "target": "single"}
         ),
+        backbone="bart",
     ),
     "bertsum": ModelFamily(
         build=bertsum_model,
@@ -306,6 +312,7 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
         sized_steps=True,
         vocabulary_origin=lambda hp: {"source": "single"},
         encoder_layers=BERTSUM_ENCODER_LAYERS,
+        backbone="bert",
     ),
     "bert-classifier": _classifier_family(bert_classifier_model, "bert"),
     "gpt-classifier": _classifier_family(gpt_classifier_model, "gpt"),

@@ -3,6 +3,11 @@
 The fields are the one definition of the run's options: `keras-attn train` takes its flags
 (`--batch-size` for `batch_size`), defaults, choices and help text from them, and a run
 directory's `config.json` holds their values.
+
+This module imports neither TensorFlow nor Keras (the command line builds its parser from it
+before either is loaded): the choices of the flags are the static tuples below, which
+`tests/training/test_cli.py` checks against the registries they name, and `validate` imports
+the model families when it runs.
 """
 
 from __future__ import annotations
@@ -10,20 +15,28 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from keras_attn.distributions import DISTRIBUTIONS
 from keras_attn.errors import ConfigError
-from keras_attn.layers.recurrent.luong_decoder import ATTENTIONS
-from keras_attn.models.families import ModelFamily, get_family
-from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
-from keras_attn.models.show_attend_tell import ATTENTIONS as IMAGE_ATTENTIONS
-from keras_attn.scores import SCORES
-from keras_attn.training import precision
-from keras_attn.training.optimizers import OPTIMIZERS
-from keras_attn.training.scheduled_sampling import SCHEDULES as SAMPLING_SCHEDULES
-from keras_attn.training.scheduled_sampling import check_schedule
-from keras_attn.training.schedules import SCHEDULES
+from keras_attn.training.precision import POLICIES, check_policy_name
+
+if TYPE_CHECKING:
+    from keras_attn.models.families import ModelFamily
+
+# The names of the registries the flags choose from (`keras_attn.scores.SCORES`,
+# `keras_attn.distributions.DISTRIBUTIONS`, the Luong decoder's and Show, Attend and Tell's
+# attentions, `training.optimizers.OPTIMIZERS`, `training.schedules.SCHEDULES`,
+# `training.scheduled_sampling.SCHEDULES`).
+SCORES = (
+    "activated_general", "additive", "biased_general", "concat", "cosine", "deep", "dot",
+    "feature", "general", "location", "residual_general", "scaled_dot", "scaled_general",
+)  # fmt: skip
+DISTRIBUTIONS = ("entmax", "entmax15", "hardmax", "sigmoid", "softmax", "sparsemax")
+ATTENTIONS = ("global", "local-m", "local-p")
+IMAGE_ATTENTIONS = ("soft", "hard")
+OPTIMIZERS = ("adam", "sgd")
+SCHEDULES = ("cosine", "inverse-sqrt", "halving")
+SAMPLING_SCHEDULES = ("linear", "exponential", "inverse-sigmoid")
 
 FLOAT32_MAX = float(2**128 - 2**104)  # the largest finite float32, about 3.403e38
 
@@ -64,7 +77,9 @@ class TrainConfig:
     init_from: str | None = option(
         None,
         "a finished run directory: start from its weights (every layer of the same name) and "
-        "its vocabulary (fine-tuning a pre-trained model)",
+        "its vocabularies (fine-tuning a pre-trained model). It must be a run of the same model "
+        "family, or of one on the same pre-trained model: bert, bert-classifier, bert-tagger "
+        "and bertsum; bart, bart-translator and bart-classifier; gpt and gpt-classifier",
     )
     vocab_from: str | None = option(
         None,
@@ -80,7 +95,9 @@ class TrainConfig:
         None, "classification: keep N training sentences per class (default: all)"
     )
     steps: int = option(2000, "total training steps")
-    batch_size: int = option(64)
+    batch_size: int = option(
+        64, "examples per training step (with several replicas: over all of them together)"
+    )
     learning_rate: float = option(3e-3, "peak learning rate")
     warmup_steps: int = option(100, "steps until the peak learning rate")
     encoder_learning_rate: float | None = option(
@@ -101,34 +118,47 @@ class TrainConfig:
     )
     decay_start: int | None = option(None, "{schedule} halving: first halving's step")
     decay_every: int | None = option(None, "{schedule} halving: steps between halvings")
-    optimizer: str = option(
-        "adam", "adam, or sgd: plain stochastic gradient descent", tuple(OPTIMIZERS)
-    )
+    optimizer: str = option("adam", "adam, or sgd: plain stochastic gradient descent", OPTIMIZERS)
     clipnorm: float = option(5.0, "clip the gradient's global norm (0: off)")
     label_smoothing: float = option(
         0.0, "move this much target probability mass to the uniform distribution (0: off)"
     )
-    mixed_precision: str = option("auto", None, precision.POLICIES)
-    seed: int = option(0)
+    mixed_precision: str = option(
+        "auto",
+        "Keras dtype policy: float32, or mixed precision (float32 weights, computations in "
+        "float16 with loss scaling or in bfloat16). auto picks mixed_bfloat16 on a TPU or on "
+        "GPUs of compute capability 8.0 or more, mixed_float16 on older GPUs and float32 "
+        "without an accelerator; the run prints its choice and saves it as precision in "
+        "config.json and metrics.json, and a resumed run keeps it",
+        POLICIES,
+    )
+    seed: int = option(0, "seed of the initial weights, dropout, data order and noising")
     max_length: int = option(80, "longest tokenized sentence")
     vocab_size: int = option(2000, "WordPiece size per side")
-    embedding_dim: int = option(128)
-    units: int = option(256)
-    cell: str = option("lstm", None, ("lstm", "gru"))
+    embedding_dim: int = option(
+        128,
+        "token embedding width (rnn-plain, rnn-attention, rnn-luong, show-attend-tell, text-cnn)",
+    )
+    units: int = option(
+        256, "recurrent state width (rnn-plain, rnn-attention, rnn-luong, show-attend-tell)"
+    )
+    cell: str = option(
+        "lstm", "recurrent cell (rnn-plain, rnn-attention, rnn-luong)", ("lstm", "gru")
+    )
     gru_reset_after: bool | None = option(
         None,
         "the GRU's form, {cell} gru only (rnn-plain, rnn-attention, rnn-luong): on, the default, "
         "is Keras' and cuDNN's (reset gate after the recurrent product; the fused cuDNN kernel "
         "on a GPU); off is Cho et al.'s equations (reset gate before it; no cuDNN kernel)",
     )
-    dropout: float = option(0.1)
+    dropout: float = option(0.1, "dropout rate")
     score: str | None = option(
         None,
         "alignment score (default: additive for rnn-attention, general for rnn-luong)",
-        tuple(sorted(SCORES)),
+        SCORES,
     )
     distribution: str | None = option(
-        None, "attention distribution, rnn-luong (default: softmax)", tuple(sorted(DISTRIBUTIONS))
+        None, "attention distribution, rnn-luong (default: softmax)", DISTRIBUTIONS
     )
     attention: str | None = option(
         None,
@@ -136,7 +166,7 @@ class TrainConfig:
         "soft or hard (default: soft)",
         (*ATTENTIONS, *IMAGE_ATTENTIONS),
     )
-    window: int | None = option(None, "local window half width D, rnn-luong (10)")
+    window: int | None = option(None, "local window half width D, rnn-luong (default: 10)")
     input_feeding: bool | None = option(
         None, "feed h~_{{t-1}} to the decoder cell, rnn-luong (default: on)"
     )
@@ -152,25 +182,25 @@ class TrainConfig:
     )
     num_layers: int | None = option(
         None,
-        "depth: blocks per stack, transformer/gpt (2); recurrent layers of the encoder and of "
-        "the decoder, rnn-plain/rnn-attention/rnn-luong (1)",
+        "depth: blocks per stack, transformer/gpt (default: 2); recurrent layers of the "
+        "encoder and of the decoder, rnn-plain/rnn-attention/rnn-luong (default: 1)",
     )
-    d_model: int | None = option(None, "model width, transformer/gpt (128)")
-    num_heads: int | None = option(None, "attention heads, transformer/gpt (4)")
-    ff_dim: int | None = option(None, "feed-forward width, transformer/gpt (512)")
+    d_model: int | None = option(None, "model width, transformer/gpt (default: 128)")
+    num_heads: int | None = option(None, "attention heads, transformer/gpt (default: 4)")
+    ff_dim: int | None = option(None, "feed-forward width, transformer/gpt (default: 512)")
     normalize_first: bool | None = option(
         None, "pre-LN blocks instead of post-LN, transformer (default: post-LN)"
     )
     new_source_encoder_layers: int | None = option(
         None,
         "bart-translator: a new source embedding and encoder of this many blocks in front of "
-        "the pre-trained encoder (Lewis et al.'s translation fine-tuning; default 0: none)",
+        "the pre-trained encoder (Lewis et al.'s translation fine-tuning; default: 0, none)",
     )
     decoder_layers: int | None = option(None, "bertsum: decoder blocks (default: {num_layers})")
     penalty: float | None = option(
         None,
         "show-attend-tell: weight lambda of the doubly stochastic attention regulariser "
-        "(default 1.0; 0: off)",
+        "(default: 1.0; 0: off)",
     )
     side: str | None = option(
         None,
@@ -179,7 +209,9 @@ class TrainConfig:
         ("source", "target", "both"),
     )
     mask_rate: float | None = option(
-        None, "bert: share of tokens the masked LM predicts (0.15); bart: share masked (0.3)"
+        None,
+        "bert: share of tokens the masked LM predicts (default: 0.15); bart: share masked "
+        "(default: 0.3)",
     )
     noises: str | None = option(
         None,
@@ -196,12 +228,12 @@ class TrainConfig:
     )
     sampling_constant: float | None = option(
         None,
-        "the constant of {scheduled_sampling}: linear: the slope c in (0, 1] (default 1e-4); "
-        "exponential: k in (0, 1) (default 0.9998); inverse-sigmoid: k >= 1 (default 500); "
+        "the constant of {scheduled_sampling}: linear: the slope c in (0, 1] (default: 1e-4); "
+        "exponential: k in (0, 1) (default: 0.9998); inverse-sigmoid: k >= 1 (default: 500); "
         "epsilon_i falls to 0.5 at step 0.5/c, -ln 2/ln k and k ln k respectively",
     )
     sampling_floor: float | None = option(
-        None, "{scheduled_sampling} linear: the least epsilon_i, in [0, 1) (default 0)"
+        None, "{scheduled_sampling} linear: the least epsilon_i, in [0, 1) (default: 0)"
     )
     checkpoint_every: int = option(200, "steps between checkpoints")
     eval_sentences: int = option(
@@ -210,12 +242,13 @@ class TrainConfig:
     max_minutes: float | None = option(
         None,
         "stop the training loop after this many minutes of wall-clock time (checkpointed, "
-        "evaluated and resumable like a finished run)",
+        "evaluated and resumable like a finished run); a limit of this call only, which a "
+        "resumed run does not keep (default: none)",
     )
     max_cpu_minutes: float | None = option(
         None,
         "the same limit in CPU time of this process (all threads): a budget that other jobs "
-        "on a shared machine do not eat into",
+        "on a shared machine do not eat into (default: none)",
     )
 
     @classmethod
@@ -226,6 +259,8 @@ class TrainConfig:
 
     def family(self) -> ModelFamily:
         """The model family `model` names (a `ConfigError` for an unknown name)."""
+        from keras_attn.models.families import get_family
+
         return get_family(self.model)
 
     def validate(self, family: ModelFamily | None = None) -> None:
@@ -254,7 +289,7 @@ class TrainConfig:
         if self.penalty is not None and not self.penalty >= 0.0:
             raise ConfigError(f"penalty must be >= 0, got {self.penalty}", ["penalty"])
         if self.attention is not None:
-            allowed = IMAGE_ATTENTIONS if family.task == "captioning" else tuple(ATTENTIONS)
+            allowed = IMAGE_ATTENTIONS if family.task == "captioning" else ATTENTIONS
             if self.attention not in allowed:
                 raise ConfigError(
                     f"attention={self.attention!r} does not apply to model={self.model!r} "
@@ -273,7 +308,7 @@ class TrainConfig:
                 f"cell={self.cell!r}",
                 ["gru_reset_after", "cell"],
             )
-        precision.resolve_policy(self.mixed_precision)
+        check_policy_name(self.mixed_precision)
         sizes = ("steps", "batch_size", "max_length", "vocab_size", "checkpoint_every", "units")
         for name in (*sizes, "embedding_dim"):
             if getattr(self, name) <= 0:
@@ -394,6 +429,9 @@ class TrainConfig:
 
     def _validate_scheduled_sampling(self, family: ModelFamily) -> None:
         """Refuse sampling options without a schedule, a bad schedule or a non-RNN family."""
+        from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
+        from keras_attn.training.scheduled_sampling import check_schedule
+
         fields = ["scheduled_sampling", "sampling_constant", "sampling_floor"]
         if self.scheduled_sampling is None:
             for name in fields[1:]:
@@ -452,3 +490,46 @@ TASK_OPTIONS = {
     "mask_rate": ("masked_lm", "denoising"),
     "noises": ("denoising",),
 }
+
+# TrainConfig fields a resumed run may change: the step target and the checkpoint and evaluation
+# settings (none changes what a step computes), and the time limits.
+RESUMABLE = ("steps", "checkpoint_every", "eval_sentences", "max_minutes", "max_cpu_minutes")
+
+# The time limits belong to one call of `train`: a resumed run does not keep them.
+CALL_LIMITS = ("max_minutes", "max_cpu_minutes")
+
+
+def resumed_config(saved: TrainConfig, config: TrainConfig | None, where: str) -> TrainConfig:
+    """The config a run resumes with: `saved` (its `config.json`), changed as `config` asks.
+
+    `config` None keeps `saved` as it is, without its time limits. Otherwise the fields of
+    `RESUMABLE` are `config`'s, and every other field of `config` must equal `saved`'s or be
+    None, which keeps the saved value (the config that started a run with `init_from`, whose
+    unset architecture options the run took from the other run, resumes it): a resumed run
+    continues the training `saved` describes.
+
+    Args:
+        saved: the run's saved config.
+        config: the config the caller asks for, or None.
+        where: the run directory, for the error message.
+
+    Raises:
+        ConfigError: naming the fields of `config` that differ from `saved` but cannot change.
+    """
+    if config is None:
+        return dataclasses.replace(saved, **dict.fromkeys(CALL_LIMITS))
+    names = [field.name for field in dataclasses.fields(TrainConfig)]
+    differing = [
+        name
+        for name in names
+        if name not in RESUMABLE and getattr(config, name) not in (None, getattr(saved, name))
+    ]
+    if differing:
+        asked = ", ".join(f"{name}={getattr(config, name)!r}" for name in differing)
+        kept = ", ".join(f"{name}={getattr(saved, name)!r}" for name in differing)
+        raise ConfigError(
+            f"cannot resume {where} with {asked}: its config.json has {kept}; resuming may "
+            f"change {', '.join(RESUMABLE[:-1])} and {RESUMABLE[-1]} only",
+            [*differing, *RESUMABLE],
+        )
+    return dataclasses.replace(saved, **{name: getattr(config, name) for name in RESUMABLE})

@@ -23,12 +23,7 @@ import keras
 import tensorflow as tf
 
 from keras_attn import formats
-from keras_attn.errors import (
-    ConfigError,
-    PathExistsError,
-    PathNotADirectoryError,
-    PathNotFoundError,
-)
+from keras_attn.errors import ConfigError
 from keras_attn.formats import (  # noqa: F401  (re-exported: the run directory's file names)
     CHECKPOINTS,
     CONFIG_FILE,
@@ -43,12 +38,20 @@ from keras_attn.formats import (  # noqa: F401  (re-exported: the run directory'
     VOCAB,
 )
 from keras_attn.models.families import ModelFamily
-from keras_attn.training import precision
+from keras_attn.training import paths, precision
 from keras_attn.training import strategy as strategies
 from keras_attn.training.checkpoints import restore_newest
-from keras_attn.training.config import FLOAT32_MAX, TrainConfig  # noqa: F401  (re-exported)
+from keras_attn.training.config import (  # noqa: F401  (FLOAT32_MAX: re-exported)
+    FLOAT32_MAX,
+    TrainConfig,
+    resumed_config,
+)
 from keras_attn.training.data import BatchOrder
-from keras_attn.training.initialization import initialize_from, resolve_init_config
+from keras_attn.training.initialization import (
+    check_origin_run,
+    initialize_from,
+    resolve_init_config,
+)
 from keras_attn.training.optimizers import OPTIMIZERS
 from keras_attn.training.schedules import (
     HalvingSchedule,
@@ -76,7 +79,7 @@ class RunDirectory(formats.RunDirectory):
 
 def train(
     out: str | os.PathLike,
-    config: TrainConfig,
+    config: TrainConfig | None = None,
     resume: bool = False,
     log: Callable[[str], None] = print,
     progress: bool = True,
@@ -93,18 +96,29 @@ def train(
     pre-training, accuracy for a classifier; `eval_sentences=0` skips them). What differs between
     families (data, vocabularies, model, loss, evaluation) is their task's
     (`keras_attn.training.tasks`); with `config.init_from` a new run starts from a finished
-    run's weights and vocabularies (`keras_attn.training.initialization`).
+    run's weights and vocabularies, with `config.vocab_from` from another run's vocabularies
+    only (`keras_attn.training.initialization`, which refuses a run this one cannot start from
+    before anything is written).
+
     With `resume=True` the loop restarts from the last checkpoint: weights, optimizer state,
     dropout seed states, step counter and data position (the batch plan is a function of the
-    step) are all restored, and `config.steps` may extend the run.
+    step) are all restored. The run continues with its saved `config.json`: `config=None` keeps
+    it as it is (without its time limits); a `config` may change the fields of
+    `keras_attn.training.config.RESUMABLE` (the step target, `checkpoint_every`,
+    `eval_sentences` and the time limits), and any other field that differs from the saved one
+    is a `ConfigError` (`resumed_config`). The config the run continues with is saved again.
+
+    `config.mixed_precision` is set as Keras' global dtype policy while `train` runs; the policy
+    found on entry is restored when it returns or raises. `auto` is resolved once, when the run
+    starts (`keras_attn.training.precision.choose_policy`): the choice is logged and saved as
+    `precision` in `config.json` and `metrics.json`, and a resumed run keeps it.
 
     With `config.max_minutes` the loop also stops at the first step that ends after that many
     minutes of this call's training loop (tracing included; vocabulary and model building and
-    the final evaluation not), checkpointing that step; a resumed run takes the new limit and
-    step target. `config.max_cpu_minutes` does the same with this process' CPU time (every
-    thread's, `time.process_time`), a budget that other jobs on a shared machine do not eat into.
-    Workers could disagree on when the time is up, so either limit needs one worker (`none` or
-    `mirrored`).
+    the final evaluation not), checkpointing that step. `config.max_cpu_minutes` does the same
+    with this process' CPU time (every thread's, `time.process_time`), a budget that other jobs
+    on a shared machine do not eat into. Workers could disagree on when the time is up, so
+    either limit needs one worker (`none` or `mirrored`).
 
     Every file is written under a temporary name and moved into place (checkpoints by
     `tf.train.CheckpointManager`, which records a checkpoint only once it is complete), so a
@@ -126,34 +140,43 @@ def train(
 
     Raises:
         keras_attn.errors.ConfigError: a config field, `out` or `distribute` that cannot be
-            used, before anything is written.
+            used, before anything is written (a model whose layers do not match the `init_from`
+            run's is found only once it is built: the run directory this call made is removed).
         TrainingDiverged: see above.
     """
-    family = _check_request(config, distribute)
+    if config is None and not resume:
+        raise ConfigError("a new run needs a config (config=None resumes a run)", ["resume"])
+    if config is not None:
+        _check_request(config, distribute)
     strategy = strategies.make_strategy(distribute)  # first: it may configure collective ops
     chief = strategies.is_chief(strategy)
     run = RunDirectory(out)
-    config, family, splits = _start_run(run, config, family, resume, strategy, chief, log)
-    policy = precision.set_policy(config.mixed_precision)
-
-    plan = _training_data(run, config, splits["train"], family)
-    log(
-        f"corpus {config.corpus}: {get_task(family.task).describe(plan)}, "
-        f"{plan.batches_per_epoch} batches per pass; precision {policy}; "
-        f"{strategy.num_replicas_in_sync} replica(s) (--distribute {distribute})"
-    )
-    state = _build_or_restore(run, config, family, plan, policy, strategy, chief, log)
-    try:
-        metrics = _fit(run, config, family, plan, state, policy, strategy, chief, progress, log)
-        if chief:
-            _finish(run, config, family, state.model, splits, metrics, log)
-        else:
-            state.model.save(state.private / MODEL_FILE)  # as the chief does, then thrown away
-        strategies.barrier(strategy)  # no worker leaves while the chief may still need it
-        return metrics
-    finally:
-        if state.private is not None:
-            shutil.rmtree(state.private, ignore_errors=True)
+    start = _start_run(run, config, resume, distribute, strategy, chief, log)
+    config, family, policy = start.config, start.family, start.precision.policy
+    with precision.dtype_policy(policy):
+        plan = _training_data(run, config, start.splits["train"], family)
+        log(
+            f"corpus {config.corpus}: {get_task(family.task).describe(plan)}, "
+            f"{plan.batches_per_epoch} batches per pass; precision {policy}; "
+            f"{strategy.num_replicas_in_sync} replica(s) (--distribute {distribute})"
+        )
+        try:
+            state = _build_or_restore(run, config, family, plan, policy, strategy, chief, log)
+        except ConfigError:
+            if start.made_directory:
+                _remove_new_run(run, start.made_directory)
+            raise
+        try:
+            metrics = _fit(run, config, family, plan, state, policy, strategy, chief, progress, log)
+            if chief:
+                _finish(run, config, family, state.model, start.splits, metrics, log)
+            else:
+                state.model.save(state.private / MODEL_FILE)  # as the chief does, then thrown away
+            strategies.barrier(strategy)  # no worker leaves while the chief may still need it
+            return metrics
+        finally:
+            if state.private is not None:
+                shutil.rmtree(state.private, ignore_errors=True)
 
 
 def _check_request(config: TrainConfig, distribute: str) -> ModelFamily:
@@ -170,33 +193,56 @@ def _check_request(config: TrainConfig, distribute: str) -> ModelFamily:
     return family
 
 
+# The key of `config.json` (besides the `TrainConfig` fields) that records the dtype policy the
+# run trains under, `mixed_precision` resolved.
+PRECISION_KEY = "precision"
+
+
+@dataclass
+class _Start:
+    """A started run: its resolved config and family, data splits and dtype policy."""
+
+    config: TrainConfig
+    family: ModelFamily
+    splits: dict
+    precision: precision.PolicyChoice
+    # "directory" when this call made the run directory, "contents" when it filled an empty
+    # (or only temporary) one, "" otherwise: what to remove if the model cannot start.
+    made_directory: str = ""
+
+
 def _start_run(
     run: RunDirectory,
-    config: TrainConfig,
-    family: ModelFamily,
+    config: TrainConfig | None,
     resume: bool,
+    distribute: str,
     strategy,
     chief: bool,
     log,
-) -> tuple[TrainConfig, ModelFamily, dict]:
-    """The run's config, model family and corpus splits, with `config.json` and the vocabularies
-    on disk.
+) -> _Start:
+    """The run's config, model family, corpus splits and dtype policy, with `config.json` and the
+    vocabularies on disk.
 
-    The chief resolves the config (`_resolve_config`), loads the corpus before writing anything
-    (so a bad corpus leaves no half-made run directory), then writes the config and builds the
-    missing vocabularies; the other workers wait for it and read what it wrote. `family` is
-    `config`'s; a resumed run keeps the family of its saved config.
+    The chief resolves the config (`_resolve_config`) and the precision, loads the corpus before
+    writing anything (so a bad corpus leaves no half-made run directory), then writes the config
+    and builds the missing vocabularies; the other workers wait for it and read what it wrote.
     """
-    requested = config.model
     if chief:
         try:
+            existed = run.path.exists()
+            saved = run.read_config_fields() if resume and run.exists() else {}
             config = _resolve_config(run, config, resume, log)
-            if config.model != requested:
-                family = config.family()
+            family = _check_request(config, distribute)
+            choice = _choose_precision(config, saved.get(PRECISION_KEY), log)
             strategies.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
             splits = _load_data(config, family)
+            made = ""
+            if not saved:
+                made = "contents" if existed else "directory"
             run.path.mkdir(parents=True, exist_ok=True)
-            run.write_json(CONFIG_FILE, dataclasses.asdict(config))
+            run.write_json(
+                CONFIG_FILE, {**dataclasses.asdict(config), PRECISION_KEY: choice.policy}
+            )
             origin = config.init_from or config.vocab_from
             init_run = RunDirectory(origin) if origin else None
             task = get_task(family.task)
@@ -207,12 +253,37 @@ def _start_run(
     if not strategies.barrier(strategy) and not chief:
         raise ConfigError("the chief worker could not start the run; its output says why")
     if not chief:
-        config = run.read_config()
-        if config.model != requested:
-            family = config.family()
+        fields = run.read_config_fields()
+        config = TrainConfig.from_fields(fields)
+        family = config.family()
+        choice = precision.PolicyChoice(fields[PRECISION_KEY], "the chief's choice")
         strategies.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
         splits = _load_data(config, family)
-    return config, family, splits
+        made = ""
+    return _Start(config, family, splits, choice, made)
+
+
+def _choose_precision(config: TrainConfig, recorded: str | None, log) -> precision.PolicyChoice:
+    """The dtype policy of the run: the one it started with when resumed with `auto`."""
+    if config.mixed_precision == "auto" and recorded is not None:
+        return precision.PolicyChoice(recorded, "the policy the run started with")
+    choice = precision.resolve_policy(config.mixed_precision)
+    if config.mixed_precision == "auto":
+        log(f"mixed_precision auto: {choice.policy} ({choice.reason})")
+    return choice
+
+
+def _remove_new_run(run: RunDirectory, made: str) -> None:
+    """Remove what a run that could not start wrote: its directory, or the contents of the
+    empty one it was given."""
+    if made == "directory":
+        shutil.rmtree(run.path, ignore_errors=True)
+        return
+    for path in run.path.iterdir():
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def _load_data(config: TrainConfig, family: ModelFamily) -> dict:
@@ -225,41 +296,33 @@ def _load_data(config: TrainConfig, family: ModelFamily) -> dict:
         raise ConfigError(str(error), ["corpus"]) from error
 
 
-def _resolve_config(run: RunDirectory, config: TrainConfig, resume: bool, log) -> TrainConfig:
-    """The run's config: the saved one (with the new step target and time limit) when resuming.
+def _resolve_config(
+    run: RunDirectory, config: TrainConfig | None, resume: bool, log
+) -> TrainConfig:
+    """The run's config: the saved one, changed as `config` may change it, when resuming.
 
-    Writes nothing.
+    Writes nothing. Checks `out` (`keras_attn.training.paths.check_out`); a new run's
+    `init_from` or `vocab_from` run must be one it can start from
+    (`keras_attn.training.initialization.check_origin_run`).
 
     Resuming a run killed before it saved its config (the directory is missing or holds only
-    temporary files) starts it with `config`. An `out` that is, or lies under, a file raises
-    `PathNotADirectoryError`; an `out` holding another run without `resume`,
-    `PathExistsError`; `resume` with an `out` that holds files but no config,
-    `PathNotFoundError`.
+    temporary files) starts it with `config`.
     """
-    for path in (run.path, *run.path.parents):  # the nearest existing one must be a directory
-        if path.exists():
-            if not path.is_dir():
-                where = "" if path == run.path else f" ({path} is a file)"
-                raise PathNotADirectoryError(f"out {run.path} is not a directory{where}", ["out"])
-            break
-    if resume:
-        if run.exists():
-            saved = run.read_config()
-            saved.steps = config.steps
-            saved.max_minutes = config.max_minutes
-            saved.max_cpu_minutes = config.max_cpu_minutes
-            return saved
-        if run.holds_only_temporaries():
-            log(f"{run.path} holds no {CONFIG_FILE} yet: starting the run from step 0")
-            return config
-        raise PathNotFoundError(f"cannot resume: {run.path} holds no {CONFIG_FILE}", ["out"])
-    if run.path.exists() and any(run.path.iterdir()):
-        raise PathExistsError(
-            f"{run.path} already holds a run; pass resume to continue it or choose another out",
-            ["resume", "out"],
+    found = paths.check_out(run.path, resume)
+    if found == paths.RESUMABLE:
+        return resumed_config(run.read_config(), config, str(run.path))
+    if config is None:
+        raise ConfigError(
+            f"cannot resume: {run.path} holds no {CONFIG_FILE} yet; pass the run's config", []
         )
+    if found == paths.UNSTARTED:
+        log(f"{run.path} holds no {CONFIG_FILE} yet: starting the run from step 0")
     if config.init_from:
-        return resolve_init_config(config, RunDirectory(config.init_from), log)
+        config = resolve_init_config(config, RunDirectory(config.init_from), log, run.path)
+    family = config.family()
+    for field in ("init_from", "vocab_from"):
+        if getattr(config, field):
+            check_origin_run(config, family, run.path, field)
     return config
 
 
@@ -325,7 +388,7 @@ def _build_or_restore(
     if latest:
         log(f"resumed from {latest} at step {int(step.numpy())}")
     elif config.init_from:
-        report = initialize_from(model, RunDirectory(config.init_from), log)
+        report = initialize_from(model, RunDirectory(config.init_from), log, out=run.path)
         if chief:
             run.write_json(INIT_REPORT, report)
     # Non-chief workers save too (a checkpoint may need every worker), into a private directory.

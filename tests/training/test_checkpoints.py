@@ -1,6 +1,7 @@
 """`keras-attn train --resume` with damaged checkpoints: it resumes from the newest one that
 restores, says which it skipped, and ends as a run resumed from that checkpoint normally does."""
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -47,6 +48,11 @@ def assert_same_run(run: Path, reference: Path) -> None:
     assert read_train_log(run / "train_log.tsv") == read_train_log(reference / "train_log.tsv")
 
 
+def resume_to(run: Path, steps: int) -> TrainConfig:
+    """The run's saved config with a new step target (what `resume` may change)."""
+    return dataclasses.replace(RunDirectory(run).read_config(), steps=steps)
+
+
 @pytest.fixture(scope="module")
 def base(tmp_path_factory, tiny_corpus) -> Path:
     """A finished 6-step run: checkpoints 2, 4 and 6."""
@@ -68,7 +74,7 @@ def reference(base, tmp_path_factory) -> Path:
         'all_model_checkpoint_paths: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-4"\n'
     )
     lines = []
-    train(run, TrainConfig(steps=8), resume=True, progress=False, log=lines.append)
+    train(run, resume_to(run, 8), resume=True, progress=False, log=lines.append)
     assert lines[-1].endswith("ckpt-4 at step 4")
     assert [row[0] for row in read_train_log(run / "train_log.tsv")] == list(range(1, 9))
     return run

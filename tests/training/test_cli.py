@@ -34,7 +34,7 @@ def parse(*flags):
 def test_flags_and_defaults():
     args = vars(parse())
     assert {k: v for k, v in args.items() if k in DEFAULTS} == DEFAULTS
-    assert set(args) == {*DEFAULTS, "out", "command", "func", "flags"}
+    assert set(args) == {*DEFAULTS, "out", "command", "func", "flags", "given"}
     fields = {field.name: field.default for field in dataclasses.fields(TrainConfig)}
     assert fields == {k: v for k, v in DEFAULTS.items() if k in fields}
 
@@ -92,3 +92,111 @@ def test_python_dash_m_reports_config_errors_in_one_line(tmp_path):
     assert (
         done.stderr.splitlines()[-1] == "keras-attn train: error: --steps must be positive, got 0"
     )
+
+
+def test_the_choices_of_the_flags_are_the_registries_names():
+    from keras_attn.distributions import DISTRIBUTIONS
+    from keras_attn.layers.recurrent.luong_decoder import ATTENTIONS
+    from keras_attn.models.show_attend_tell import ATTENTIONS as IMAGE_ATTENTIONS
+    from keras_attn.scores import SCORES
+    from keras_attn.training import config, optimizers, scheduled_sampling, schedules, strategy
+    from keras_attn.training.cli import STRATEGIES
+
+    assert config.SCORES == tuple(sorted(SCORES))
+    assert config.DISTRIBUTIONS == tuple(sorted(DISTRIBUTIONS))
+    assert config.ATTENTIONS == tuple(ATTENTIONS)
+    assert config.IMAGE_ATTENTIONS == tuple(IMAGE_ATTENTIONS)
+    assert config.OPTIMIZERS == tuple(optimizers.OPTIMIZERS)
+    assert config.SCHEDULES == tuple(schedules.SCHEDULES)
+    assert config.SAMPLING_SCHEDULES == tuple(scheduled_sampling.SCHEDULES)
+    assert STRATEGIES == tuple(strategy.STRATEGIES)
+
+
+def test_help_gives_every_default_and_what_resume_may_change(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for field in dataclasses.fields(TrainConfig):
+        if field.default is not None:
+            assert f"(default: {field.default})" in help_text, field.name
+    assert "auto picks mixed_bfloat16 on a TPU or on GPUs of compute capability 8.0" in help_text
+    unwrapped = help_text.replace("- ", "-")  # argparse wraps lines after hyphens
+    assert (
+        "a flag not given keeps the run's value. --steps, --checkpoint-every, --eval-sentences, "
+        "--max-minutes and --max-cpu-minutes (limits of this call only), --quiet and "
+        "--distribute may change; any other flag must repeat the run's value"
+    ) in unwrapped
+
+
+def test_the_flags_given_are_told_from_the_defaults():
+    assert parse().given == ()
+    args = parse("--steps", "2000", "--no-input-feeding", "--units", "8", "--steps", "5")
+    assert sorted(set(args.given)) == ["input_feeding", "steps", "units"]
+    assert (args.steps, args.units, args.input_feeding) == (5, 8, False)
+
+
+# Runs `keras-attn train` with each argv of the JSON list in argv[1]: one line on stderr and exit
+# status 2 each, and TensorFlow and Keras never imported.
+NO_TENSORFLOW = r"""
+import contextlib, io, json, sys
+
+import keras_attn.training.cli
+from keras_attn.cli import main
+
+assert "tensorflow" not in sys.modules and "keras" not in sys.modules
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["train", *argv])
+    print(code, err.getvalue(), end="")
+assert "tensorflow" not in sys.modules and "keras" not in sys.modules, "imported"
+"""
+
+
+def test_path_and_resume_mistakes_are_reported_before_tensorflow_loads(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    file = tmp_path / "file"
+    file.write_text("mine")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    run = tmp_path / "run"  # a run as train starts it: the resume checks read its config only
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(dataclasses.asdict(TrainConfig(units=8))))
+    cases = {
+        ("--init-from", "/no/such/run", "--out", str(tmp_path / "a")): (
+            "--init-from /no/such/run is not a run directory (it does not exist)"
+        ),
+        ("--vocab-from", str(tmp_path), "--out", str(tmp_path / "a")): (
+            f"--vocab-from {tmp_path} is not a run directory (it has no config.json)"
+        ),
+        ("--init-from", str(run), "--out", str(tmp_path / "a")): (
+            f"--init-from {run} has no model.keras: its training did not finish"
+        ),
+        ("--out", str(file / "run")): f"--out {file / 'run'} is not a directory ({file} is a file)",
+        ("--out", str(tmp_path / "full")): (
+            f"{tmp_path / 'full'} already holds a run; pass --resume to continue it or choose "
+            "another --out"
+        ),
+        ("--resume", "--out", str(tmp_path / "full")): (
+            f"cannot resume: {tmp_path / 'full'} holds no config.json"
+        ),
+        ("--resume", "--units", "16", "--out", str(run)): (
+            f"cannot resume {run} with --units 16: its config.json has --units 8; resuming may "
+            "change --steps, --checkpoint-every, --eval-sentences, --max-minutes and "
+            "--max-cpu-minutes only"
+        ),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", NO_TENSORFLOW, json.dumps([list(argv) for argv in cases])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    expected = "".join(f"2 keras-attn train: error: {message}\n" for message in cases.values())
+    assert done.stdout == expected
+    assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+    assert not (tmp_path / "a").exists()

@@ -48,14 +48,17 @@ class Task(abc.ABC):
     def vocabulary_text(self, name: str, config: TrainConfig, family: ModelFamily, train) -> list:
         """The sentences vocabulary `name` is built from when the run does not inherit it."""
 
-    def inherited_vocabularies(self, config: TrainConfig, family: ModelFamily) -> dict[str, str]:
-        """`{this run's vocabulary file: the initialising run's file}` under `--init-from`.
+    def inherited_vocabularies(
+        self, config: TrainConfig, family: ModelFamily, origin_model: str | None = None
+    ) -> dict[str, str]:
+        """`{this run's vocabulary file: the other run's file}` under `--init-from`/`--vocab-from`.
 
-        The family's `vocabulary_origin` when it has one, else each vocabulary from the file of
-        the same name.
+        Each vocabulary from the file of the same name when the other run (of family
+        `origin_model`) is of this run's family or this family has no `vocabulary_origin`;
+        else the files `vocabulary_origin` names.
         """
         names = self.vocabularies(config, family)
-        if family.vocabulary_origin is None:
+        if family.vocabulary_origin is None or origin_model == config.model:
             return {name: name for name in names}
         origin = family.vocabulary_origin(config.model_hyperparameters(family))
         return {
@@ -133,7 +136,10 @@ class Task(abc.ABC):
     ) -> None:
         """Write the vocabularies missing from `run`: copied from `init_run` (`init_from` or
         `vocab_from`) where this run inherits them, built from the training text otherwise."""
-        inherited = self.inherited_vocabularies(config, family) if init_run is not None else {}
+        inherited = {}
+        if init_run is not None:
+            origin_model = init_run.read_config_fields().get("model")
+            inherited = self.inherited_vocabularies(config, family, origin_model)
         for name, reserved in self.vocabularies(config, family).items():
             if run.file(name).exists():
                 if name in inherited and (
