@@ -51,7 +51,8 @@ class ConfigError(ValueError):
             flag = flags(field)
             if flag is None:
                 continue
-            pattern = rf"(?<![\w-]){re.escape(field)}(?:=(?:'([^']*)'|([^\s,;)]+)))?(?![\w-])"
+            # Not inside a longer name, a flag or a path (`runs/out/1` keeps its `out`).
+            pattern = rf"(?<![\w./-]){re.escape(field)}(?:=(?:'([^']*)'|([^\s,;)]+)))?(?![\w/-])"
 
             def as_flag(match: re.Match, flag: str = flag) -> str:
                 value = match.group(1) if match.group(1) is not None else match.group(2)
