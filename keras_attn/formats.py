@@ -2,7 +2,7 @@
 
 A run directory, written by `keras_attn.training.train` and read by `keras-attn export`:
 
-- `config.json`: the run's `TrainConfig` fields;
+- `config.json`: the run's `TrainConfig` fields, and the dtype policy it trained under;
 - `source_vocab.txt` and `target_vocab.txt` (a translator) or `vocab.txt` (a language model):
   WordPiece vocabularies, one token a line;
 - `checkpoints/`, `logs/` (TensorBoard), `train_log.tsv`, `model.keras`, `metrics.json`.
@@ -18,6 +18,8 @@ import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from keras_attn.errors import UserError
 
 if TYPE_CHECKING:
     import keras
@@ -79,8 +81,15 @@ class RunDirectory:
         return not self.path.exists() or all(p.name.endswith(".tmp") for p in self.path.iterdir())
 
     def read_config_fields(self) -> dict[str, Any]:
-        """The fields saved in `config.json`, as a dict."""
-        return json.loads(self.file(CONFIG_FILE).read_text())
+        """The fields saved in `config.json`, as a dict; `UserError` when the file is not one."""
+        path = self.file(CONFIG_FILE)
+        try:
+            fields = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise UserError(f"{path} is not a run's config.json ({error})") from None
+        if not isinstance(fields, dict):
+            raise UserError(f"{path} is not a run's config.json (not a JSON object)")
+        return fields
 
     def tokenizer(self) -> WordPieceTokenizer:
         """The one tokenizer of a language-model run."""
