@@ -121,13 +121,14 @@ class TranslatorClient:
             `dns:///translator-serving-headless:8500`: calls are spread round-robin over every
             address the name resolves to (client-side load balancing over a Kubernetes headless
             Service; gRPC would otherwise send every call over one connection to one replica).
-        model_name: the served model's name.
+        model_name: the served model's name (`default`, as `keras-attn serve` and
+            `tensorflow_model_server` name a model when not told otherwise).
         timeout: seconds each call may take.
 
     Every method raises `ServingError` (or `ServerUnavailableError`) when the call fails.
     """
 
-    def __init__(self, target: str, model_name: str = "translator", timeout: float = 30.0):
+    def __init__(self, target: str, model_name: str = "default", timeout: float = 30.0):
         self.target = target
         self.model_name = model_name
         self.timeout = timeout

@@ -20,6 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from keras_attn.cli import build_parser, main
+from keras_attn.serving.client import TranslatorClient
 
 from .conftest import LATEST_VERSION, MODEL_NAME
 
@@ -123,11 +124,14 @@ def test_serve_subprocess_answers_then_drains_on_sigterm(
         process.stderr.close()
 
 
-def test_serve_and_translate_default_to_the_same_model_name():
+def test_serve_translate_and_the_client_default_to_the_same_model_name():
     parser = build_parser()
     serve = parser.parse_args(["serve", "--model_base_path", "models"])
     translate = parser.parse_args(["translate", "--server", "localhost:8500", "a"])
-    assert serve.model_name == translate.model_name == "default"  # as tensorflow_model_server
+    with TranslatorClient("localhost:8500") as client:
+        client_default = client.model_name
+    # As tensorflow_model_server names a model when --model_name is not given.
+    assert serve.model_name == translate.model_name == client_default == "default"
 
 
 @pytest.mark.parametrize("scheme", ["", "dns:///"], ids=["host:port", "dns target"])
