@@ -112,10 +112,21 @@ def test_uncached_steps_follow_the_full_pass(bench, tiny, fixed_shape):
     np.testing.assert_allclose(state["attention"].numpy().sum(-1), 1.0, atol=1e-5)
 
 
-def check_decoding(bench, tiny, jit_modes):
-    result = bench.benchmark_decoding(
-        tiny, rounds=1, warmup=1, max_length=8, beam_size=2, jit_modes=jit_modes
-    )
+@pytest.fixture(scope="module")
+def decodings():
+    """benchmark_decoding's results by jit_modes: tracing three decoders takes seconds."""
+    return {}
+
+
+def check_decoding(bench, tiny, jit_modes, decodings):
+    # test_xla_modes runs first and decodes without and with XLA; that one result (one tracing
+    # of the non-XLA decoders) serves the non-XLA test too. Alone (`-m "not slow"`) it decodes.
+    result = decodings.get((False, True)) or decodings.get(tuple(jit_modes))
+    if result is None:
+        result = bench.benchmark_decoding(
+            tiny, rounds=1, warmup=1, max_length=8, beam_size=2, jit_modes=jit_modes
+        )
+        decodings[tuple(jit_modes)] = result
     assert result["tokens generated"] == 8.0  # END is never produced: every loop runs 8 steps
     assert result["cached tokens == uncached tokens"] is True
     for suffix in [", XLA" if jit else "" for jit in jit_modes]:
@@ -128,8 +139,17 @@ def check_decoding(bench, tiny, jit_modes):
     return result
 
 
-def test_decoding_cached_equals_uncached_and_ratios_are_positive(bench, tiny):
-    check_decoding(bench, tiny, jit_modes=(False,))
+@pytest.mark.slow
+def test_xla_modes(bench, tiny, decodings):
+    result = check_decoding(bench, tiny, (False, True), decodings)
+    assert "XLA" in bench.format_decoding_table(tiny, result, beam_size=2)
+    training = bench.benchmark_training(tiny, rounds=1, warmup=1)
+    assert training["ours tokens/s"] > 0
+    assert "jit_compile=True" in bench.format_training_table(tiny, training)
+
+
+def test_decoding_cached_equals_uncached_and_ratios_are_positive(bench, tiny, decodings):
+    check_decoding(bench, tiny, (False,), decodings)
 
 
 def test_decoders_choose_neither_pad_nor_start(bench, tiny):
@@ -140,12 +160,3 @@ def test_decoders_choose_neither_pad_nor_start(bench, tiny):
         assert result.ids.shape == (2, 7)
         assert not np.isin(result.ids.numpy(), [0, bench.START]).any()
         assert np.all(np.isfinite(result.scores.numpy())) and np.all(result.scores.numpy() < 0)
-
-
-@pytest.mark.slow
-def test_xla_modes(bench, tiny):
-    result = check_decoding(bench, tiny, jit_modes=(False, True))
-    assert "XLA" in bench.format_decoding_table(tiny, result, beam_size=2)
-    training = bench.benchmark_training(tiny, rounds=1, warmup=1)
-    assert training["ours tokens/s"] > 0
-    assert "jit_compile=True" in bench.format_training_table(tiny, training)
