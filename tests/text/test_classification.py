@@ -1,3 +1,4 @@
+import functools
 from collections import Counter
 
 import pytest
@@ -178,9 +179,24 @@ def test_synthetic_task_reads_the_generated_corpus():
     assert per_class(data.dev) == per_class(data.test) == {0: 500, 1: 500}
 
 
+@pytest.fixture(scope="module")
+def real_corpora_read_once():
+    """`corpora.load_corpus` reads each installed corpus once for both real tasks (5-30 s each);
+    any other corpus is loaded as usual."""
+    load = corpora.load_corpus
+    cached = functools.cache(load)
+
+    def load_once(name, seed=0):
+        return cached(name) if name in corpora._CORPORA and seed == 0 else load(name, seed)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(corpora, "load_corpus", load_once)
+        yield
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["source-id", "language-id"])
-def test_real_tasks(name):
+def test_real_tasks(name, real_corpora_read_once):
     for corpus in ("ding-de-en", "bible-es-en", "libreoffice-es-en"):
         if corpora._CORPORA[corpus].locate() is None:
             pytest.skip(f"{corpus} is not installed")

@@ -1,4 +1,5 @@
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import json
@@ -357,6 +358,12 @@ def test_missing_corpus_says_how_to_install_it(nothing_installed, capsys, name, 
 # The real corpora, where installed (`make corpora`); slow: reading them takes 5-30 s.
 
 
+@functools.cache
+def real_splits(name):
+    """`load_corpus(name)` of an installed corpus, read once for this file's tests."""
+    return load_corpus(name)
+
+
 def installed(name):
     return pytest.mark.skipif(
         corpora._CORPORA[name].locate() is None, reason=f"{name} is not installed"
@@ -366,7 +373,7 @@ def installed(name):
 @pytest.mark.slow
 @installed("ding-de-en")
 def test_real_ding_corpus():
-    splits = load_corpus("ding-de-en")
+    splits = real_splits("ding-de-en")
     assert 17000 < len(all_pairs(splits)) < 21000  # 18,881 from trans-de-en 1.9-6
     assert ("Jemand mag dich.", "Somebody likes you.") in all_pairs(splits)
     assert 850 < len(splits["dev"]) < 1000
@@ -383,7 +390,7 @@ def test_real_bible_corpus():
         "In the beginning God created the heavens and the earth.",
     )
     assert not any("\u00ad" in es or "`" in en or "[" in en for es, en in pairs)
-    splits = load_corpus("bible-es-en")
+    splits = real_splits("bible-es-en")
     assert len(splits["dev"]) == len(splits["test"]) == 1000
     assert 30000 < len(all_pairs(splits)) < 31102
 
@@ -391,7 +398,7 @@ def test_real_bible_corpus():
 @pytest.mark.slow
 @installed("libreoffice-es-en")
 def test_real_libreoffice_corpus():
-    splits = load_corpus("libreoffice-es-en")
+    splits = real_splits("libreoffice-es-en")
     assert 25000 < len(all_pairs(splits)) < 40000  # 29,290 from LibreOffice 7.4 help
     assert ("Abrir", "Open") in all_pairs(splits)
     assert (
@@ -622,7 +629,7 @@ def test_synthetic_splits_are_fixed(splits):
 def test_real_corpus_splits_are_fixed(name):
     if corpora._CORPORA[name].locate() is None:
         pytest.skip(f"{name} is not installed")
-    assert digests(load_corpus(name)) == SPLIT_DIGESTS[name]  # trans-de-en 1.9-6, LibreOffice 7.4
+    assert digests(real_splits(name)) == SPLIT_DIGESTS[name]  # trans-de-en 1.9-6, LibreOffice 7.4
 
 
 @pytest.mark.slow
