@@ -35,16 +35,22 @@ def run(tmp_path_factory):
     run = tmp_path_factory.mktemp("compiled") / "run"
     assert cli([
         "train", "--model", "rnn-attention", "--steps", "10", "--batch-size", "16",
-        "--units", "16", "--embedding-dim", "8", "--vocab-size", "400",
-        "--max-length", str(MAX_LENGTH), "--eval-sentences", "5", "--checkpoint-every", "10",
+        "--train-examples", "2000", "--units", "16", "--embedding-dim", "8",
+        "--vocab-size", "400", "--max-length", str(MAX_LENGTH),
+        "--eval-sentences", "0", "--checkpoint-every", "10",
         "--out", str(run), "--quiet",
     ]) == 0  # fmt: skip
     return RunDirectory(run)
 
 
-def translators(run, **kwargs):
-    """The plain and the compiled translator of `run`'s model, both with `kwargs`."""
-    model = run.load_model()
+@pytest.fixture(scope="module")
+def model(run):
+    """`run`'s model, loaded once for the file's tests (none of them changes it)."""
+    return run.load_model()
+
+
+def translators(run, model, **kwargs):
+    """The plain and the compiled translator of `run`'s `model`, both with `kwargs`."""
     steps = get_family("rnn-attention").decoding_steps(model, 12)
     source, target = run.tokenizers()
     common = dict(max_source_length=MAX_LENGTH, max_output_length=12, **kwargs)
@@ -113,8 +119,7 @@ def test_bucket_values():
         ),
     ],
 )
-def test_bad_buckets_are_config_errors(run, kwargs, message):
-    model = run.load_model()
+def test_bad_buckets_are_config_errors(run, model, kwargs, message):
     source, target = run.tokenizers()
     with pytest.raises(ConfigError, match=message):
         Translator(
@@ -150,8 +155,8 @@ def test_bad_bucket_flags_are_clear_errors(run, tmp_path, capsys, flags, message
 
 
 @pytest.mark.parametrize("decoder", ["greedy", "beam"])
-def test_compiled_translations_equal_the_plain_ones_across_buckets(run, decoder):
-    plain, compiled = translators(run, decoder=decoder, beam_size=3)
+def test_compiled_translations_equal_the_plain_ones_across_buckets(run, model, decoder):
+    plain, compiled = translators(run, model, decoder=decoder, beam_size=3)
     batches = [  # batch buckets 2, 2, 4, 4
         TEST_SENTENCES[5:6],  # a short source: length bucket 12
         TEST_SENTENCES[1:3],
@@ -174,7 +179,9 @@ def test_compiled_translations_equal_the_plain_ones_across_buckets(run, decoder)
         compiled.translate(tf.constant(TEST_SENTENCES[:5]))
 
 
-def test_exported_compiled_translator_passes_the_contract_and_warms_every_bucket(run, tmp_path):
+def test_exported_compiled_translator_passes_the_contract_and_warms_every_bucket(
+    run, model, tmp_path
+):
     flags = ["--max-output-length", "12", "--batch-buckets", "1,4", "--length-buckets", "8"]
     assert (
         cli(
@@ -223,7 +230,7 @@ def test_exported_compiled_translator_passes_the_contract_and_warms_every_bucket
     assert xla_compilations() - before == 2 * 2  # (1, 4) x (8, 16): once each
     after_warmup = xla_compilations()
     translate = servable.functions.get("translate")
-    plain, _ = translators(run)  # what the plain export serves (test_translator.py)
+    plain, _ = translators(run, model)  # what the plain export serves (test_translator.py)
     for batch in (1, 2, 3, 4):
         texts = TEST_SENTENCES[batch - 1 : 2 * batch - 1]
         found = translate(text=np.array([text.encode() for text in texts], object))
