@@ -131,11 +131,11 @@ def test_out_that_is_not_a_directory_is_a_one_line_error(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
-def test_mixed_precision_runs_export_and_translate(tmp_path, policy):
+def test_mixed_precision_runs_export_and_translate(tmp_path, tiny_corpus, policy):
     from keras_attn.export.cli import export_run
 
     run = tmp_path / "run"
-    metrics = train(run, TrainConfig(steps=3, mixed_precision=policy, **TINY), progress=False)
+    metrics = train(run, TrainConfig(steps=3, mixed_precision=policy, corpus=str(tiny_corpus), **TINY), progress=False)
     assert metrics["precision"] == policy and np.isfinite(metrics["final_loss"])
     model = RunDirectory(run).load_model()
     assert model.get_layer("decoder").compute_dtype == policy.split("_")[1]
@@ -217,12 +217,13 @@ def test_sgd_flag_takes_plain_clipped_gradient_steps(tmp_path, monkeypatch):
                       keras.optimizers.SGD)  # fmt: skip
 
 
-def test_an_sgd_halving_run_resumes_where_it_stopped(tmp_path):
+def test_an_sgd_halving_run_resumes_where_it_stopped(tmp_path, tiny_corpus):
     """The halving schedule reads the restored update counter: 2 + 2 steps equal 4 in one go."""
     import keras
 
     sgd = dict(TINY, optimizer="sgd", learning_rate=0.5, clipnorm=1.0, warmup_steps=0,
-               schedule="halving", decay_start=1, decay_every=1, eval_sentences=0)  # fmt: skip
+               schedule="halving", decay_start=1, decay_every=1, eval_sentences=0,
+               corpus=str(tiny_corpus))  # fmt: skip
     train(tmp_path / "split", TrainConfig(steps=2, **sgd), progress=False)
     metrics = train(tmp_path / "split", TrainConfig(steps=4, **sgd), resume=True, progress=False)
     assert (metrics["steps"], metrics["steps_this_session"]) == (4, 2)
@@ -272,11 +273,11 @@ def test_position_gradient_scale_is_checked(tmp_path, capsys, flags, message):
     assert not (tmp_path / "r").exists()
 
 
-def test_position_gradient_scale_reaches_the_saved_local_p_layer(tmp_path):
+def test_position_gradient_scale_reaches_the_saved_local_p_layer(tmp_path, tiny_corpus):
     config = TrainConfig(
         model="rnn-luong", attention="local-p", position_gradient_scale=0.25, steps=2,
         optimizer="sgd", learning_rate=1.0, schedule="halving", decay_start=1, decay_every=1,
-        **TINY,
+        corpus=str(tiny_corpus), **TINY,
     )  # fmt: skip
     assert config.model_hyperparameters()["position_gradient_scale"] == 0.25
     train(tmp_path / "run", config, progress=False)
@@ -286,7 +287,7 @@ def test_position_gradient_scale_reaches_the_saved_local_p_layer(tmp_path):
     assert align.mode == "predictive" and align.position_gradient_scale == 0.25
 
 
-def test_schedule_and_label_smoothing_flags_reach_the_train_step(tmp_path, monkeypatch):
+def test_schedule_and_label_smoothing_flags_reach_the_train_step(tmp_path, tiny_corpus, monkeypatch):
     from keras_attn.training import trainer
     from keras_attn.training.schedules import InverseSqrtSchedule
     from keras_attn.training.tasks import translation
@@ -305,7 +306,8 @@ def test_schedule_and_label_smoothing_flags_reach_the_train_step(tmp_path, monke
     monkeypatch.setattr(translation, "masked_cross_entropy", recording_loss)
     monkeypatch.setattr(trainer, "build_optimizer", recording_build)
     flags = ["--schedule", "inverse-sqrt", "--warmup-steps", "3", "--label-smoothing", "0.1"]
-    tiny = ["--batch-size", "16", "--units", "16", "--embedding-dim", "8", "--vocab-size", "400"]
+    tiny = ["--batch-size", "16", "--units", "16", "--embedding-dim", "8", "--vocab-size", "400",
+            "--corpus", str(tiny_corpus)]
     run = tmp_path / "run"
     assert cli(["train", *flags, *tiny, "--steps", "2", "--eval-sentences", "5", "--quiet",
                 "--out", str(run)]) == 0  # fmt: skip
@@ -317,12 +319,12 @@ def test_schedule_and_label_smoothing_flags_reach_the_train_step(tmp_path, monke
     assert (saved.schedule, saved.label_smoothing) == ("inverse-sqrt", 0.1)
 
 
-def test_max_minutes_stops_the_loop_and_a_resume_finishes_the_run(tmp_path, capsys):
+def test_max_minutes_stops_the_loop_and_a_resume_finishes_the_run(tmp_path, tiny_corpus, capsys):
     run = tmp_path / "run"
     assert cli([
         "train", "--model", "rnn-plain", "--steps", "40", "--max-minutes", "0.0001",
         "--batch-size", "16", "--units", "16", "--embedding-dim", "8", "--vocab-size", "400",
-        "--eval-sentences", "0", "--out", str(run), "--quiet",
+        "--eval-sentences", "0", "--corpus", str(tiny_corpus), "--out", str(run), "--quiet",
     ]) == 0  # fmt: skip
     assert "stopped at step 1 of 40: --max-minutes 0.0001 spent" in capsys.readouterr().out
     metrics = json.loads((run / "metrics.json").read_text())
@@ -359,12 +361,12 @@ def test_bad_budget_flags_are_one_line_errors(tmp_path, capsys, flags, message):
     assert message in err and len(err.splitlines()) == 1
 
 
-def test_max_cpu_minutes_counts_this_process_cpu_time(tmp_path, capsys):
+def test_max_cpu_minutes_counts_this_process_cpu_time(tmp_path, tiny_corpus, capsys):
     run = tmp_path / "run"
     assert cli([
         "train", "--steps", "40", "--max-cpu-minutes", "0.0001", "--batch-size", "16",
         "--units", "16", "--embedding-dim", "8", "--vocab-size", "400", "--eval-sentences", "0",
-        "--out", str(run), "--quiet",
+        "--corpus", str(tiny_corpus), "--out", str(run), "--quiet",
     ]) == 0  # fmt: skip
     assert "stopped at step 1 of 40: --max-cpu-minutes 0.0001 spent" in capsys.readouterr().out
     metrics = json.loads((run / "metrics.json").read_text())
