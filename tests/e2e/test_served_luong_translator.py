@@ -25,8 +25,9 @@ def model_base_path(tmp_path_factory):
     run = root / "run"
     assert cli([
         "train", "--model", "rnn-luong", "--attention", "local-m", "--window", "4",
-        "--steps", "30", "--batch-size", "32", "--units", "32", "--embedding-dim", "16",
-        "--vocab-size", "600", "--eval-sentences", "10", "--checkpoint-every", "30",
+        "--steps", "3", "--batch-size", "16", "--units", "16", "--embedding-dim", "8",
+        "--vocab-size", "600", "--train-examples", "256",
+        "--eval-sentences", "2", "--checkpoint-every", "3",
         "--out", str(run), "--quiet",
     ]) == 0  # fmt: skip
     base = root / "models" / "luong"

@@ -1,5 +1,6 @@
 """Train a tiny translator, export it, serve it, and query it with the official stubs only."""
 
+import functools
 import subprocess
 import sys
 
@@ -27,8 +28,9 @@ SENTENCES = [source for source, _ in load_corpus("synthetic")["test"][:6]] + [""
 def run_dir(tmp_path_factory):
     run = tmp_path_factory.mktemp("e2e") / "run"
     assert cli([
-        "train", "--steps", "30", "--batch-size", "32", "--units", "32", "--embedding-dim", "16",
-        "--vocab-size", "600", "--eval-sentences", "20", "--checkpoint-every", "10",
+        "train", "--steps", "4", "--batch-size", "16", "--units", "16", "--embedding-dim", "8",
+        "--vocab-size", "600", "--train-examples", "256",
+        "--eval-sentences", "4", "--checkpoint-every", "2",
         "--out", str(run), "--quiet",
     ]) == 0  # fmt: skip
     assert (run / "model.keras").exists() and (run / "metrics.json").exists()
@@ -64,8 +66,14 @@ def request(texts, signature="translate", model="translator", key="text"):
     return req
 
 
+@functools.cache
+def load_saved_model(path):
+    """Each export is loaded once per module: loading traces every signature again."""
+    return tf.saved_model.load(path)
+
+
 def in_process(model_base_path, signature, texts):
-    loaded = tf.saved_model.load(str(model_base_path / "1"))
+    loaded = load_saved_model(str(model_base_path / "1"))
     outputs = loaded.signatures[signature](text=tf.constant(texts, tf.string))
     return {name: value.numpy() for name, value in outputs.items()}
 
