@@ -18,7 +18,7 @@ from keras_attn.training.trainer import RunDirectory, TrainConfig, _training_dat
 _PATH = pathlib.Path(__file__).resolve().parents[2] / "experiments" / "luong_diagnostics.py"
 TINY = dict(
     model="rnn-luong", steps=2, batch_size=16, units=16, embedding_dim=8, vocab_size=400,
-    dropout=0.0, checkpoint_every=2, eval_sentences=0,
+    dropout=0.0, checkpoint_every=2, eval_sentences=0, train_examples=256,
 )  # fmt: skip
 
 
