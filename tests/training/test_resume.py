@@ -43,6 +43,7 @@ def _tiny_corpus(tiny_corpus):
     TINY = dict(TINY, corpus=str(tiny_corpus))
     FLAGS = [*FLAGS, f"--corpus={tiny_corpus}"]
 
+
 # Runs `keras-attn train ARGV...`, first arranging a SIGKILL of itself as PLAN (JSON) says.
 LAUNCHER = r"""
 import json, os, signal, sys

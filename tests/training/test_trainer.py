@@ -135,7 +135,8 @@ def test_mixed_precision_runs_export_and_translate(tmp_path, tiny_corpus, policy
     from keras_attn.export.cli import export_run
 
     run = tmp_path / "run"
-    metrics = train(run, TrainConfig(steps=3, mixed_precision=policy, corpus=str(tiny_corpus), **TINY), progress=False)
+    config = TrainConfig(steps=3, mixed_precision=policy, corpus=str(tiny_corpus), **TINY)
+    metrics = train(run, config, progress=False)
     assert metrics["precision"] == policy and np.isfinite(metrics["final_loss"])
     model = RunDirectory(run).load_model()
     assert model.get_layer("decoder").compute_dtype == policy.split("_")[1]
@@ -287,7 +288,9 @@ def test_position_gradient_scale_reaches_the_saved_local_p_layer(tmp_path, tiny_
     assert align.mode == "predictive" and align.position_gradient_scale == 0.25
 
 
-def test_schedule_and_label_smoothing_flags_reach_the_train_step(tmp_path, tiny_corpus, monkeypatch):
+def test_schedule_and_label_smoothing_flags_reach_the_train_step(
+    tmp_path, tiny_corpus, monkeypatch
+):
     from keras_attn.training import trainer
     from keras_attn.training.schedules import InverseSqrtSchedule
     from keras_attn.training.tasks import translation
@@ -307,7 +310,7 @@ def test_schedule_and_label_smoothing_flags_reach_the_train_step(tmp_path, tiny_
     monkeypatch.setattr(trainer, "build_optimizer", recording_build)
     flags = ["--schedule", "inverse-sqrt", "--warmup-steps", "3", "--label-smoothing", "0.1"]
     tiny = ["--batch-size", "16", "--units", "16", "--embedding-dim", "8", "--vocab-size", "400",
-            "--corpus", str(tiny_corpus)]
+            "--corpus", str(tiny_corpus)]  # fmt: skip
     run = tmp_path / "run"
     assert cli(["train", *flags, *tiny, "--steps", "2", "--eval-sentences", "5", "--quiet",
                 "--out", str(run)]) == 0  # fmt: skip
