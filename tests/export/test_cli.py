@@ -1,4 +1,5 @@
 import dataclasses
+import shutil
 
 import numpy as np
 import pytest
@@ -28,10 +29,10 @@ from keras_attn.training.trainer import (
 SENTENCES = ["el gato negro", "la casa", ""]
 
 
-@pytest.fixture
-def run_dir(tmp_path, vocabularies):
-    """An untrained run directory laid out as `keras-attn train` writes it."""
-    run = RunDirectory(tmp_path / "run")
+@pytest.fixture(scope="module")
+def untrained_run(tmp_path_factory, vocabularies):
+    """An untrained run directory laid out as `keras-attn train` writes it, built once."""
+    run = RunDirectory(tmp_path_factory.mktemp("cli") / "run")
     run.path.mkdir()
     config = TrainConfig(units=16, embedding_dim=8, dropout=0.0, max_length=20)
     run.write_json(CONFIG_FILE, dataclasses.asdict(config))
@@ -42,6 +43,12 @@ def run_dir(tmp_path, vocabularies):
     )
     model.save(run.file(MODEL_FILE))
     return run.path
+
+
+@pytest.fixture
+def run_dir(untrained_run, tmp_path):
+    """A fresh copy of `untrained_run` (a test may rewrite its model)."""
+    return shutil.copytree(untrained_run, tmp_path / "run")
 
 
 def graph_ops(path):
