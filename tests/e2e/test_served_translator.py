@@ -164,7 +164,10 @@ def test_bad_requests_get_stock_status_and_server_keeps_answering(
 
 
 def test_translate_cli_against_the_server(server, model_base_path):
-    command = [sys.executable, "-m", "keras_attn.cli", "translate", "--server", server.target]
+    command = [
+        sys.executable, "-m", "keras_attn.cli", "translate", "--server", server.target,
+        "--model_name", "translator",
+    ]  # fmt: skip
     completed = subprocess.run(
         [*command, *SENTENCES[:3]], capture_output=True, text=True, timeout=120
     )
