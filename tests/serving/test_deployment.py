@@ -361,7 +361,7 @@ def test_model_loader_mounts_the_models_claim(objects):
 def test_readme_walks_from_export_to_query():
     readme = (SERVING / "README.md").read_text()
     for step in (
-        "keras-attn export runs/ende --model_base_path models/translator",
+        "keras-attn export runs/es-en --model_base_path models/translator",
         "docker compose -f serving/docker-compose.yml up",
         "keras-attn translate --server localhost:8500",
         "keras-attn serve",

@@ -19,8 +19,9 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from keras_attn.cli import main
 from keras_attn.export.warmup import write_warmup_requests
-from keras_attn.serving.cli import add_parsers, main
+from keras_attn.serving.cli import add_parsers
 from keras_attn.serving.core import session_message
 from keras_attn.serving.servable import load_servable
 from keras_attn.serving.status import ServingStatus
