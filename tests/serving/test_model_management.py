@@ -220,7 +220,10 @@ def test_new_versions_are_picked_up_and_a_failed_one_keeps_the_previous(models, 
             assert [s[:2] for s in states(models_stub, "translator")] == [(3, "AVAILABLE")]
 
             # A new version: loaded without a restart, then the old one is unloaded (latest 1).
-            shutil.copytree(latest_path, models / "translator" / "5")
+            # Versions appear by rename, as a deployment should publish them: the poller
+            # must never see a half-copied directory.
+            shutil.copytree(latest_path, models / "translator" / ".partial-5")
+            (models / "translator" / ".partial-5").rename(models / "translator" / "5")
             wait_for(lambda: predict(stub, "translator").model_spec.version.value == 5)
             wait_for(lambda: states(models_stub, "translator")[1][1] == "END")
             assert states(models_stub, "translator") == [
@@ -230,8 +233,10 @@ def test_new_versions_are_picked_up_and_a_failed_one_keeps_the_previous(models, 
 
             # A broken version: END with the loader's error; version 5 keeps serving.
             broken = models / "translator" / "6"
-            broken.mkdir()
-            (broken / "saved_model.pb").write_bytes(b"\xff not a proto")
+            staging = models / "translator" / ".partial-6"
+            staging.mkdir()
+            (staging / "saved_model.pb").write_bytes(b"\xff not a proto")
+            staging.rename(broken)
             wait_for(lambda: states(models_stub, "translator")[0][1] == "END")
             version, state, code, message = states(models_stub, "translator")[0]
             assert (version, state, code) == (6, "END", grpc.StatusCode.DATA_LOSS.value[0])
