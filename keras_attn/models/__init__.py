@@ -17,6 +17,14 @@ from keras_attn.models.bert import (
 )
 from keras_attn.models.bertsum import BertSumSteps, bertsum_translator
 from keras_attn.models.char_cnn import char_cnn
+from keras_attn.models.families import ModelFamily
+from keras_attn.models.family import (
+    Family,
+    family_of_run,
+    get_family,
+    load_model_file,
+    register_family,
+)
 from keras_attn.models.gpt import gpt, gpt_classifier
 from keras_attn.models.gpt_steps import GPTSteps
 from keras_attn.models.han_classifier import han_attention_weights, han_classifier
@@ -39,8 +47,10 @@ from keras_attn.models.transformer_translator_steps import TransformerTranslator
 __all__ = [
     "BartSteps",
     "BertSumSteps",
+    "Family",
     "GPTSteps",
     "LuongTranslatorSteps",
+    "ModelFamily",
     "PlainTranslatorSteps",
     "RNNTranslatorSteps",
     "ShowAttendTellDecoder",
@@ -57,10 +67,14 @@ __all__ = [
     "bertsum_translator",
     "char_cnn",
     "doubly_stochastic_penalty",
+    "family_of_run",
+    "get_family",
     "gpt",
     "gpt_classifier",
     "han_attention_weights",
     "han_classifier",
+    "load_model_file",
+    "register_family",
     "rnn_attention_translator",
     "rnn_luong_translator",
     "rnn_plain_translator",

@@ -1,23 +1,30 @@
-"""Named model families that `train` builds and `keras-attn export` exports.
+"""The built-in model families that `train` builds and `keras-attn export` exports.
 
-A family pairs a model builder with its step-contract view for decoding (`encode`/`step` for a
-translator, `prefill`/`step` for a language model) and names the `TrainConfig` fields the
-builder takes.
+Each is a `keras_attn.models.Family` (see `keras_attn.models.family`): a model builder with its
+step-contract view for decoding (`encode`/`step` for a translator, `prefill`/`step` for a
+language model) and the `TrainConfig` fields the builder takes. Importing this module registers
+them in `MODEL_FAMILIES`, beside the families registered with `register_family`.
 """
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import keras
 
-from keras_attn.errors import ConfigError
 from keras_attn.models.bart import bart, bart_classifier, bart_translator
 from keras_attn.models.bart_steps import BartSteps
 from keras_attn.models.bert import bert, bert_classifier, bert_pretraining, bert_token_classifier
 from keras_attn.models.bertsum import BERTSUM_ENCODER_LAYERS, BertSumSteps, bertsum_translator
+from keras_attn.models.family import (  # noqa: F401  (re-exported)
+    MODEL_FAMILIES,
+    Family,
+    family_of_run,
+    get_family,
+    load_model_file,
+    register_family,
+)
 from keras_attn.models.gpt import gpt, gpt_classifier
 from keras_attn.models.gpt_steps import GPTSteps
 from keras_attn.models.luong_translator_steps import LuongTranslatorSteps
@@ -33,94 +40,8 @@ from keras_attn.models.transformer_translator import transformer_translator
 from keras_attn.models.transformer_translator_steps import TransformerTranslatorSteps
 
 
-@dataclass(frozen=True)
-class ModelFamily:
-    """How to build a model of this family and how to decode with it.
-
-    `hyperparameters` are the `TrainConfig` fields passed to `build` as keyword arguments; a field
-    left at None is not passed, so the builder's default applies.
-
-    A translator family's `build(source_vocabulary_size, target_vocabulary_size, **hp)` returns a
-    model from `{"source_ids", "target_ids"}` to logits, decoded by `steps(model).encode/step`.
-    A `language_model` family's `build(vocabulary_size, max_length=positions, **hp)` returns a
-    model from `token_ids` to next-token logits, decoded by `steps(model, max_length).prefill/step`
-    (`GPTSteps`); it has one vocabulary and is exported as a generator, not a translator.
-    A `captioning` family's `build(vocabulary_size, image_size, **hp)` returns a model from
-    `{"images", "target_ids"}` to `{"logits", "attention"}`, decoded by `steps(model).encode/step`
-    (`ShowAttendTellSteps`); it has one vocabulary (the caption words) and is exported as a
-    captioner.
-    """
-
-    build: Callable[..., keras.Model]
-    steps: Callable[..., object] | None
-    hyperparameters: tuple[str, ...]
-    # Whether `steps(model, max_length=...)` preallocates caches for `max_length` tokens.
-    sized_steps: bool = False
-    # What `keras-attn train` trains the model on (a `keras_attn.training.tasks` name).
-    task: str = "translation"
-    # The vocabularies' reserved tokens, when not the plain RESERVED_TOKENS.
-    reserved_tokens: tuple[str, ...] | None = None
-    # hyperparameters -> whether source and target share one vocabulary (a translator).
-    shares_vocabulary: Callable[[dict], bool] | None = None
-    # hyperparameters -> {"source" | "target" | "single": the side of an `--init-from` run
-    # ("source", "target" or "single", a run with one vocabulary) it is copied from}.
-    vocabulary_origin: Callable[[dict], dict[str, str]] | None = None
-    # Layers trained by the encoder optimizer when the run sets `encoder_learning_rate`.
-    encoder_layers: tuple[str, ...] = ()
-    # The pre-trained architecture the model is, or is built on ("bert", "gpt", "bart"; "none"
-    # for a classifier trained from scratch only). `--init-from` starts a family from runs of
-    # its own family or of a family with the same backbone; a classifier's backbone also gives
-    # its vocabulary's reserved tokens and its input format.
-    backbone: str | None = None
-
-    @property
-    def language_model(self) -> bool:
-        """Whether this is a causal language model (one vocabulary, exported as a generator)."""
-        return self.task == "language_model"
-
-    @property
-    def exportable(self) -> bool:
-        """Whether `keras-attn export` exports this family (a translator, a language model or
-        an image captioner)."""
-        return self.steps is not None and self.task in (
-            "translation",
-            "language_model",
-            "captioning",
-        )
-
-    def shared_vocabulary(self, hyperparameters: dict) -> bool:
-        """Whether a translator's source and target share one vocabulary."""
-        return self.shares_vocabulary is not None and self.shares_vocabulary(hyperparameters)
-
-    def builder_defaults(self) -> dict:
-        """The keyword defaults of `build` for this family's hyperparameters."""
-        parameters = inspect.signature(self.build).parameters
-        return {
-            name: parameters[name].default
-            for name in self.hyperparameters
-            if name in parameters and parameters[name].default is not inspect.Parameter.empty
-        }
-
-    def check(self, hyperparameters: dict) -> None:
-        """Raise a `ConfigError` for hyperparameters `build` would reject.
-
-        Runs before anything is built or written; builder defaults fill the values not given, so
-        `num_heads=3` alone is checked against the default `d_model`.
-        """
-        values = {**self.builder_defaults(), **hyperparameters}
-        d_model, num_heads = values.get("d_model"), values.get("num_heads")
-        if d_model is not None and num_heads is not None and d_model % num_heads:
-            raise ConfigError(
-                f"d_model={d_model} is not divisible by num_heads={num_heads} "
-                "(each head gets an equal share of the width)",
-                ["d_model", "num_heads"],
-            )
-
-    def decoding_steps(self, model: keras.Model, max_length: int) -> object:
-        """The step-contract view of `model` for decoding loops of at most `max_length` tokens."""
-        if self.sized_steps:
-            return self.steps(model, max_length=max_length)
-        return self.steps(model)
+# The name the model families had before `Family` was public: the same class.
+ModelFamily = Family
 
 
 # BERT runs pack sentence pairs: their models have two segment embeddings (Devlin et al., 2018).
@@ -224,7 +145,7 @@ def _classifier_family(build: Callable[..., keras.Model], backbone: str) -> Mode
     )
 
 
-MODEL_FAMILIES: dict[str, ModelFamily] = {
+BUILT_IN_FAMILIES: dict[str, ModelFamily] = {
     "rnn-plain": ModelFamily(
         build=rnn_plain_translator,
         steps=PlainTranslatorSteps,
@@ -334,19 +255,6 @@ MODEL_FAMILIES: dict[str, ModelFamily] = {
 }
 
 
-def get_family(name: str) -> ModelFamily:
-    """The family called `name`; a `ConfigError` naming the choices otherwise."""
-    if name not in MODEL_FAMILIES:
-        raise ConfigError(f"Unknown model {name!r}. Expected one of: {', '.join(MODEL_FAMILIES)}")
-    return MODEL_FAMILIES[name]
-
-
-def register_family(name: str, family: ModelFamily) -> None:
-    """Add a model family under `name` so that `train` can build it.
-
-    For models defined outside the package (a keras-hub Transformer, say); a name already taken
-    raises a ValueError, so built-in families stay as they are.
-    """
-    if name in MODEL_FAMILIES:
-        raise ValueError(f"Model family {name!r} already exists")
-    MODEL_FAMILIES[name] = family
+MODEL_FAMILIES.update(
+    {name: dataclasses.replace(family, name=name) for name, family in BUILT_IN_FAMILIES.items()}
+)
