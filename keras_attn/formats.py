@@ -5,7 +5,10 @@ A run directory, written by `keras_attn.training.train` and read by `keras-attn 
 - `config.json`: the run's `TrainConfig` fields, and the dtype policy it trained under;
 - `source_vocab.txt` and `target_vocab.txt` (a translator) or `vocab.txt` (a language model):
   WordPiece vocabularies, one token a line;
-- `checkpoints/`, `logs/` (TensorBoard), `train_log.tsv`, `model.keras`, `metrics.json`.
+- `checkpoints/`, `logs/` (TensorBoard), `train_log.tsv`, `model.keras`, `metrics.json`;
+- `model_file.py`: a copy of the `--model-file` that defines the run's model family, when the
+  run has one (`config.json` records the path it was copied from as `model_file` and the
+  family's options as `options`); resuming and exporting import this copy.
 
 Warm-up records, written by `keras-attn export` and replayed by `keras-attn serve` (and by stock
 TensorFlow Serving): `VERSION/assets.extra/tf_serving_warmup_requests`, a TFRecord file of at
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
 CONFIG_FILE = "config.json"
 MODEL_FILE = "model.keras"
 METRICS_FILE = "metrics.json"
+MODEL_SOURCE = "model_file.py"  # the run's copy of the file defining its model family
 SOURCE_VOCAB = "source_vocab.txt"
 TARGET_VOCAB = "target_vocab.txt"
 VOCAB = "vocab.txt"  # the one vocabulary of a language-model run

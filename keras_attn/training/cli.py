@@ -3,6 +3,12 @@
 Building the parser imports neither TensorFlow nor Keras, and `run_train` checks the
 directories it is given (`--out`, `--init-from`, `--vocab-from`, the run `--resume` continues)
 before it loads them, so a mistake in a flag or a path is reported at once.
+
+`--model-file FILE` is read before the rest of the command line: the file is imported (it
+registers model families with `keras_attn.models.register_family`) and the options of the
+family `--model` chooses become flags (`attention_units` -> `--attention-units`), which may
+replace the built-in families' architecture flags of the same name (`--units`). Resuming a run
+that has a `model_file.py` imports that copy instead.
 """
 
 from __future__ import annotations
@@ -11,17 +17,32 @@ import argparse
 import dataclasses
 import sys
 import typing
+from pathlib import Path
 from typing import Any
 
-from keras_attn.formats import RunDirectory
+from keras_attn.errors import ConfigError
+from keras_attn.formats import MODEL_SOURCE, RunDirectory
 from keras_attn.training import paths
-from keras_attn.training.config import CALL_LIMITS, RESUMABLE, TrainConfig, resumed_config
+from keras_attn.training.config import (
+    CALL_LIMITS,
+    MODEL_OPTIONS,
+    RESUMABLE,
+    TrainConfig,
+    resumed_config,
+    with_family_tuning,
+)
 
 # `keras_attn.training.strategy.STRATEGIES`, which imports TensorFlow.
 STRATEGIES = ("none", "mirrored", "multiworker")
 
 # The namespace attribute listing the `TrainConfig` fields whose flags the command line gave.
 GIVEN = "given"
+# The namespace attribute naming the options of a `--model-file` family (None: no such family),
+# and the prefix of each option's attribute.
+FAMILY_OPTIONS = "family_options"
+OPTION = "options."
+# The arguments of `train` besides the `TrainConfig` fields.
+COMMAND_ARGUMENTS = ("distribute", "out", "resume", "quiet", "help", "verbose")
 
 
 def flag(name: str) -> str:
@@ -67,6 +88,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     hints = typing.get_type_hints(TrainConfig)
     flags = {field.name: flag(field.name) for field in dataclasses.fields(TrainConfig)}
     for field in dataclasses.fields(TrainConfig):
+        if not field.metadata["flag"]:
+            continue
         kinds = typing.get_args(hints[field.name]) or (hints[field.name],)
         kwargs = {
             "default": field.default,
@@ -80,7 +103,90 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         if field.metadata["choices"] is not None:
             kwargs["choices"] = field.metadata["choices"]
         parser.add_argument(flags[field.name], **kwargs)
-    parser.set_defaults(**{GIVEN: ()})
+    parser.set_defaults(**{GIVEN: (), "options": None})
+
+
+def _model_file_arguments(parser: argparse.ArgumentParser, args: list[str]) -> None:
+    """Import the model file `args` name and add its family's options to `parser` as flags.
+
+    The file is `--model-file`'s, or with `--resume` the copy in the `--out` run; without
+    either, nothing happens (and nothing is imported). A mistake ends in `parser.error`.
+    """
+    early = type(parser)(prog=parser.prog, add_help=False, allow_abbrev=False)
+    for name in ("--model-file", "--model", "--out"):
+        early.add_argument(name)
+    early.add_argument("--resume", action="store_true")
+    known, _ = early.parse_known_args(args)
+    run = RunDirectory(known.out) if known.resume and known.out else None
+    if run is not None and run.file(MODEL_SOURCE).is_file():
+        path, saved = run.file(MODEL_SOURCE), run.read_config_fields() if run.exists() else {}
+    elif known.model_file:
+        path, saved = Path(known.model_file), {}
+    else:
+        return
+    from keras_attn.models.family import load_model_file, option_fields
+
+    try:
+        families = {family.name: family for family in load_model_file(path)}
+    except ConfigError as error:
+        parser.error(error.in_terms_of(flag))
+    name = known.model or saved.get("model")
+    if name is None and len(families) > 1:
+        parser.error(
+            f"--model-file {path} defines the model families {', '.join(families)}: choose one "
+            "with --model"
+        )
+    name = name or next(iter(families))
+    if name not in families:
+        parser.error(
+            f"--model {name} is not a family of --model-file {path} (it defines: "
+            f"{', '.join(families)})"
+        )
+    family = families[name]
+    parser.set_defaults(model=name, **{FAMILY_OPTIONS: family.option_names})
+    if family.options is None:
+        parser.set_defaults(**{FAMILY_OPTIONS: None})
+        return
+    group = parser.add_argument_group(f"options of model family {name} ({path})")
+    fields = option_fields(family.options)
+    for option, (field, kind) in fields.items():
+        if option in COMMAND_ARGUMENTS or (
+            option in TrainConfig.__dataclass_fields__ and option not in MODEL_OPTIONS
+        ):
+            parser.error(
+                f"option {option} of model family {name} ({path}) would hide {flag(option)} "
+                "of keras-attn train: rename it"
+            )
+        least = field.metadata.get("min")
+        said = f"at least {least}; default: {field.default}" if least is not None else None
+        kwargs = {
+            "dest": OPTION + option,
+            "default": field.default,
+            "help": f"{field.metadata.get('help') or ''} ({said or f'default: {field.default}'})",
+            "action": _Switch if kind is bool else _Store,
+        }
+        if kind in (int, float):
+            kwargs["type"] = kind
+        if field.metadata.get("choices") is not None:
+            kwargs["choices"] = field.metadata["choices"]
+        elif kind is not bool:
+            kwargs["metavar"] = option.upper()
+        group.add_argument(flag(option), **kwargs)
+
+
+def _reading_model_files(parser: argparse.ArgumentParser) -> None:
+    """Make `parser` add a `--model-file` family's option flags before it parses."""
+    parse_known_args = parser.parse_known_args
+
+    def parse(args=None, namespace=None):
+        arguments = sys.argv[1:] if args is None else list(args)
+        if not getattr(parser, "_model_file_read", False):
+            parser._model_file_read = True
+            _model_file_arguments(parser, arguments)
+        return parse_known_args(arguments, namespace)
+
+    # argparse has no hook before parsing: the subcommand parser's own method is replaced.
+    parser.parse_known_args = parse
 
 
 RESUME_HELP = (
@@ -99,8 +205,13 @@ def add_parsers(subparsers: Any) -> None:
         "train",
         help="train a model and write a resumable run directory",
         description="Train a model on a corpus; writes RUN/ with the .keras model, vocabularies, "
-        "checkpoints and TensorBoard logs, and prints dev BLEU (perplexity for gpt) at the end.",
+        "checkpoints and TensorBoard logs, and prints dev BLEU (perplexity for gpt) at the end. "
+        "With --model-file FILE, the options of FILE's model family are flags too (train "
+        "--model-file FILE --help lists them).",
+        # A --model-file family's option replaces the built-in flag of the same name (--units).
+        conflict_handler="resolve",
     )
+    _reading_model_files(parser)
     add_config_arguments(parser)
     parser.add_argument(
         "--distribute",
@@ -120,28 +231,45 @@ def requested_config(args: argparse.Namespace) -> TrainConfig:
 
     A new run takes every flag's value. A run that `--resume` continues takes its saved config
     with the flags given (and no time limit unless given); a given flag that cannot change is
-    refused here, as `train` would refuse it. Imports no TensorFlow.
+    refused here, as `train` would refuse it. Imports no TensorFlow (unless `--model-file` did).
 
     The workers of `--distribute multiworker` share `out`, which only the chief judges (in
     `train`): another worker may find the run the chief has started there already.
     """
-    names = [field.name for field in dataclasses.fields(TrainConfig)]
+    return _requested(args)[0]
+
+
+def _requested(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
+    """`(requested_config(args), whether it resumes a run)`."""
+    fields = [field for field in dataclasses.fields(TrainConfig) if field.metadata["flag"]]
+    given_names = getattr(args, GIVEN, ())
+    option_names = getattr(args, FAMILY_OPTIONS, None)
+    options = None
+    if option_names is not None:
+        options = {name: getattr(args, OPTION + name) for name in option_names}
     if args.distribute == "multiworker":
         found = paths.RESUMABLE if args.resume and RunDirectory(args.out).exists() else paths.NEW
     else:
         found = paths.check_out(args.out, args.resume)
     if found == paths.RESUMABLE:
         saved = TrainConfig.from_fields(RunDirectory(args.out).read_config_fields())
-        given = {name: getattr(args, name) for name in getattr(args, GIVEN, ())}
+        given = {name: getattr(args, name) for name in given_names if not name.startswith(OPTION)}
         changes = {**dict.fromkeys(CALL_LIMITS), **given}
+        given_options = {
+            name: options[name] for name in option_names or () if OPTION + name in given_names
+        }
+        if given_options:
+            changes["options"] = {**(saved.options or {}), **given_options}
         config = dataclasses.replace(saved, **changes)
         resumed_config(saved, config, args.out)
-        return config
-    config = TrainConfig(**{name: getattr(args, name) for name in names})
+        return config, True
+    # A built-in flag a --model-file family's option replaced keeps the field's default.
+    values = {field.name: getattr(args, field.name, field.default) for field in fields}
+    config = TrainConfig(**values, options=options)
     for field in ("init_from", "vocab_from"):
         if getattr(config, field):
             paths.check_origin(getattr(config, field), field)
-    return config
+    return config, False
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -151,8 +279,11 @@ def run_train(args: argparse.Namespace) -> int:
     restore) propagates as a `keras_attn.errors.ConfigError`, which `keras-attn` reports in one
     line with exit status 2.
     """
-    config = requested_config(args)
+    config, resumed = _requested(args)
     from keras_attn.training.trainer import TrainingDiverged, train
+
+    if not resumed:  # the family's schedule for the tuning flags not given
+        config = with_family_tuning(config, config.family(), getattr(args, GIVEN, ()))
 
     try:
         train(

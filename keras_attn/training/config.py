@@ -41,12 +41,15 @@ SAMPLING_SCHEDULES = ("linear", "exponential", "inverse-sigmoid")
 FLOAT32_MAX = float(2**128 - 2**104)  # the largest finite float32, about 3.403e38
 
 
-def option(default: Any, help: str | None = None, choices: Any = None) -> Any:
+def option(default: Any, help: str | None = None, choices: Any = None, flag: bool = True) -> Any:
     """A `TrainConfig` field: its default, and the help text and choices of its flag.
 
     `help` may name other options as `{field_name}`; the command line writes them as flags.
+    `flag=False`: a field no flag of its own sets.
     """
-    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+    return dataclasses.field(
+        default=default, metadata={"help": help, "choices": choices, "flag": flag}
+    )
 
 
 @dataclass
@@ -65,6 +68,19 @@ class TrainConfig:
         "bart (denoising; mBART with {side} both). Classifiers: bert-classifier, gpt-classifier, "
         "bart-classifier, text-cnn; tagger: bert-tagger (fine-tune with {init_from}). Image "
         "captioner: show-attend-tell (corpus scenes)",
+    )
+    model_file: str | None = option(
+        None,
+        "a Python file that defines model families and registers them with "
+        "keras_attn.models.register_family (see docs/training.md): imported before the other "
+        "flags are read; {model} chooses among its families (default: its only one), whose "
+        "options become flags of this command. The run keeps a copy, model_file.py",
+    )
+    options: dict | None = option(
+        None,
+        "the options of a model family that defines them (a dataclass, `Family.options`), by "
+        "name; missing ones take their defaults",
+        flag=False,
     )
     corpus: str = option(
         "synthetic",
@@ -98,8 +114,14 @@ class TrainConfig:
     batch_size: int = option(
         64, "examples per training step (with several replicas: over all of them together)"
     )
-    learning_rate: float = option(3e-3, "peak learning rate")
-    warmup_steps: int = option(100, "steps until the peak learning rate")
+    learning_rate: float = option(
+        3e-3, "peak learning rate; a model family may set its own, used when the flag is not given"
+    )
+    warmup_steps: int = option(
+        100,
+        "steps until the peak learning rate; a model family may set its own, used when the "
+        "flag is not given",
+    )
     encoder_learning_rate: float | None = option(
         None,
         "a second optimizer for the encoder (bertsum): its peak learning rate (default: one "
@@ -113,7 +135,7 @@ class TrainConfig:
         "cosine: linear warm-up, cosine decay to 5%% of the peak at {steps}; inverse-sqrt: "
         "Vaswani et al.'s linear warm-up, then lr ~ step^-0.5; halving: Luong et al.'s constant "
         "rate, halved every {decay_every} steps from {decay_start} (all peak at "
-        "{learning_rate})",
+        "{learning_rate}); a model family may set its own, used when the flag is not given",
         SCHEDULES,
     )
     decay_start: int | None = option(None, "{schedule} halving: first halving's step")
@@ -258,9 +280,12 @@ class TrainConfig:
         return cls(**{k: v for k, v in fields.items() if k in known})
 
     def family(self) -> ModelFamily:
-        """The model family `model` names (a `ConfigError` for an unknown name)."""
-        from keras_attn.models.families import get_family
+        """The model family `model` names, loading `model_file` first when it is given and
+        `model` is not known yet (a `ConfigError` for an unknown name)."""
+        from keras_attn.models.families import MODEL_FAMILIES, get_family, load_model_file
 
+        if self.model_file and self.model not in MODEL_FAMILIES:
+            load_model_file(self.model_file)
         return get_family(self.model)
 
     def validate(self, family: ModelFamily | None = None) -> None:
@@ -279,9 +304,15 @@ class TrainConfig:
             if getattr(self, name) is not None and name not in family.hyperparameters:
                 raise ConfigError(
                     f"{name} does not apply to model={self.model!r} (its options: "
-                    f"{', '.join(family.hyperparameters)})",
-                    [name, "model", *family.hyperparameters],
+                    f"{', '.join(family.option_names) or 'none'})",
+                    [name, "model", *family.option_names],
                 )
+        if self.options is not None and family.options is None:
+            raise ConfigError(
+                f"options apply to a family with an options dataclass, not model={self.model!r} "
+                f"(its options are the fields {', '.join(family.hyperparameters)})",
+                ["options", "model"],
+            )
         positive = ("window", "num_layers", "d_model", "num_heads", "ff_dim", "decoder_layers")
         for name in (*positive, "train_examples", "examples_per_class"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
@@ -450,8 +481,12 @@ class TrainConfig:
             raise ConfigError(str(error), fields) from error
 
     def model_hyperparameters(self, family: ModelFamily | None = None) -> dict:
-        """The family builder's keyword arguments; fields left at None are not passed."""
+        """The family builder's keyword arguments: its `options` with their defaults filled in
+        (`Family.option_values`, which checks them), or for a built-in family its fields; fields
+        left at None are not passed."""
         family = family or self.family()
+        if family.options is not None:
+            return family.option_values(self.options)
         values = {name: getattr(self, name) for name in family.hyperparameters}
         return {
             BUILDER_ARGUMENTS.get(name, name): value
@@ -480,6 +515,35 @@ FAMILY_OPTIONS = (
     "penalty",
 )
 
+# TrainConfig fields a family's own option of the same name replaces on the command line:
+# the built-in families' architecture options.
+MODEL_OPTIONS = (*FAMILY_OPTIONS, "embedding_dim", "units", "cell", "dropout")
+
+# TrainConfig fields whose value, when not given, is the model family's
+# (`Family.training_defaults`).
+TUNING = ("learning_rate", "warmup_steps", "schedule")
+
+
+def with_family_tuning(
+    config: TrainConfig, family: ModelFamily, given: tuple[str, ...] | list[str] = ()
+) -> TrainConfig:
+    """`config` with the family's `learning_rate`, `warmup_steps` and `schedule` in place of
+    those not named in `given` (the fields the caller set).
+
+    Args:
+        config: a new run's config.
+        family: its model family.
+        given: the fields of `config` set by the caller, which keep their values.
+
+    Returns:
+        The config the run starts with.
+    """
+    defaults = family.training_defaults()
+    return dataclasses.replace(
+        config, **{name: defaults[name] for name in TUNING if name not in given}
+    )
+
+
 # TrainConfig fields passed to the family builder under another keyword.
 BUILDER_ARGUMENTS = {"gru_reset_after": "reset_after"}
 
@@ -506,7 +570,8 @@ def resumed_config(saved: TrainConfig, config: TrainConfig | None, where: str) -
     `RESUMABLE` are `config`'s, and every other field of `config` must equal `saved`'s or be
     None, which keeps the saved value (the config that started a run with `init_from`, whose
     unset architecture options the run took from the other run, resumes it): a resumed run
-    continues the training `saved` describes.
+    continues the training `saved` describes. The `options` of `config` are compared one by
+    one: each must equal the saved one.
 
     Args:
         saved: the run's saved config.
@@ -518,15 +583,19 @@ def resumed_config(saved: TrainConfig, config: TrainConfig | None, where: str) -
     """
     if config is None:
         return dataclasses.replace(saved, **dict.fromkeys(CALL_LIMITS))
-    names = [field.name for field in dataclasses.fields(TrainConfig)]
-    differing = [
-        name
+    names = [field.name for field in dataclasses.fields(TrainConfig) if field.name != "options"]
+    differing = {
+        name: (getattr(config, name), getattr(saved, name))
         for name in names
         if name not in RESUMABLE and getattr(config, name) not in (None, getattr(saved, name))
-    ]
+    }
+    asked_options, saved_options = config.options or {}, saved.options or {}
+    for name in sorted(asked_options):  # a family's options, by name
+        if asked_options[name] != saved_options.get(name):
+            differing[name] = (asked_options[name], saved_options.get(name))
     if differing:
-        asked = ", ".join(f"{name}={getattr(config, name)!r}" for name in differing)
-        kept = ", ".join(f"{name}={getattr(saved, name)!r}" for name in differing)
+        asked = ", ".join(f"{name}={value!r}" for name, (value, _) in differing.items())
+        kept = ", ".join(f"{name}={value!r}" for name, (_, value) in differing.items())
         raise ConfigError(
             f"cannot resume {where} with {asked}: its config.json has {kept}; resuming may "
             f"change {', '.join(RESUMABLE[:-1])} and {RESUMABLE[-1]} only",

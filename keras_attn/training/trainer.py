@@ -32,12 +32,13 @@ from keras_attn.formats import (  # noqa: F401  (re-exported: the run directory'
     MAX_OUTPUT_LENGTH,
     METRICS_FILE,
     MODEL_FILE,
+    MODEL_SOURCE,
     SOURCE_VOCAB,
     TARGET_VOCAB,
     TRAIN_LOG,
     VOCAB,
 )
-from keras_attn.models.families import ModelFamily
+from keras_attn.models.families import ModelFamily, family_of_run, load_model_file
 from keras_attn.training import paths, precision
 from keras_attn.training import strategy as strategies
 from keras_attn.training.checkpoints import restore_newest
@@ -93,7 +94,10 @@ def train(
     kept), `train_log.tsv` (loss and token accuracy of every step), `logs/` (TensorBoard),
     `model.keras` and `metrics.json` (the family's task's dev metrics: BLEU and exact match for a
     translator, perplexity for a language model, masked-LM and reconstruction scores for
-    pre-training, accuracy for a classifier; `eval_sentences=0` skips them). What differs between
+    pre-training, accuracy for a classifier; `eval_sentences=0` skips them). A run whose
+    `config.model_file` defines its family keeps a copy of that file as `model_file.py`, which
+    a resumed run and `keras-attn export` import, and records the family's options, defaults
+    filled in, as `options`. What differs between
     families (data, vocabularies, model, loss, evaluation) is their task's
     (`keras_attn.training.tasks`); with `config.init_from` a new run starts from a finished
     run's weights and vocabularies, with `config.vocab_from` from another run's vocabularies
@@ -231,6 +235,8 @@ def _start_run(
         try:
             existed = run.path.exists()
             saved = run.read_config_fields() if resume and run.exists() else {}
+            if resume and run.file(MODEL_SOURCE).exists():
+                load_model_file(run.file(MODEL_SOURCE))  # the run's copy of its model file
             config = _resolve_config(run, config, resume, log)
             family = _check_request(config, distribute)
             choice = _choose_precision(config, saved.get(PRECISION_KEY), log)
@@ -240,6 +246,8 @@ def _start_run(
             if not saved:
                 made = "contents" if existed else "directory"
             run.path.mkdir(parents=True, exist_ok=True)
+            if config.model_file and not run.file(MODEL_SOURCE).exists():
+                run.write_text(MODEL_SOURCE, Path(config.model_file).read_text(encoding="utf-8"))
             run.write_json(
                 CONFIG_FILE, {**dataclasses.asdict(config), PRECISION_KEY: choice.policy}
             )
@@ -255,7 +263,7 @@ def _start_run(
     if not chief:
         fields = run.read_config_fields()
         config = TrainConfig.from_fields(fields)
-        family = config.family()
+        family = family_of_run(run)
         choice = precision.PolicyChoice(fields[PRECISION_KEY], "the chief's choice")
         strategies.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
         splits = _load_data(config, family)
@@ -323,6 +331,8 @@ def _resolve_config(
     for field in ("init_from", "vocab_from"):
         if getattr(config, field):
             check_origin_run(config, family, run.path, field)
+    if family.options is not None:  # config.json records every option, defaults filled in
+        config = dataclasses.replace(config, options=family.option_values(config.options))
     return config
 
 

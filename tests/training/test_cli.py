@@ -23,7 +23,7 @@ DEFAULTS = {
     "encoder_learning_rate": None, "encoder_warmup_steps": None, "gru_reset_after": None,
     "new_source_encoder_layers": None, "decoder_layers": None, "penalty": None, "side": None,
     "mask_rate": None, "noises": None, "scheduled_sampling": None, "sampling_constant": None,
-    "sampling_floor": None,
+    "sampling_floor": None, "model_file": None, "options": None,
 }  # fmt: skip
 
 
