@@ -39,7 +39,6 @@ from keras_attn.models.text_cnn import text_cnn
 from keras_attn.models.transformer_translator import transformer_translator
 from keras_attn.models.transformer_translator_steps import TransformerTranslatorSteps
 
-
 # The name the model families had before `Family` was public: the same class.
 ModelFamily = Family
 

@@ -158,9 +158,7 @@ class Family:
                 )
             task = KIND_TASKS[kind]
         if TASK_KINDS.get(task) != kind:
-            raise ConfigError(
-                f"task={task!r} is not a task of kind={kind!r}", ["task", "kind"]
-            )
+            raise ConfigError(f"task={task!r} is not a task of kind={kind!r}", ["task", "kind"])
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "task", task)
         if not callable(self.build):
@@ -307,9 +305,7 @@ def check_option(name: str, value: Any, kind: type, metadata: Any) -> Any:
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ConfigError(
-            f"{name} must be a {kind.__name__}, got {value!r}", [name]
-        )
+        raise ConfigError(f"{name} must be a {kind.__name__}, got {value!r}", [name])
     if kind is float and not math.isfinite(value):
         raise ConfigError(f"{name} must be a finite number, got {value}", [name])
     choices = metadata.get("choices")
