@@ -371,7 +371,7 @@ def register_family(family: Family | str, legacy: Family | None = None) -> Famil
 
 
 # sha256 of a model file's bytes -> the names of the families it registered (a file, or its
-# copy in a run directory, runs once per process).
+# copy in a run directory, runs once per process while they stay registered).
 _LOADED: dict[str, tuple[str, ...]] = {}
 
 
@@ -396,7 +396,8 @@ def load_model_file(path: str | Path) -> tuple[Family, ...]:
         raise ConfigError(f"model_file {path} {missing}", ["model_file"])
     source = path.read_bytes()
     digest = hashlib.sha256(source).hexdigest()
-    if digest not in _LOADED:
+    loaded = _LOADED.get(digest, ())
+    if not loaded or any(name not in MODEL_FAMILIES for name in loaded):
         name = f"keras_attn_model_file_{digest[:16]}"
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)

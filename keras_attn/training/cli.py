@@ -14,6 +14,7 @@ that has a `model_file.py` imports that copy instead.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import sys
 import typing
@@ -106,11 +107,13 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(**{GIVEN: (), "options": None})
 
 
-def _model_file_arguments(parser: argparse.ArgumentParser, args: list[str]) -> None:
-    """Import the model file `args` name and add its family's options to `parser` as flags.
+def _model_file_parser(
+    parser: argparse.ArgumentParser, args: list[str]
+) -> argparse.ArgumentParser | None:
+    """A copy of `parser` with the options of the model file's family as flags, or None.
 
-    The file is `--model-file`'s, or with `--resume` the copy in the `--out` run; without
-    either, nothing happens (and nothing is imported). A mistake ends in `parser.error`.
+    The file is `--model-file`'s in `args`, or with `--resume` the copy in the `--out` run;
+    without either, None (and nothing is imported). A mistake ends in `parser.error`.
     """
     early = type(parser)(prog=parser.prog, add_help=False, allow_abbrev=False)
     for name in ("--model-file", "--model", "--out"):
@@ -123,7 +126,7 @@ def _model_file_arguments(parser: argparse.ArgumentParser, args: list[str]) -> N
     elif known.model_file:
         path, saved = Path(known.model_file), {}
     else:
-        return
+        return None
     from keras_attn.models.family import load_model_file, option_fields
 
     try:
@@ -143,10 +146,13 @@ def _model_file_arguments(parser: argparse.ArgumentParser, args: list[str]) -> N
             f"{', '.join(families)})"
         )
     family = families[name]
+    # A copy: the parser may parse other command lines (with other model files) later.
+    parser = copy.deepcopy(parser)
+    vars(parser).pop("parse_known_args", None)  # the copy parses as its class does
     parser.set_defaults(model=name, **{FAMILY_OPTIONS: family.option_names})
     if family.options is None:
         parser.set_defaults(**{FAMILY_OPTIONS: None})
-        return
+        return parser
     group = parser.add_argument_group(f"options of model family {name} ({path})")
     fields = option_fields(family.options)
     for option, (field, kind) in fields.items():
@@ -158,11 +164,12 @@ def _model_file_arguments(parser: argparse.ArgumentParser, args: list[str]) -> N
                 "of keras-attn train: rename it"
             )
         least = field.metadata.get("min")
-        said = f"at least {least}; default: {field.default}" if least is not None else None
+        bounds = "" if least is None else f"at least {least}; "
+        text = f"{field.metadata.get('help') or ''} ({bounds}default: {field.default})".strip()
         kwargs = {
             "dest": OPTION + option,
             "default": field.default,
-            "help": f"{field.metadata.get('help') or ''} ({said or f'default: {field.default}'})",
+            "help": text.replace("%", "%%"),  # argparse formats help with %
             "action": _Switch if kind is bool else _Store,
         }
         if kind in (int, float):
@@ -172,6 +179,7 @@ def _model_file_arguments(parser: argparse.ArgumentParser, args: list[str]) -> N
         elif kind is not bool:
             kwargs["metavar"] = option.upper()
         group.add_argument(flag(option), **kwargs)
+    return parser
 
 
 def _reading_model_files(parser: argparse.ArgumentParser) -> None:
@@ -180,10 +188,10 @@ def _reading_model_files(parser: argparse.ArgumentParser) -> None:
 
     def parse(args=None, namespace=None):
         arguments = sys.argv[1:] if args is None else list(args)
-        if not getattr(parser, "_model_file_read", False):
-            parser._model_file_read = True
-            _model_file_arguments(parser, arguments)
-        return parse_known_args(arguments, namespace)
+        family_parser = _model_file_parser(parser, arguments)
+        if family_parser is None:
+            return parse_known_args(arguments, namespace)
+        return family_parser.parse_known_args(arguments, namespace)
 
     # argparse has no hook before parsing: the subcommand parser's own method is replaced.
     parser.parse_known_args = parse
