@@ -353,7 +353,9 @@ def register_family(family: Family | str, legacy: Family | None = None) -> Famil
     """
     if isinstance(family, str):
         if not isinstance(legacy, Family):
-            raise ConfigError(f"family must be a Family, got {legacy!r}", ["family"])
+            raise ConfigError(
+                f"register_family takes a keras_attn.models.Family, got {legacy!r}", ["family"]
+            )
         family = dataclasses.replace(legacy, name=family)
     if not isinstance(family, Family):
         raise ConfigError(
