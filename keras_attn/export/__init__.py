@@ -1,0 +1,34 @@
+"""Serving modules, the SavedModel writer and the contract checks of the exported graphs.
+
+- `export_translator(model, source_vocabulary, target_vocabulary, model_base_path, ...)`:
+  any Keras translator (`(source_ids, target_ids)` → next-token scores) as a TF Serving
+  SavedModel with tokenization and greedy or beam-search decoding in the graph; also
+  `export_translator(translator, model_base_path, ...)` for a `Translator` module.
+- `PrefixSteps`: the step view `export_translator` decodes such a model with.
+- `export_generator`: a GPT language model as a SavedModel.
+- `translator`, `generator`, `captioner`: the `tf.Module`s the signatures wrap;
+  `contract`: the checks an export passes before it is published; `cli`: `keras-attn export`.
+
+The names above are imported when first used, so importing `keras_attn.export.cli` (to build
+the command line's parser) imports no TensorFlow.
+"""
+
+import importlib
+
+_LAZY = {
+    "PrefixSteps": "keras_attn.export.prefix_steps",
+    "export_generator": "keras_attn.export.saved_model",
+    "export_translator": "keras_attn.export.saved_model",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -29,6 +29,15 @@ TRANSLATOR_SIGNATURES = {
         },
     ),
 }
+
+def translator_signatures(with_alignment: bool = True) -> dict:
+    """`TRANSLATOR_SIGNATURES`, without `translate_with_alignment` for a translator whose step
+    view gives no alignments (`keras_attn.export.translator.Translator.with_alignment`)."""
+    if with_alignment:
+        return dict(TRANSLATOR_SIGNATURES)
+    return {k: v for k, v in TRANSLATOR_SIGNATURES.items() if k != "translate_with_alignment"}
+
+
 GENERATE_OUTPUTS = {
     "continuation": (STRING, [-1]),
     "tokens": (STRING, [-1, -1]),
@@ -165,15 +174,20 @@ def probe_saved_model(
 
 
 def check_translator_saved_model(
-    path: str | os.PathLike, sentences: list[str] | None = None
+    path: str | os.PathLike, sentences: list[str] | None = None, with_alignment: bool | None = True
 ) -> dict:
     """Verify the translator contract (docs/serving.md) on an exported SavedModel.
 
     Checks, all in a fresh process importing only `tensorflow` and `tensorflow_text`: every op in
     the graph (functions included) is registered by TensorFlow core or tf-text and none is a
-    Cudnn*/PyFunc op; the three signatures exist with method `tensorflow/serving/predict` and
-    the exact input/output names, dtypes and ranks; each signature runs on `sentences` (an empty
-    string included) and returns batch-major outputs; nothing of keras_attn is imported.
+    Cudnn*/PyFunc op; the signatures exist with method `tensorflow/serving/predict` and the exact
+    input/output names, dtypes and ranks; each signature runs on `sentences` (an empty string
+    included) and returns batch-major outputs; nothing of keras_attn is imported.
+
+    The signatures are `serving_default`, `translate` and `translate_with_alignment`, the last
+    one left out for a translator without alignments (a step view whose state has no
+    `"attention"`): `with_alignment=True` (the default) requires it, `False` refuses it, None
+    accepts either.
 
     Returns:
         The probe's report (ops, signatures, output shapes, translations).
@@ -183,7 +197,12 @@ def check_translator_saved_model(
     """
     sentences = list(sentences or ["hola", ""])
     report = probe_saved_model(path, sentences)
-    problems = _violations(report, TRANSLATOR_SIGNATURES, len(sentences))
+    if with_alignment is None:
+        with_alignment = "translate_with_alignment" in report["signatures"]
+    signatures = translator_signatures(with_alignment)
+    problems = _violations(report, signatures, len(sentences))
+    if not with_alignment and "translate_with_alignment" in report["signatures"]:
+        problems.append("unexpected signature 'translate_with_alignment'")
     if problems:
         raise ContractError(f"{path}: " + "; ".join(problems))
     return report

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import overload
 
 import keras
 
-from keras_attn.errors import ConfigError, PathExistsError
+from keras_attn.errors import ConfigError, PathExistsError, PathNotFoundError
 from keras_attn.export.contract import check_generator_saved_model, check_translator_saved_model
 from keras_attn.export.generator import Generator
+from keras_attn.export.prefix_steps import PrefixSteps
 from keras_attn.export.translator import Translator
 from keras_attn.export.warmup import (
     WARMUP_TEXTS,
@@ -21,6 +24,9 @@ from keras_attn.export.warmup import (
     translator_warmup_feeds,
     write_warmup_requests,
 )
+from keras_attn.formats import MAX_OUTPUT_LENGTH
+from keras_attn.text.tokenizer import WordPieceTokenizer
+from keras_attn.text.vocab import RESERVED_TOKENS, load_vocab
 
 
 def existing_versions(model_base_path: str | os.PathLike) -> list[int]:
@@ -40,6 +46,7 @@ def disable_cudnn(model: keras.Model) -> None:
             layer.use_cudnn = False
 
 
+@overload
 def export_translator(
     translator: Translator,
     model_base_path: str | os.PathLike,
@@ -47,23 +54,72 @@ def export_translator(
     check: bool = True,
     check_sentences: list[str] | None = None,
     warmup_texts: Sequence[str] | None = WARMUP_TEXTS,
-) -> Path:
-    """Export `translator` as `model_base_path/<version>/` with the serving signatures.
+) -> Path: ...
 
-    Signatures: `serving_default` and `translate` (text → translation, tokens, scores) and
-    `translate_with_alignment` (adds alignment, source_tokens). The SavedModel is written to a
-    hidden temporary directory, checked (`check_translator_saved_model`) and only then renamed
-    to its version number, so a server polling the base path never sees a partial or broken
-    version, and a failed export leaves nothing behind. The version carries warm-up requests
+
+@overload
+def export_translator(
+    translator: keras.Model,
+    source_vocabulary: Sequence[str] | str | os.PathLike,
+    target_vocabulary: Sequence[str] | str | os.PathLike,
+    model_base_path: str | os.PathLike,
+    *,
+    version: int | None = None,
+    decoder: str = "greedy",
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    jit_compile: bool = False,
+    max_source_length: int = 128,
+    max_output_length: int = MAX_OUTPUT_LENGTH,
+    steps=None,
+    source_input: str | int | None = None,
+    target_input: str | int | None = None,
+    outputs: str | None = None,
+    batch_buckets: Sequence[int] | None = None,
+    length_buckets: Sequence[int] | None = None,
+    check: bool = True,
+    check_sentences: list[str] | None = None,
+    warmup_texts: Sequence[str] | None = WARMUP_TEXTS,
+) -> Path: ...
+
+
+def export_translator(translator, *args, **kwargs) -> Path:
+    """Export a translator as `model_base_path/<version>/` with the serving signatures.
+
+    Two call forms:
+
+    - `export_translator(translator, model_base_path, ...)`: a `Translator` module, exported
+      as it is.
+    - `export_translator(model, source_vocabulary, target_vocabulary, model_base_path, ...)`:
+      any `keras.Model` mapping `(source_ids, target_ids)` to next-token scores
+      `(batch, T_y, V)`, with its two WordPiece vocabularies; the `Translator` (tokenizers and
+      search) is built here, decoding with `keras_attn.export.PrefixSteps` unless a cached
+      step view is given as `steps`.
+
+    Signatures: `serving_default` and `translate` (text → translation, tokens, scores) and,
+    where the step view's state has an `"attention"` entry, `translate_with_alignment` (adds
+    alignment, source_tokens). The SavedModel is written to a hidden temporary directory,
+    checked (`check_translator_saved_model`) and only then renamed to its version number, so a
+    server polling the base path never sees a partial or broken version, and a failed export
+    leaves nothing behind. The version carries warm-up requests
     (`assets.extra/tf_serving_warmup_requests`, one `PredictRequest` per signature on
     `warmup_texts`) that stock TF Serving and `keras-attn serve` replay before serving it; a
-    compiled translator (`Translator(jit_compile=True)`) has one more request per (batch,
-    length) bucket first, so every executable is compiled before the version is AVAILABLE.
+    compiled translator (`jit_compile=True`) has one more request per (batch, length) bucket
+    first, so every executable is compiled before the version is AVAILABLE.
 
     Args:
-        translator: the `Translator` module to export.
+        translator: the `Translator` module, or the `keras.Model` (second form).
+        source_vocabulary, target_vocabulary: (second form) the tokens in id order, or the path
+            of a vocabulary file (one token per line, `keras_attn.text.vocab.save_vocab`); each
+            starts with `[PAD]`, `[UNK]`, `[START]`, `[END]` (ids 0-3). The model's scores must
+            cover the target vocabulary.
         model_base_path: the model's base directory (created if needed).
         version: integer version; default: one more than the newest existing version (or 1).
+        decoder, beam_size, length_penalty, jit_compile, max_source_length, max_output_length,
+            batch_buckets, length_buckets: (second form) as `Translator`'s.
+        steps: (second form) a step view over `model` (faster than the generic one: e.g.
+            `keras_attn.models.RNNTranslatorSteps(model)`); None: `PrefixSteps`.
+        source_input, target_input, outputs: (second form, `steps=None`) as `PrefixSteps`'.
         check: run the contract check before publishing.
         check_sentences: sentences the check translates.
         warmup_texts: the texts of each warm-up request (None: write no warm-up file).
@@ -74,27 +130,165 @@ def export_translator(
     Raises:
         keras_attn.errors.PathExistsError: the version exists already (it is never
             overwritten); a FileExistsError.
-        keras_attn.errors.ConfigError: a non-positive version.
+        keras_attn.errors.PathNotFoundError: a vocabulary file that does not exist.
+        keras_attn.errors.ConfigError: a non-positive version; a vocabulary without the
+            reserved tokens first, or whose size differs from the model's; `source_input`,
+            `target_input` or `outputs` with `steps`; a model that is not causal
+            (`PrefixSteps`); the errors of `Translator`.
         keras_attn.export.contract.ContractError: the check failed (nothing is published).
+
+    docs/own_model.md exports, serves and queries a functional-API translator this way.
     """
-    archive = _archive(
-        (translator.model, translator.source_tokenizer, translator.target_tokenizer),
-        {
-            "serving_default": translator.translate,
-            "translate": translator.translate,
-            "translate_with_alignment": translator.translate_with_alignment,
-        },
+    if isinstance(translator, Translator):
+        return _export_translator_module(translator, *args, **kwargs)
+    if isinstance(translator, keras.Model):
+        return _export_keras_translator(translator, *args, **kwargs)
+    raise ConfigError(
+        "Expected translator to be a keras_attn.export.translator.Translator or a keras.Model. "
+        f"Received: translator of type {type(translator).__name__}",
+        ["translator"],
     )
+
+
+def _export_keras_translator(
+    model: keras.Model,
+    source_vocabulary,
+    target_vocabulary,
+    model_base_path: str | os.PathLike,
+    *,
+    version: int | None = None,
+    decoder: str = "greedy",
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    jit_compile: bool = False,
+    max_source_length: int = 128,
+    max_output_length: int = MAX_OUTPUT_LENGTH,
+    steps=None,
+    source_input: str | int | None = None,
+    target_input: str | int | None = None,
+    outputs: str | None = None,
+    batch_buckets: Sequence[int] | None = None,
+    length_buckets: Sequence[int] | None = None,
+    check: bool = True,
+    check_sentences: list[str] | None = None,
+    warmup_texts: Sequence[str] | None = WARMUP_TEXTS,
+) -> Path:
+    """The second form of `export_translator`: build the `Translator`, then export it."""
+    source_tokenizer = vocabulary_tokenizer(source_vocabulary, "source_vocabulary")
+    target_tokenizer = vocabulary_tokenizer(target_vocabulary, "target_vocabulary")
+    if steps is None:
+        steps = PrefixSteps(
+            model,
+            max_output_length,
+            source_input=source_input,
+            target_input=target_input,
+            outputs=outputs,
+            start_id=target_tokenizer.start_id,
+            pad_id=target_tokenizer.pad_id,
+            source_vocab_size=source_tokenizer.vocab_size,
+        )
+        if steps.vocab_size != target_tokenizer.vocab_size:
+            raise ConfigError(
+                f"the model scores {steps.vocab_size} tokens, but target_vocabulary has "
+                f"{target_tokenizer.vocab_size}",
+                ["target_vocabulary"],
+            )
+    else:
+        given = {"source_input": source_input, "target_input": target_input, "outputs": outputs}
+        named = [name for name, value in given.items() if value is not None]
+        if named:
+            raise ConfigError(
+                f"{', '.join(named)} only apply to the generic step view (steps=None)",
+                [*named, "steps"],
+            )
+    translator = Translator(
+        model,
+        steps,
+        source_tokenizer,
+        target_tokenizer,
+        max_source_length=max_source_length,
+        max_output_length=max_output_length,
+        decoder=decoder,
+        beam_size=beam_size,
+        length_penalty=length_penalty,
+        jit_compile=jit_compile,
+        batch_buckets=batch_buckets,
+        length_buckets=length_buckets,
+    )
+    return _export_translator_module(
+        translator,
+        model_base_path,
+        version=version,
+        check=check,
+        check_sentences=check_sentences,
+        warmup_texts=warmup_texts,
+    )
+
+
+def vocabulary_tokenizer(
+    vocabulary: Sequence[str] | str | os.PathLike, argument: str
+) -> WordPieceTokenizer:
+    """A `WordPieceTokenizer` over `vocabulary` (tokens in id order, or a vocabulary file).
+
+    Raises:
+        keras_attn.errors.PathNotFoundError: the file does not exist.
+        keras_attn.errors.ConfigError: the reserved tokens are not first, or a token repeats
+            (the message names `argument`).
+    """
+    if isinstance(vocabulary, (str, os.PathLike)):
+        if not Path(vocabulary).is_file():
+            raise PathNotFoundError(
+                f"{argument}='{vocabulary}' is not a vocabulary file", [argument]
+            )
+        vocabulary = load_vocab(vocabulary)
+    tokens = [str(token) for token in vocabulary]
+    if tokens[: len(RESERVED_TOKENS)] != RESERVED_TOKENS:
+        raise ConfigError(
+            f"Expected {argument} to start with the reserved tokens {RESERVED_TOKENS}. "
+            f"Received: {tokens[: len(RESERVED_TOKENS)]}",
+            [argument],
+        )
+    repeated = sorted(token for token, count in Counter(tokens).items() if count > 1)
+    if repeated:
+        raise ConfigError(f"{argument} repeats the tokens {repeated[:5]}", [argument])
+    return WordPieceTokenizer(tokens)
+
+
+def _export_translator_module(
+    translator: Translator,
+    model_base_path: str | os.PathLike,
+    version: int | None = None,
+    check: bool = True,
+    check_sentences: list[str] | None = None,
+    warmup_texts: Sequence[str] | None = WARMUP_TEXTS,
+) -> Path:
+    """The first form of `export_translator`."""
+    endpoints = {"serving_default": translator.translate, "translate": translator.translate}
+    if translator.with_alignment:
+        endpoints["translate_with_alignment"] = translator.translate_with_alignment
+    archive = _archive(
+        (translator.model, translator.source_tokenizer, translator.target_tokenizer), endpoints
+    )
+    warmup = None
+    if warmup_texts is not None:
+        feeds = translator_warmup_feeds(warmup_texts)
+        warmup = _bucket_feeds(translator, "translate", "text", translator.source_tokenizer, 0)
+        warmup += [(name, feed) for name, feed in feeds.items() if name in endpoints]
     return _publish(
         archive,
         translator.model,
         model_base_path,
         version,
-        (lambda path: check_translator_saved_model(path, check_sentences)) if check else None,
-        None
-        if warmup_texts is None
-        else _bucket_feeds(translator, "translate", "text", translator.source_tokenizer, 0)
-        + list(translator_warmup_feeds(warmup_texts).items()),
+        (
+            (
+                lambda path: check_translator_saved_model(
+                    path, check_sentences, with_alignment=translator.with_alignment
+                )
+            )
+            if check
+            else None
+        ),
+        warmup,
     )
 
 

@@ -24,9 +24,11 @@ class Translator(tf.Module):
     detokenizer → strings.
 
     Args:
+        model: the `keras.Model` `steps` drives (tracked, so the SavedModel holds its variables).
         steps: an object with `encode(source_ids) -> state` and
             `step(token_ids, state) -> (logits, state)`, e.g.
-            `keras_attn.models.RNNTranslatorSteps`.
+            `keras_attn.models.RNNTranslatorSteps`, or `keras_attn.export.PrefixSteps` for any
+            Keras translator. A state with an `"attention"` entry gives alignments.
         source_tokenizer, target_tokenizer: `keras_attn.text.tokenizer.WordPieceTokenizer`s.
         max_source_length: source tokens kept per sentence (the rest is cut).
         max_output_length: hard limit on generated tokens, END included.
@@ -52,11 +54,14 @@ class Translator(tf.Module):
     included; never length-normalised, also with the beam decoder, whose ranking alone uses the
     length penalty); `translate_with_alignment` adds `alignment` `[batch, L, T_x]` float32 (with
     the beam decoder: the returned hypothesis' own attention rows) and `source_tokens`
-    `[batch, T_x]` string.
+    `[batch, T_x]` string. It exists only where `with_alignment` is true: where the state
+    `steps.encode` returns has an `"attention"` entry (checked on a one-token source when the
+    translator is made).
 
     Raises:
         keras_attn.errors.ConfigError: an unknown `decoder`, a `beam_size` below 1, buckets
-            without `jit_compile` or bad buckets.
+            without `jit_compile` or bad buckets; `translate_with_alignment` called where
+            `with_alignment` is false.
     """
 
     def __init__(
@@ -101,6 +106,9 @@ class Translator(tf.Module):
         self.batch_buckets, self.length_buckets = buckets.validated(
             jit_compile, batch_buckets, length_buckets, self.max_source_length
         )
+        probe = tf.fill([1, 1], self.source_tokenizer.unk_id)  # (1, 1): one unknown word
+        state = steps.encode(probe)
+        self.with_alignment = isinstance(state, dict) and "attention" in state
         if self.jit_compile:
             self._compiled_search = tf.function(
                 self._search,
@@ -172,8 +180,19 @@ class Translator(tf.Module):
         _, ids, _, result, _ = self._decode(text)
         return self._outputs(ids, result)
 
+    @property
+    def translate_with_alignment(self):
+        """The `tf.function` of the `translate_with_alignment` signature (`with_alignment`)."""
+        if not self.with_alignment:
+            raise ConfigError(
+                "translate_with_alignment needs a step view whose state has an 'attention' "
+                f"entry; {type(self._steps).__name__}'s has none",
+                ["steps"],
+            )
+        return self._translate_with_alignment
+
     @tf.function(input_signature=[TEXT_SPEC])
-    def translate_with_alignment(self, text):
+    def _translate_with_alignment(self, text):
         source_ids, ids, _, result, width = self._decode(text)
         outputs = self._outputs(ids, result)
         outputs["alignment"] = tf.cast(result.alignments[:, :width, :], tf.float32)

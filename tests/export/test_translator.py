@@ -3,6 +3,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_attn.errors import ConfigError
+from keras_attn.export.translator import Translator
+
 START, END = 2, 3
 
 
@@ -73,3 +76,33 @@ def test_translation_is_detokenized_tokens(translator, tiny_pairs):
     ]
     expected = translator.target_tokenizer.detokenize(tf.constant([ids or [0]], tf.int64))
     assert out["translation"].numpy()[0] == expected.numpy()[0]
+
+
+class WithoutAttention:
+    """The step view of `steps` without its "attention" entry."""
+
+    def __init__(self, steps):
+        self.steps = steps
+
+    def encode(self, source_ids):
+        return {k: v for k, v in self.steps.encode(source_ids).items() if k != "attention"}
+
+    def step(self, token_ids, state):
+        logits, state = self.steps.step(token_ids, {**state, "attention": 0.0})
+        return logits, {k: v for k, v in state.items() if k != "attention"}
+
+
+def test_a_step_view_without_attention_translates_without_alignments(translator):
+    plain = Translator(
+        translator.model,
+        WithoutAttention(translator._steps),
+        translator.source_tokenizer,
+        translator.target_tokenizer,
+        max_output_length=translator.max_output_length,
+    )
+    assert translator.with_alignment and not plain.with_alignment
+    texts = tf.constant(["el gato negro", ""])
+    for name, value in translator.translate(texts).items():
+        np.testing.assert_array_equal(plain.translate(texts)[name].numpy(), value.numpy())
+    with pytest.raises(ConfigError, match="needs a step view whose state has an 'attention'"):
+        plain.translate_with_alignment(texts)

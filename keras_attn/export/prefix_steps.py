@@ -1,0 +1,279 @@
+"""A step view for any Keras translator: rerun the whole model on the target prefix each step."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.errors import ConfigError
+
+OUTPUTS = ("logits", "probabilities")
+# The smallest normal float32: probabilities are clipped to it before the log, so a zero
+# probability becomes a large finite negative score instead of -inf.
+_TINY = float(np.finfo(np.float32).tiny)
+# Token ids the probes draw from start here (after [PAD], [UNK], [START], [END]).
+_FIRST_WORD_ID = 4
+
+
+@keras_attn_export("keras_attn.export.PrefixSteps")
+class PrefixSteps:
+    """The step contract over any Keras model mapping `(source_ids, target_ids)` to scores.
+
+    The model is a teacher-forced translator: source ids `(batch, T_x)` and target ids
+    `(batch, T_y)` (START then the tokens so far) in, next-token scores `(batch, T_y, V)` out, the
+    scores at position `t` depending on the target tokens up to `t` only. `PrefixSteps` drives it
+    one token at a time without knowing its layers:
+
+    - `encode(source_ids (batch, T_x)) -> state`: `{"source_ids", "target_ids", "position"}`,
+      the target a buffer of `max_length` ids (START then PAD) and `position` the scalar 0.
+    - `step(token_ids (batch,), state) -> (logits (batch, V) float32, state)`: writes
+      `token_ids` at `position`, runs the model on the source and the whole buffer and returns
+      the scores at `position` (as log-probabilities for a model ending in a softmax), then
+      advances `position`.
+
+    Every shape is fixed (the buffer always has `max_length` columns; PAD after the prefix), so
+    the view runs inside the decoding `while` loops and under XLA. Each step reruns the encoder
+    and the decoder on the full buffer: a cached step view (e.g.
+    `keras_attn.models.RNNTranslatorSteps`) is faster; this one needs nothing but the model.
+    The state has no `"attention"` entry, so decoding returns no alignments.
+
+    Inputs are found by name or by position: `source_input` and `target_input` name the model's
+    inputs (a name, or a position in its input list); by default the inputs named `source_ids`
+    and `target_ids`, else the first and the second of a model with two inputs. Ids are cast to
+    the dtype each input declares (int32 or int64). A model that is not functional is called
+    with a dict when both inputs are given by name, else with `[source_ids, target_ids]`.
+
+    Two probes run on construction, on short made-up sentences: one tells whether the model
+    ends in a softmax (`outputs=None`: every row non-negative and summing to 1, within 1e-3),
+    the other that it is causal: two target sequences equal up to position `t` and different
+    after it must get the same scores at positions `<= t`. `vocab_size` is the `V` they saw.
+
+    Args:
+        model: a built `keras.Model` as above.
+        max_length: the columns of the target buffer, START included: at least the most tokens
+            a search generates (its `max_length`).
+        source_input, target_input: the model's source and target inputs (names or positions;
+            None: see above).
+        outputs: `"logits"`, `"probabilities"` (a final softmax: the step returns their logs),
+            or None to tell them apart with the probe.
+        start_id, pad_id: the target's START and PAD ids (2 and 0 with
+            `keras_attn.text.tokenizer.WordPieceTokenizer`).
+        source_vocab_size: the source vocabulary size, for the probes' made-up source ids
+            (None: ids 4 to 7).
+
+    Raises:
+        keras_attn.errors.ConfigError: an unknown `outputs`, inputs that cannot be found, scores
+            that are not `(batch, T_y, V)`, or a model whose scores at a position read later
+            target tokens (a bidirectional decoder, a self-attention without a causal mask).
+
+    Example:
+
+    >>> import keras
+    >>> source = keras.Input((None,), dtype="int32", name="source_ids")
+    >>> target = keras.Input((None,), dtype="int32", name="target_ids")
+    >>> embedded = keras.layers.Embedding(12, 4)(target)
+    >>> decoded = keras.layers.LSTM(8, return_sequences=True)(embedded)
+    >>> model = keras.Model([source, target], keras.layers.Dense(12)(decoded))
+    >>> steps = PrefixSteps(model, max_length=6)
+    >>> state = steps.encode(tf.constant([[5, 6, 7]]))
+    >>> logits, state = steps.step(tf.constant([2]), state)
+    >>> logits.shape, int(state["position"])
+    (TensorShape([1, 12]), 1)
+    """
+
+    def __init__(
+        self,
+        model,
+        max_length: int,
+        source_input: str | int | None = None,
+        target_input: str | int | None = None,
+        outputs: str | None = None,
+        start_id: int = 2,
+        pad_id: int = 0,
+        source_vocab_size: int | None = None,
+    ):
+        if outputs is not None and outputs not in OUTPUTS:
+            raise ConfigError(
+                f"Expected outputs in {OUTPUTS} or None. Received: outputs={outputs!r}",
+                ["outputs"],
+            )
+        if not isinstance(max_length, int) or max_length < 1:
+            raise ConfigError(
+                f"Expected max_length >= 1. Received: max_length={max_length!r}", ["max_length"]
+            )
+        self.model = model
+        self.max_length = max_length
+        self.start_id = start_id
+        self.pad_id = pad_id
+        self._inputs = _ModelInputs(model, source_input, target_input)
+        probe_sources, probe_targets = _probe_batch(min(max_length, 8), source_vocab_size, start_id)
+        scores = self._scores(probe_sources, probe_targets).numpy()
+        self.vocab_size = int(scores.shape[-1])
+        self.outputs = outputs or _kind_of(scores)
+        _check_causal(scores, _tolerance(model))
+
+    def _scores(self, source_ids, target_ids):
+        """The model's scores `(batch, T_y, V)` as float32."""
+        scores = self.model(self._inputs.feed(source_ids, target_ids), training=False)
+        if not hasattr(scores, "shape") or len(scores.shape) != 3:
+            raise ConfigError(
+                "Expected the model to return next-token scores of shape (batch, T_y, V). "
+                f"Received: {_describe(scores)}",
+                ["model"],
+            )
+        return tf.cast(scores, tf.float32)
+
+    def encode(self, source_ids) -> dict:
+        source_ids = tf.convert_to_tensor(source_ids)
+        batch_size = tf.shape(source_ids)[0]
+        columns = tf.range(self.max_length)[tf.newaxis, :]  # (1, max_length)
+        target_ids = tf.where(columns == 0, self.start_id, self.pad_id)
+        return {
+            "source_ids": source_ids,
+            "target_ids": tf.tile(target_ids, [batch_size, 1]),  # (batch, max_length)
+            "position": tf.constant(0, tf.int32),
+        }
+
+    def step(self, token_ids, state: dict):
+        position = state["position"]
+        columns = tf.range(self.max_length)[tf.newaxis, :]
+        target_ids = state["target_ids"]
+        token_ids = tf.cast(token_ids, target_ids.dtype)[:, tf.newaxis]  # (batch, 1)
+        target_ids = tf.where(columns == position, token_ids, target_ids)
+        scores = self._scores(state["source_ids"], target_ids)  # (batch, max_length, V)
+        scores = tf.gather(scores, position, axis=1)  # (batch, V)
+        if self.outputs == "probabilities":
+            scores = tf.math.log(tf.maximum(scores, _TINY))
+        new_state = dict(state, target_ids=target_ids, position=position + 1)
+        return scores, new_state
+
+
+class _ModelInputs:
+    """Which of the model's inputs takes the source and which the target, and how to call it."""
+
+    def __init__(self, model, source_input, target_input):
+        try:
+            structure = model.input
+        except (AttributeError, ValueError):  # a subclassed model: no declared inputs
+            structure = None
+        if structure is None:
+            self.names = None
+            self.dtypes = {}
+            source = 0 if source_input is None else source_input
+            target = 1 if target_input is None else target_input
+            by_name = isinstance(source, str) and isinstance(target, str)
+            self.keys = (source, target) if by_name else None
+            self.positions = None if by_name else (source, target)
+            return
+        if isinstance(structure, dict):
+            self.names = list(structure)
+            tensors = [structure[name] for name in self.names]
+        else:
+            tensors = list(model.inputs)
+            self.names = [tensor.name for tensor in tensors]
+        if len(self.names) != 2:
+            raise ConfigError(
+                f"Expected a model with two inputs (source ids and target ids). Received a model "
+                f"with inputs {self.names}",
+                ["model"],
+            )
+        self.dtypes = dict(zip(self.names, (tensor.dtype for tensor in tensors), strict=True))
+        self.by_dict = isinstance(structure, dict)
+        self.keys = (
+            self._find(source_input, "source_input", "source_ids", 0),
+            self._find(target_input, "target_input", "target_ids", 1),
+        )
+        if self.keys[0] == self.keys[1]:
+            raise ConfigError(
+                f"source_input and target_input name the same input {self.keys[0]!r}",
+                ["source_input", "target_input"],
+            )
+        self.positions = None
+
+    def _find(self, given, argument, default_name, default_position) -> str:
+        if given is None:
+            given = default_name if default_name in self.names else default_position
+        if isinstance(given, int) and not isinstance(given, bool) and 0 <= given < 2:
+            return self.names[given]
+        if isinstance(given, str) and given in self.names:
+            return given
+        raise ConfigError(
+            f"Expected {argument} to be one of the model's inputs {self.names} or a position "
+            f"0 or 1. Received: {argument}={given!r}",
+            [argument],
+        )
+
+    def feed(self, source_ids, target_ids):
+        """The model's inputs for `source_ids` and `target_ids`, each cast to its dtype."""
+        if self.names is None:
+            values = (tf.cast(source_ids, tf.int32), tf.cast(target_ids, tf.int32))
+            if self.keys is not None:
+                return dict(zip(self.keys, values, strict=True))
+            ordered = [None, None]
+            for position, value in zip(self.positions, values, strict=True):
+                ordered[position] = value
+            return ordered
+        values = {
+            self.keys[0]: tf.cast(source_ids, self.dtypes[self.keys[0]]),
+            self.keys[1]: tf.cast(target_ids, self.dtypes[self.keys[1]]),
+        }
+        if self.by_dict:
+            return values
+        return [values[name] for name in self.names]
+
+
+def _probe_batch(width: int, source_vocab_size: int | None, start_id: int):
+    """`(sources, targets)` int32 for the probes: row 0 a made-up target of `width` tokens, row
+    `t + 1` the same up to position `t` and other tokens after it; the same source in each row."""
+    random = np.random.default_rng(0)
+    source_high = 8 if source_vocab_size is None else max(source_vocab_size, _FIRST_WORD_ID + 2)
+    source = random.integers(_FIRST_WORD_ID, source_high, size=5)
+    base = np.concatenate([[start_id], random.integers(_FIRST_WORD_ID, 8, size=width - 1)])
+    rows = [base]
+    for t in range(width - 1):
+        changed = base.copy()
+        # Later tokens differ from the base's (another id of 4..7 at every position after t).
+        changed[t + 1 :] = _FIRST_WORD_ID + (base[t + 1 :] - _FIRST_WORD_ID + 1) % 4
+        rows.append(changed)
+    targets = np.stack(rows).astype(np.int32)
+    sources = np.tile(source, (len(rows), 1)).astype(np.int32)
+    return tf.constant(sources), tf.constant(targets)
+
+
+def _kind_of(scores: np.ndarray) -> str:
+    """`"probabilities"` when every row is non-negative and sums to 1 (within 1e-3)."""
+    rows_sum_to_one = np.allclose(scores.sum(axis=-1), 1.0, rtol=0.0, atol=1e-3)
+    return "probabilities" if bool(np.all(scores >= 0)) and rows_sum_to_one else "logits"
+
+
+def _tolerance(model) -> float:
+    """How far two equal computations may differ: float32 round-off, or that of a mixed policy."""
+    compute_dtype = getattr(getattr(model, "dtype_policy", None), "compute_dtype", "float32")
+    return 1e-5 if compute_dtype in ("float32", "float64") else 1e-2
+
+
+def _check_causal(scores: np.ndarray, tolerance: float) -> None:
+    """Raise if the scores at a position change when only later target tokens change (row
+    `t + 1` of `scores` is the model's answer to a target equal to row 0's up to position `t`)."""
+    for t in range(scores.shape[1] - 1):
+        kept = scores[t + 1, : t + 1]
+        reference = scores[0, : t + 1]
+        close = np.isclose(kept, reference, rtol=tolerance, atol=tolerance).all(axis=-1)
+        if not close.all():
+            position = int(np.argmin(close))
+            raise ConfigError(
+                f"the model reads later target tokens: its scores at target position {position} "
+                f"change when only the tokens after position {t} change (a bidirectional "
+                "decoder, or self-attention without a causal mask?), so it cannot decode one "
+                "token at a time",
+                ["model"],
+            )
+
+
+def _describe(value) -> str:
+    if isinstance(value, dict):
+        return f"a dict with keys {sorted(value)}"
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)} values"
+    return f"shape {tuple(value.shape)}" if hasattr(value, "shape") else type(value).__name__
