@@ -132,9 +132,12 @@ for key in loaded.signatures if loaded is not None else ():
         errors[key] = (str(error).strip().splitlines() or [type(error).__name__])[0]
         continue
     translations[key] = {name: value.shape.as_list() for name, value in outputs.items()}
-    for text in ("translation", "continuation", "caption"):
+    for text in ("translation", "continuation", "caption", "label", "tags"):
         if text in outputs:
-            translations[key]["_text"] = [t.decode("utf-8") for t in outputs[text].numpy()]
+            strings = outputs[text].numpy().reshape(-1)
+            translations[key]["_text"] = [t.decode("utf-8") for t in strings]
+    if "scores" in outputs and outputs["scores"].dtype == tf.float32:
+        translations[key]["_scores"] = outputs["scores"].numpy().tolist()
 leaked = sorted(m for m in sys.modules if m.split(".")[0] == "keras_attn")
 print(json.dumps({"ops": sorted(ops), "unknown_ops": unknown, "signatures": signatures,
                   "outputs": translations, "errors": errors, "leaked_modules": leaked}))
@@ -257,8 +260,134 @@ def check_captioner_saved_model(
     return report
 
 
-def _violations(report: dict, signatures: dict, batch: int) -> list[str]:
-    """Every way the probe's `report` breaks the `signatures` table (see the checks above)."""
+def classifier_signatures(num_classes: int) -> dict:
+    """The classifier's signatures (`keras_attn.export.classifier.Classifier`) for
+    `num_classes` classes: `serving_default` and `predict` (`text` → `label`, `classes`,
+    `scores`) and `classify` (TF Serving's Classification API: serialized tf.Examples `inputs`
+    → `classes`, `scores`, both `[-1, num_classes]`)."""
+    classes = {"classes": (STRING, [-1, num_classes]), "scores": (FLOAT, [-1, num_classes])}
+    predict = ({"text": (STRING, [-1])}, {"label": (STRING, [-1]), **classes})
+    return {
+        "serving_default": predict,
+        "predict": predict,
+        "classify": ({"inputs": (STRING, [-1])}, classes),
+    }
+
+
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+# The signatures whose method is not PREDICT_METHOD.
+CLASSIFIER_METHODS = {"classify": CLASSIFY_METHOD}
+TAG_OUTPUTS = {
+    "tokens": (STRING, [-1, -1]),
+    "tags": (STRING, [-1, -1]),
+    "scores": (FLOAT, [-1, -1]),
+}
+TAGGER_SIGNATURES = {
+    "serving_default": ({"text": (STRING, [-1])}, TAG_OUTPUTS),
+    "tag": ({"text": (STRING, [-1])}, TAG_OUTPUTS),
+}
+
+
+def serialized_text_examples(texts: list[str], text_feature: str = "text") -> list[bytes]:
+    """One serialized tf.Example per text, the text in the bytes feature `text_feature`."""
+    import tensorflow as tf
+
+    return [
+        tf.train.Example(
+            features=tf.train.Features(
+                feature={
+                    text_feature: tf.train.Feature(
+                        bytes_list=tf.train.BytesList(value=[text.encode("utf-8")])
+                    )
+                }
+            )
+        ).SerializeToString()
+        for text in texts
+    ]
+
+
+def check_classifier_saved_model(
+    path: str | os.PathLike,
+    label_names: list[str],
+    texts: list[str] | None = None,
+    text_feature: str = "text",
+) -> dict:
+    """Verify the classifier contract (`keras_attn.export.classifier.Classifier`) on a
+    SavedModel.
+
+    The checks of `check_translator_saved_model`, for the signatures of
+    `classifier_signatures(len(label_names))`, `classify` with method
+    `tensorflow/serving/classify` and fed `texts` as serialized tf.Examples (the bytes feature
+    `text_feature`), the others with method `tensorflow/serving/predict` and fed `texts` (an
+    empty string included); besides, every `label` is one of `label_names`, every row of
+    `scores` sums to 1, and `classify` gives the scores `predict` gives for the same texts.
+
+    Raises:
+        ContractError: listing every violation.
+    """
+    texts = list(texts or ["a short text", ""])
+    examples = serialized_text_examples(texts, text_feature)
+    encoded = [base64.b64encode(example).decode("ascii") for example in examples]
+    feeds = {"*": {"text": ["string", texts]}, "classify": {"inputs": ["base64", encoded]}}
+    report = probe_saved_model(path, texts, feeds)
+    signatures = classifier_signatures(len(label_names))
+    problems = _violations(report, signatures, len(texts), CLASSIFIER_METHODS)
+    outputs = report["outputs"]
+    for key in ("serving_default", "predict"):
+        unknown = sorted(set(outputs.get(key, {}).get("_text", [])) - set(label_names))
+        if unknown:
+            problems.append(f"{key}: labels {unknown} are not among {list(label_names)}")
+    scores = {key: found["_scores"] for key, found in outputs.items() if "_scores" in found}
+    for key, rows in scores.items():
+        if any(abs(sum(row) - 1.0) > 1e-4 for row in rows):
+            problems.append(f"{key}: scores are not probabilities (a row does not sum to 1)")
+    if "classify" in scores and "predict" in scores:
+        classify, predict = _flat(scores["classify"]), _flat(scores["predict"])
+        if len(classify) != len(predict) or any(
+            abs(a - b) > 1e-5 for a, b in zip(classify, predict, strict=True)
+        ):
+            problems.append("classify's scores differ from predict's for the same texts")
+    if problems:
+        raise ContractError(f"{path}: " + "; ".join(problems))
+    return report
+
+
+def check_tagger_saved_model(
+    path: str | os.PathLike, tag_names: list[str], texts: list[str] | None = None
+) -> dict:
+    """Verify the tagger contract (`keras_attn.export.classifier.Tagger`) on a SavedModel.
+
+    The checks of `check_translator_saved_model`, for the signatures `serving_default` and
+    `tag`: input `text` DT_STRING [-1], outputs `tokens` DT_STRING [-1, -1], `tags` DT_STRING
+    [-1, -1] and `scores` DT_FLOAT [-1, -1]; each runs on `texts` (an empty string included)
+    with batch-major outputs of one shape, and every tag is one of `tag_names` or "" (no word).
+
+    Raises:
+        ContractError: listing every violation.
+    """
+    texts = list(texts or ["a short text", ""])
+    report = probe_saved_model(path, texts)
+    problems = _violations(report, TAGGER_SIGNATURES, len(texts))
+    for key, shapes in report["outputs"].items():
+        if not shapes.get("tokens") == shapes.get("tags") == shapes.get("scores"):
+            problems.append(f"{key}: tokens, tags and scores differ in shape")
+        unknown = sorted(set(shapes.get("_text", [])) - {"", *tag_names})
+        if unknown:
+            problems.append(f"{key}: tags {unknown} are not among {list(tag_names)}")
+    if problems:
+        raise ContractError(f"{path}: " + "; ".join(problems))
+    return report
+
+
+def _flat(rows: list) -> list[float]:
+    return [value for row in rows for value in row]
+
+
+def _violations(
+    report: dict, signatures: dict, batch: int, methods: dict | None = None
+) -> list[str]:
+    """Every way the probe's `report` breaks the `signatures` table (see the checks above);
+    `methods` gives the method name of a signature that is not `PREDICT_METHOD`."""
     problems = []
     forbidden = [op for op in report["ops"] if op.startswith(FORBIDDEN_OP_PREFIXES)]
     if forbidden:
@@ -274,8 +403,9 @@ def _violations(report: dict, signatures: dict, batch: int) -> list[str]:
         if signature is None:
             problems.append(f"missing signature {key!r}")
             continue
-        if signature["method"] != PREDICT_METHOD:
-            problems.append(f"{key}: method {signature['method']!r}, expected {PREDICT_METHOD!r}")
+        method = (methods or {}).get(key, PREDICT_METHOD)
+        if signature["method"] != method:
+            problems.append(f"{key}: method {signature['method']!r}, expected {method!r}")
         for kind, expected, found in (
             ("input", inputs, signature["inputs"]),
             ("output", outputs, signature["outputs"]),

@@ -2,10 +2,11 @@
 
 `VERSION/assets.extra/tf_serving_warmup_requests` is a TFRecord file of
 `tensorflow_serving.apis.prediction_log_pb2.PredictionLog` messages, each with a
-`predict_log.request` (a `PredictRequest`). Stock TensorFlow Serving (`--enable_model_warmup`,
-on by default) and `keras-attn serve` run every request once against a freshly loaded version
-before it becomes AVAILABLE, so the first client request does not pay for graph
-initialisation (lookup tables, `tf.function` tracing, memory allocation).
+`predict_log.request` (a `PredictRequest`), or, for a classifier's `classify` signature, a
+`classify_log.request` (a `ClassificationRequest` of tf.Examples). Stock TensorFlow Serving
+(`--enable_model_warmup`, on by default) and `keras-attn serve` run every request once against a
+freshly loaded version before it becomes AVAILABLE, so the first client request does not pay
+for graph initialisation (lookup tables, `tf.function` tracing, memory allocation).
 
 One request per signature, each with a small batch of texts: an ordinary sentence, a longer one
 (more decoding steps) and an empty string (the padded, degenerate batch). The batch stays far
@@ -26,7 +27,12 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
-from keras_attn.export.contract import GENERATOR_SIGNATURES, TRANSLATOR_SIGNATURES
+from keras_attn.export.contract import (
+    GENERATOR_SIGNATURES,
+    TAGGER_SIGNATURES,
+    TRANSLATOR_SIGNATURES,
+    serialized_text_examples,
+)
 from keras_attn.formats import MAX_WARMUP_RECORDS, warmup_path
 
 WARMUP_TEXTS = (
@@ -43,8 +49,9 @@ GENERATOR_WARMUP_OPTIONS = {
 }
 
 Feeds = Mapping[str, Mapping[str, np.ndarray]]
-# Several requests per signature: (signature name, inputs) pairs, written in order.
-FeedList = Sequence[tuple[str, Mapping[str, np.ndarray]]]
+# Several requests per signature: (signature name, inputs) pairs, or whole `PredictionLog`s
+# (a `classify_log`), written in order.
+FeedList = Sequence[tuple[str, Mapping[str, np.ndarray]] | prediction_log_pb2.PredictionLog]
 
 
 def predict_log(
@@ -63,6 +70,19 @@ def predict_log(
     return log
 
 
+def classify_log(
+    signature_name: str, examples: Sequence[bytes]
+) -> prediction_log_pb2.PredictionLog:
+    """A `PredictionLog` whose `classify_log.request` runs `signature_name` (a Classify
+    signature) on `examples`, serialized tf.Examples; like `predict_log`, it names no model."""
+    log = prediction_log_pb2.PredictionLog()
+    request = log.classify_log.request
+    request.model_spec.signature_name = signature_name
+    for example in examples:
+        request.input.example_list.examples.add().ParseFromString(example)
+    return log
+
+
 def write_warmup_requests(version_path: str | os.PathLike, feeds: Feeds | FeedList) -> Path:
     """Write the warm-up requests of `feeds` into `version_path/assets.extra/`, in order.
 
@@ -71,7 +91,8 @@ def write_warmup_requests(version_path: str | os.PathLike, feeds: Feeds | FeedLi
             an export writes before publishing it).
         feeds: signature name -> input name -> value (a NumPy array, or a NumPy scalar for a
             scalar input), one request per signature; or a sequence of
-            `(signature name, inputs)` pairs, one request each.
+            `(signature name, inputs)` pairs and `PredictionLog`s (`classify_log`), one request
+            each.
 
     Returns:
         The written file.
@@ -88,8 +109,10 @@ def write_warmup_requests(version_path: str | os.PathLike, feeds: Feeds | FeedLi
     path = Path(warmup_path(str(version_path)))
     path.parent.mkdir(parents=True, exist_ok=True)
     with tf.io.TFRecordWriter(str(path)) as writer:
-        for signature_name, inputs in feeds.items() if isinstance(feeds, Mapping) else feeds:
-            writer.write(predict_log(signature_name, inputs).SerializeToString())
+        for entry in feeds.items() if isinstance(feeds, Mapping) else feeds:
+            if not isinstance(entry, prediction_log_pb2.PredictionLog):
+                entry = predict_log(*entry)
+            writer.write(entry.SerializeToString())
     return path
 
 
@@ -107,6 +130,26 @@ def generator_warmup_feeds(prompts: Sequence[str] = WARMUP_TEXTS) -> dict:
         feeds[signature] = {"prompt": prompt}
         feeds[signature].update({k: v for k, v in GENERATOR_WARMUP_OPTIONS.items() if k in inputs})
     return feeds
+
+
+def classifier_warmup_feeds(
+    texts: Sequence[str] = WARMUP_TEXTS, text_feature: str = "text"
+) -> list:
+    """Requests for every classifier signature (`keras_attn.export.classifier.Classifier`): a
+    `classify_log` of `classify` on one tf.Example per text (the bytes feature `text_feature`),
+    and a `PredictRequest` of `serving_default` and of `predict` on `texts`."""
+    text = np.array([t.encode("utf-8") for t in texts], dtype=object)
+    return [
+        ("serving_default", {"text": text}),
+        ("predict", {"text": text}),
+        classify_log("classify", serialized_text_examples(list(texts), text_feature)),
+    ]
+
+
+def tagger_warmup_feeds(texts: Sequence[str] = WARMUP_TEXTS) -> dict:
+    """Feeds for every tagger signature: input `text`, DT_STRING `[len(texts)]`."""
+    text = np.array([t.encode("utf-8") for t in texts], dtype=object)
+    return {signature: {"text": text} for signature in TAGGER_SIGNATURES}
 
 
 def filler_word(tokenizer) -> str:
