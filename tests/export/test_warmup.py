@@ -10,7 +10,9 @@ from tensorflow_serving.apis import prediction_log_pb2
 from keras_attn.export.saved_model import export_translator
 from keras_attn.export.warmup import (
     WARMUP_TEXTS,
+    classifier_warmup_feeds,
     generator_warmup_feeds,
+    tagger_warmup_feeds,
     translator_warmup_feeds,
     write_warmup_requests,
 )
@@ -81,3 +83,24 @@ def test_empty_feeds_are_refused(tmp_path):
     with pytest.raises(ValueError, match="feeds is empty"):
         write_warmup_requests(tmp_path, {})
     assert sorted(translator_warmup_feeds(["x"])) == sorted(SIGNATURES)
+
+
+def test_classifier_feeds_hold_a_classify_log_of_tf_examples(tmp_path):
+    feeds = classifier_warmup_feeds(["a cat", ""], text_feature="sentence")
+    path = write_warmup_requests(tmp_path, feeds)
+    logs = read_logs(path)
+    assert [log.WhichOneof("log_type") for log in logs] == ["predict_log"] * 2 + ["classify_log"]
+    assert [log.predict_log.request.model_spec.signature_name for log in logs[:2]] == [
+        "serving_default",
+        "predict",
+    ]
+    for log in logs[:2]:
+        assert tf.make_ndarray(log.predict_log.request.inputs["text"]).tolist() == [b"a cat", b""]
+    request = logs[2].classify_log.request
+    assert request.model_spec.signature_name == "classify" and not request.model_spec.name
+    texts = [
+        example.features.feature["sentence"].bytes_list.value[:]
+        for example in request.input.example_list.examples
+    ]
+    assert texts == [[b"a cat"], [b""]]
+    assert sorted(tagger_warmup_feeds(["x"])) == ["serving_default", "tag"]
