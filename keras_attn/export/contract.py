@@ -30,6 +30,7 @@ TRANSLATOR_SIGNATURES = {
     ),
 }
 
+
 def translator_signatures(with_alignment: bool = True) -> dict:
     """`TRANSLATOR_SIGNATURES`, without `translate_with_alignment` for a translator whose step
     view gives no alignments (`keras_attn.export.translator.Translator.with_alignment`)."""
@@ -339,8 +340,10 @@ def check_classifier_saved_model(
             problems.append(f"{key}: labels {unknown} are not among {list(label_names)}")
     scores = {key: found["_scores"] for key, found in outputs.items() if "_scores" in found}
     for key, rows in scores.items():
-        if any(abs(sum(row) - 1.0) > 1e-4 for row in rows):
-            problems.append(f"{key}: scores are not probabilities (a row does not sum to 1)")
+        if not all(abs(sum(row) - 1.0) <= 1e-4 for row in rows):  # NaN included
+            problems.append(
+                f"{key}: scores are not probabilities (a row is not finite or does not sum to 1)"
+            )
     if "classify" in scores and "predict" in scores:
         classify, predict = _flat(scores["classify"]), _flat(scores["predict"])
         if len(classify) != len(predict) or any(
