@@ -400,7 +400,7 @@ def load_model_file(path: str | Path) -> tuple[Family, ...]:
     digest = hashlib.sha256(source).hexdigest()
     loaded = _LOADED.get(digest, ())
     if not loaded or any(name not in MODEL_FAMILIES for name in loaded):
-        name = f"keras_attn_model_file_{digest[:16]}"
+        name = f"model_file_{digest[:16]}"  # not under keras_attn: the user's module
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         before = set(MODEL_FAMILIES)

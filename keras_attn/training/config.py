@@ -57,7 +57,9 @@ class TrainConfig:
     """Everything that defines a training run; saved as `config.json` in the run directory.
 
     The model family's options (`score` … `normalize_first`) default to None, which leaves the
-    family builder's own default; `validate()` refuses one the family does not take.
+    family builder's own default; `validate()` refuses one the family does not take. A family
+    with an options dataclass (`keras_attn.models.Family.options`, e.g. one of a `model_file`)
+    takes its values from `options` instead.
     """
 
     model: str = option(
