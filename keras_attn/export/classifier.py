@@ -239,12 +239,15 @@ def _model_inputs(model: keras.Model, token_input: str | None) -> tuple[str, dic
     """`(structure, {key: (role, dtype)})` of the model's inputs: structure `"tensor"`, `"list"`
     or `"dict"`; role `"tokens"`, `SEGMENT_INPUT` or `MASK_INPUT`.
 
-    A model with no known inputs (a subclassed model not called yet) takes one int32 tensor.
+    A model with no known inputs (a subclassed model) takes one int32 tensor.
     """
     try:
         structure = model.input
-    except (AttributeError, ValueError):
-        structure = None
+    except (AttributeError, ValueError):  # a Sequential not called yet has only `inputs`
+        try:
+            structure = model.inputs[0] if len(model.inputs or ()) == 1 else None
+        except (AttributeError, ValueError):
+            structure = None
     if structure is None:
         if token_input is not None:
             raise ConfigError(

@@ -127,6 +127,34 @@ def test_predict_and_classify_give_the_models_probabilities(activation, dtype, k
     np.testing.assert_array_equal(classified["classes"], predicted["classes"])
 
 
+def test_sequential_and_subclassed_models_get_their_ids():
+    keras.utils.set_random_seed(3)
+    sequential = keras.Sequential([
+        keras.Input((None,), dtype="int64"),
+        keras.layers.Embedding(len(VOCAB), 4),
+        keras.layers.GlobalAveragePooling1D(),
+        keras.layers.Dense(len(LABELS), activation="softmax"),
+    ])  # fmt: skip
+
+    class Subclassed(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.embedding = keras.layers.Embedding(len(VOCAB), 4)
+            self.dense = keras.layers.Dense(len(LABELS))
+
+        def call(self, ids):
+            return self.dense(keras.ops.max(self.embedding(ids), axis=1))
+
+    ids = reference_ids(TEXTS)
+    for model, expected in ((sequential, "probabilities"), (Subclassed(), "logits")):
+        module = classifier(model)
+        assert module.scores == expected
+        want = np.asarray(model(ids))
+        want = softmax(want) if expected == "logits" else want
+        got = module.predict(tf.constant(TEXTS))["scores"].numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_named_inputs_a_vocabulary_file_and_another_text_feature(tmp_path):
     model = user_model(mask_input=True)
     path = tmp_path / "vocab.txt"
