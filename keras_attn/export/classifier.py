@@ -187,11 +187,18 @@ class _TokenIdModel(tf.Module):
         logits from probabilities (rows that sum to 1) where `scores` does not say."""
         rng = np.random.default_rng(0)
         low = min(len(RESERVED_TOKENS), self.tokenizer.vocab_size - 1)
-        pieces = tf.RaggedTensor.from_row_lengths(
-            rng.integers(low, self.tokenizer.vocab_size, 3 + 5 + 8), [3, 5, 8]
-        )
+        sample = rng.integers(low, self.tokenizer.vocab_size, 3 + 5 + 8)
+        sample[0] = self.tokenizer.vocab_size - 1  # the largest id is among them
+        pieces = tf.RaggedTensor.from_row_lengths(sample, [3, 5, 8])
         ids = self.format_ids(tf.cast(pieces, tf.int64))
-        outputs = self.model(self._features(ids), training=False)
+        try:
+            outputs = self.model(self._features(ids), training=False)
+        except tf.errors.InvalidArgumentError as error:  # e.g. an id past the embedding
+            raise ConfigError(
+                f"The model fails on the ids of the vocabulary ({self.tokenizer.vocab_size} "
+                f"tokens): {error.message.strip().splitlines()[0]}",
+                ["model", "vocabulary"],
+            ) from None
         try:
             values = np.asarray(tf.cast(_single_output(outputs), tf.float32))
         except ValueError as error:

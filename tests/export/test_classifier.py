@@ -188,6 +188,11 @@ def test_mistakes_are_config_errors_naming_the_argument():
             "max_length > 2",
         ),
         (lambda: Tagger(model, VOCAB, LABELS), "tag_names", r"\(batch, T, num_tags\)"),
+        (
+            lambda: Classifier(model, [*VOCAB, "zebra", "lion"], LABELS),
+            "vocabulary",
+            r"fails on the ids of the vocabulary \(24 tokens\)",
+        ),
         (lambda: export_classifier(model, "unused", vocabulary=VOCAB), "label_names", "must be"),
         (
             lambda: export_classifier(classifier(model), "unused", label_names=LABELS),
