@@ -12,13 +12,18 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_attn.errors import ConfigError
 from keras_attn.layers.recurrent._optional_activation import (
     get_optional_activation,
     serialize_optional_activation,
 )
+from keras_attn.ops import sampling_schedules
 
 FEEDBACKS = ("continuous", "categorical")
-SCHEDULES = ("constant", "linear", "exponential", "inverse_sigmoid")
+SCHEDULES = ("constant", *sampling_schedules.SCHEDULES)
+# The spelling `"inverse_sigmoid"` of layers saved before the schedules were shared with
+# `keras-attn train`: still accepted (and kept as given in the config).
+_SPELLINGS = {"inverse_sigmoid": "inverse-sigmoid"}
 
 
 class OutputFeedbackDecoder(keras.layers.Layer):
@@ -32,10 +37,11 @@ class OutputFeedbackDecoder(keras.layers.Layer):
         constant:         p_i = sampling_probability                        (default 0)
         linear:           p_i = min(cap, decay * i)                   paper: max(eps, k - c i)
         exponential:      p_i = min(cap, 1 - decay ** i)              paper: eps_i = k^i
-        inverse_sigmoid:  p_i = min(cap, 1 - decay / (decay + exp(i / decay)))
+        inverse-sigmoid:  p_i = min(cap, 1 - decay / (decay + exp(i / decay)))
                                                           paper: eps_i = k / (k + exp(i / k))
 
-    where `cap = sampling_probability` (default 1 for the decaying schedules).
+    where `cap = sampling_probability` (default 1 for the decaying schedules): the schedules of
+    `keras_attn.ops.sampling_schedules` with `epsilon_i = 1 - p_i` and floor `1 - cap`.
 
     Subclasses set `cell_class` (`ElmanRNNCell` or a subclass; `build_cell` makes it from
     `units`, `output_units` and the activations) and define
@@ -71,16 +77,12 @@ class OutputFeedbackDecoder(keras.layers.Layer):
             raise ValueError(
                 f"Expected feedback in {list(FEEDBACKS)}. Received: feedback={feedback!r}"
             )
-        if schedule not in SCHEDULES:
-            raise ValueError(
-                f"Expected schedule in {list(SCHEDULES)}. Received: schedule={schedule!r}"
-            )
+        _check_schedule(schedule, decay)
         if sampling_probability is not None and not 0.0 <= sampling_probability <= 1.0:
             raise ValueError(
                 "Expected sampling_probability in [0, 1]. "
                 f"Received: sampling_probability={sampling_probability!r}"
             )
-        _check_decay(schedule, decay)
         self.units = units
         self.output_units = output_units
         self.feedback = feedback
@@ -117,17 +119,16 @@ class OutputFeedbackDecoder(keras.layers.Layer):
         Returns:
             A float32 scalar tensor in `[0, sampling_probability]`.
         """
-        step = ops.cast(step, "float32")
-        cap = ops.convert_to_tensor(self._max_probability, "float32")
         if self.schedule == "constant":
-            return cap
-        if self.schedule == "linear":
-            probability = self.decay * step
-        elif self.schedule == "exponential":
-            probability = 1.0 - ops.power(ops.convert_to_tensor(self.decay, "float32"), step)
-        else:
-            probability = 1.0 - self.decay / (self.decay + ops.exp(step / self.decay))
-        return ops.clip(probability, 0.0, cap)
+            return ops.convert_to_tensor(self._max_probability, "float32")
+        epsilon = sampling_schedules.teacher_forcing_probability(
+            _SPELLINGS.get(self.schedule, self.schedule),
+            step,
+            self.decay,
+            floor=1.0 - self._max_probability,
+            dtype="float32",
+        )
+        return 1.0 - epsilon
 
     def _feeding_probability(self, step, sampling_probability):
         """The `p` of this training call: given, from the step, or the constant schedule's."""
@@ -232,20 +233,20 @@ class OutputFeedbackDecoder(keras.layers.Layer):
         return config
 
 
-def _check_decay(schedule: str, decay: float | None) -> None:
+def _check_schedule(schedule: str, decay: float | None) -> None:
+    """Raise a `ConfigError` naming `schedule` or `decay` unless the pair is usable."""
     if schedule == "constant":
         if decay is not None:
-            raise ValueError(f"schedule='constant' takes no decay. Received: decay={decay!r}")
+            raise ConfigError(
+                f"schedule='constant' takes no decay. Received: decay={decay!r}",
+                ["schedule", "decay"],
+            )
         return
-    valid = decay is not None and {
-        "linear": lambda k: k > 0,
-        "exponential": lambda k: 0 < k < 1,
-        "inverse_sigmoid": lambda k: k >= 1,
-    }[schedule](decay)
-    if not valid:
-        expected = {
-            "linear": "decay > 0",
-            "exponential": "0 < decay < 1",
-            "inverse_sigmoid": "decay >= 1",
-        }[schedule]
-        raise ValueError(f"schedule={schedule!r} needs {expected}. Received: decay={decay!r}")
+    name = _SPELLINGS.get(schedule, schedule)
+    if name in sampling_schedules.SCHEDULES and decay is None:
+        raise ConfigError(
+            f"schedule={schedule!r} needs a decay. Received: decay=None", ["schedule", "decay"]
+        )
+    sampling_schedules.check_schedule(
+        name, decay, schedule_name="schedule", constant_name="decay", choices=SCHEDULES
+    )
