@@ -149,6 +149,137 @@ class PrefixSteps:
         return scores, new_state
 
 
+@keras_attn_export("keras_attn.export.PrefixLanguageModelSteps")
+class PrefixLanguageModelSteps:
+    """The generator's step contract over any Keras language model: token ids to scores.
+
+    The model maps token ids `(batch, T)` (START then the text) to next-token scores
+    `(batch, T, V)`, the scores at position `t` depending on the ids up to `t` only. The view
+    drives it as `keras_attn.export.generator.Generator` drives `keras_attn.models.GPTSteps`:
+
+    - `prefill(prompt_ids (batch, P)) -> state`: the prompts (START first, right-padded with
+      PAD) in a buffer of `max_length` ids, PAD after them; `positions` `(batch,)` the first
+      free position of each row, and the scalar `started` 0.
+    - `step(token_ids (batch,), state) -> (logits (batch, V) float32, state)`: the first step
+      runs the model on the buffer and returns the scores after each prompt's last token (the
+      token it is given, a decoding loop's START, is not written); every later step writes
+      `token_ids` at each row's position, reruns the model and returns the scores there.
+
+    Every shape is fixed (the buffer has `max_length` columns), so the view runs inside the
+    sampling loop and under XLA; each step costs a forward pass over the whole buffer. The
+    probes of `PrefixSteps` (a final softmax, causality) run on construction.
+
+    Args:
+        model: a built `keras.Model` with one input (token ids, int32 or int64).
+        max_length: the buffer's columns: at least the longest prompt (START included) plus the
+            most tokens generated.
+        outputs: `"logits"`, `"probabilities"` or None (probed), as in `PrefixSteps`.
+        start_id, pad_id: START and PAD (2 and 0 with
+            `keras_attn.text.tokenizer.WordPieceTokenizer`).
+
+    Raises:
+        keras_attn.errors.ConfigError: an unknown `outputs`, a model with more than one input,
+            scores that are not `(batch, T, V)`, or a model whose scores read later tokens.
+
+    Example:
+
+    >>> import keras
+    >>> tokens = keras.Input((None,), dtype="int32", name="token_ids")
+    >>> hidden = keras.layers.GRU(8, return_sequences=True)(keras.layers.Embedding(12, 4)(tokens))
+    >>> model = keras.Model(tokens, keras.layers.Dense(12)(hidden))
+    >>> steps = PrefixLanguageModelSteps(model, max_length=8)
+    >>> state = steps.prefill(tf.constant([[2, 5, 6], [2, 7, 0]]))
+    >>> logits, state = steps.step(tf.constant([2, 2]), state)
+    >>> logits.shape, state["positions"].numpy().tolist()
+    (TensorShape([2, 12]), [3, 2])
+    """
+
+    def __init__(
+        self,
+        model,
+        max_length: int,
+        outputs: str | None = None,
+        start_id: int = 2,
+        pad_id: int = 0,
+    ):
+        if outputs is not None and outputs not in OUTPUTS:
+            raise ConfigError(
+                f"Expected outputs in {OUTPUTS} or None. Received: outputs={outputs!r}",
+                ["outputs"],
+            )
+        if not isinstance(max_length, int) or max_length < 2:
+            raise ConfigError(
+                f"Expected max_length >= 2. Received: max_length={max_length!r}", ["max_length"]
+            )
+        self.model = model
+        self.max_length = max_length
+        self.start_id = start_id
+        self.pad_id = pad_id
+        try:
+            structure = model.input
+        except (AttributeError, ValueError):  # a subclassed model: called with the ids
+            structure = None
+        inputs = list(model.inputs) if structure is not None else []
+        if len(inputs) > 1:
+            raise ConfigError(
+                "Expected a language model with one input (token ids). Received a model with "
+                f"inputs {[tensor.name for tensor in inputs]}",
+                ["model"],
+            )
+        self._key = next(iter(structure)) if isinstance(structure, dict) else None
+        self._dtype = inputs[0].dtype if inputs else "int32"
+        _, probe_ids = _probe_batch(min(max_length, 8), None, start_id)
+        scores = self._scores(probe_ids).numpy()
+        self.vocab_size = int(scores.shape[-1])
+        self.outputs = outputs or _kind_of(scores)
+        _check_causal(scores, _tolerance(model), noun="")
+
+    def _scores(self, token_ids):
+        """The model's scores `(batch, T, V)` as float32."""
+        token_ids = tf.cast(token_ids, self._dtype)
+        feed = token_ids if self._key is None else {self._key: token_ids}
+        scores = self.model(feed, training=False)
+        if not hasattr(scores, "shape") or len(scores.shape) != 3:
+            raise ConfigError(
+                "Expected the model to return next-token scores of shape (batch, T, V). "
+                f"Received: {_describe(scores)}",
+                ["model"],
+            )
+        return tf.cast(scores, tf.float32)
+
+    def prefill(self, prompt_ids) -> dict:
+        prompt_ids = tf.cast(prompt_ids, tf.int32)
+        width = tf.shape(prompt_ids)[1]
+        token_ids = tf.pad(
+            prompt_ids, [[0, 0], [0, self.max_length - width]], constant_values=self.pad_id
+        )  # (batch, max_length)
+        lengths = tf.reduce_sum(tf.cast(prompt_ids != self.pad_id, tf.int32), axis=1)
+        return {
+            "token_ids": token_ids,
+            "positions": lengths,  # (batch,): where the next token goes
+            "started": tf.constant(0, tf.int32),
+        }
+
+    def step(self, token_ids, state: dict):
+        started = state["started"] > 0
+        positions = state["positions"]
+        columns = tf.range(self.max_length)[tf.newaxis, :]
+        token_ids = tf.cast(token_ids, tf.int32)[:, tf.newaxis]  # (batch, 1)
+        write = tf.logical_and(started, columns == positions[:, tf.newaxis])
+        buffer = tf.where(write, token_ids, state["token_ids"])
+        read = tf.where(started, positions, positions - 1)  # the first step: the prompt's last
+        scores = self._scores(buffer)  # (batch, max_length, V)
+        scores = tf.gather(scores, read, axis=1, batch_dims=1)  # (batch, V)
+        if self.outputs == "probabilities":
+            scores = tf.math.log(tf.maximum(scores, _TINY))
+        new_state = {
+            "token_ids": buffer,
+            "positions": tf.where(started, positions + 1, positions),
+            "started": tf.constant(1, tf.int32),
+        }
+        return scores, new_state
+
+
 class _ModelInputs:
     """Which of the model's inputs takes the source and which the target, and how to call it."""
 
@@ -253,7 +384,7 @@ def _tolerance(model) -> float:
     return 1e-5 if compute_dtype in ("float32", "float64") else 1e-2
 
 
-def _check_causal(scores: np.ndarray, tolerance: float) -> None:
+def _check_causal(scores: np.ndarray, tolerance: float, noun: str = "target ") -> None:
     """Raise if the scores at a position change when only later target tokens change (row
     `t + 1` of `scores` is the model's answer to a target equal to row 0's up to position `t`)."""
     for t in range(scores.shape[1] - 1):
@@ -263,7 +394,7 @@ def _check_causal(scores: np.ndarray, tolerance: float) -> None:
         if not close.all():
             position = int(np.argmin(close))
             raise ConfigError(
-                f"the model reads later target tokens: its scores at target position {position} "
+                f"the model reads later {noun}tokens: its scores at {noun}position {position} "
                 f"change when only the tokens after position {t} change (a bidirectional "
                 "decoder, or self-attention without a causal mask?), so it cannot decode one "
                 "token at a time",

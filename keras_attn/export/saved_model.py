@@ -14,7 +14,7 @@ import keras
 from keras_attn.errors import ConfigError, PathExistsError, PathNotFoundError
 from keras_attn.export.contract import check_generator_saved_model, check_translator_saved_model
 from keras_attn.export.generator import Generator
-from keras_attn.export.prefix_steps import PrefixSteps
+from keras_attn.export.prefix_steps import PrefixLanguageModelSteps, PrefixSteps
 from keras_attn.export.translator import Translator
 from keras_attn.export.warmup import (
     WARMUP_TEXTS,
@@ -292,6 +292,7 @@ def _export_translator_module(
     )
 
 
+@overload
 def export_generator(
     generator: Generator,
     model_base_path: str | os.PathLike,
@@ -299,16 +300,151 @@ def export_generator(
     check: bool = True,
     check_prompts: list[str] | None = None,
     warmup_prompts: Sequence[str] | None = WARMUP_TEXTS,
-) -> Path:
-    """Export a GPT `generator` as `model_base_path/<version>/`, published like a translator.
+) -> Path: ...
+
+
+@overload
+def export_generator(
+    generator: keras.Model,
+    vocabulary: Sequence[str] | str | os.PathLike,
+    model_base_path: str | os.PathLike,
+    *,
+    version: int | None = None,
+    max_prompt_length: int = 64,
+    max_output_length: int = 64,
+    jit_compile: bool = False,
+    steps=None,
+    outputs: str | None = None,
+    batch_buckets: Sequence[int] | None = None,
+    length_buckets: Sequence[int] | None = None,
+    check: bool = True,
+    check_prompts: list[str] | None = None,
+    warmup_prompts: Sequence[str] | None = WARMUP_TEXTS,
+) -> Path: ...
+
+
+def export_generator(generator, *args, **kwargs) -> Path:
+    """Export a language model as `model_base_path/<version>/`, published like a translator.
+
+    Two call forms:
+
+    - `export_generator(generator, model_base_path, ...)`: a `Generator` module (e.g. over a
+      GPT model and its `keras_attn.models.GPTSteps`), exported as it is.
+    - `export_generator(model, vocabulary, model_base_path, ...)`: any `keras.Model` mapping
+      token ids `(batch, T)` (START then the text) to next-token scores `(batch, T, V)`, with
+      its WordPiece vocabulary (a token list or a vocabulary file, `[PAD]`, `[UNK]`,
+      `[START]`, `[END]` first); the `Generator` is built here, decoding with
+      `keras_attn.export.PrefixLanguageModelSteps` unless a cached step view is given as
+      `steps` (whose cache must hold `max_prompt_length + 1 + max_output_length` slots).
 
     Signatures: `serving_default` and `generate` (prompt → continuation, tokens, scores) and
     `generate_with_options` (adds the scalar inputs max_length, temperature, top_k, top_p),
     checked by `check_generator_saved_model` before the version directory appears, with one
     warm-up request per signature on `warmup_prompts` (None: none), after one per (batch,
-    length) bucket of a compiled generator. Arguments, return value and errors as in
-    `export_translator`.
+    length) bucket of a compiled generator.
+
+    Args:
+        generator: the `Generator` module, or the `keras.Model` (second form).
+        vocabulary: (second form) the tokens in id order or a vocabulary file.
+        model_base_path: the model's base directory (created if needed).
+        version: integer version; default: one more than the newest existing version (or 1).
+        max_prompt_length, max_output_length, jit_compile, batch_buckets, length_buckets:
+            (second form) as `Generator`'s.
+        steps: (second form) a step view over `model` with `prefill`, `step` and `max_length`;
+            None: `PrefixLanguageModelSteps`.
+        outputs: (second form, `steps=None`) as `PrefixLanguageModelSteps`'.
+        check: run the contract check before publishing.
+        check_prompts: prompts the check continues.
+        warmup_prompts: the prompts of each warm-up request (None: write no warm-up file).
+
+    Returns:
+        The version directory.
+
+    Raises:
+        keras_attn.errors.PathExistsError: the version exists already.
+        keras_attn.errors.PathNotFoundError: a vocabulary file that does not exist.
+        keras_attn.errors.ConfigError: a non-positive version; a vocabulary without the
+            reserved tokens first, or whose size differs from the model's; `outputs` with
+            `steps`; a model that is not causal; the errors of `Generator`.
+        keras_attn.export.contract.ContractError: the check failed (nothing is published).
     """
+    if isinstance(generator, Generator):
+        return _export_generator_module(generator, *args, **kwargs)
+    if isinstance(generator, keras.Model):
+        return _export_keras_generator(generator, *args, **kwargs)
+    raise ConfigError(
+        "Expected generator to be a keras_attn.export.generator.Generator or a keras.Model. "
+        f"Received: generator of type {type(generator).__name__}",
+        ["generator"],
+    )
+
+
+def _export_keras_generator(
+    model: keras.Model,
+    vocabulary,
+    model_base_path: str | os.PathLike,
+    *,
+    version: int | None = None,
+    max_prompt_length: int = 64,
+    max_output_length: int = 64,
+    jit_compile: bool = False,
+    steps=None,
+    outputs: str | None = None,
+    batch_buckets: Sequence[int] | None = None,
+    length_buckets: Sequence[int] | None = None,
+    check: bool = True,
+    check_prompts: list[str] | None = None,
+    warmup_prompts: Sequence[str] | None = WARMUP_TEXTS,
+) -> Path:
+    """The second form of `export_generator`: build the `Generator`, then export it."""
+    tokenizer = vocabulary_tokenizer(vocabulary, "vocabulary")
+    if steps is None:
+        steps = PrefixLanguageModelSteps(
+            model,
+            max_prompt_length + 1 + max_output_length,
+            outputs=outputs,
+            start_id=tokenizer.start_id,
+            pad_id=tokenizer.pad_id,
+        )
+        if steps.vocab_size != tokenizer.vocab_size:
+            raise ConfigError(
+                f"the model scores {steps.vocab_size} tokens, but vocabulary has "
+                f"{tokenizer.vocab_size}",
+                ["vocabulary"],
+            )
+    elif outputs is not None:
+        raise ConfigError(
+            "outputs only applies to the generic step view (steps=None)", ["outputs", "steps"]
+        )
+    generator = Generator(
+        model,
+        steps,
+        tokenizer,
+        max_prompt_length=max_prompt_length,
+        max_output_length=max_output_length,
+        jit_compile=jit_compile,
+        batch_buckets=batch_buckets,
+        length_buckets=length_buckets,
+    )
+    return _export_generator_module(
+        generator,
+        model_base_path,
+        version=version,
+        check=check,
+        check_prompts=check_prompts,
+        warmup_prompts=warmup_prompts,
+    )
+
+
+def _export_generator_module(
+    generator: Generator,
+    model_base_path: str | os.PathLike,
+    version: int | None = None,
+    check: bool = True,
+    check_prompts: list[str] | None = None,
+    warmup_prompts: Sequence[str] | None = WARMUP_TEXTS,
+) -> Path:
+    """The first form of `export_generator`."""
     archive = _archive(
         (generator.model, generator.tokenizer),
         {

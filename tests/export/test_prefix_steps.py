@@ -1,5 +1,5 @@
-"""`PrefixSteps`: any Keras translator decoded one token at a time, and exported without a step
-view of its own."""
+"""`PrefixSteps` and `PrefixLanguageModelSteps`: any Keras translator or language model decoded
+one token at a time, and exported without a step view of its own."""
 
 import keras
 import numpy as np
@@ -7,7 +7,13 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.errors import ConfigError
-from keras_attn.export import PrefixSteps, export_translator
+from keras_attn.export import (
+    PrefixLanguageModelSteps,
+    PrefixSteps,
+    export_generator,
+    export_translator,
+)
+from keras_attn.export.generator import Generator
 from keras_attn.export.translator import Translator
 from keras_attn.layers import BahdanauDecoder, BidirectionalEncoder
 from keras_attn.text.tokenizer import WordPieceTokenizer
@@ -213,3 +219,64 @@ def test_export_mistakes_are_config_errors(model, tmp_path):
     with pytest.raises(ConfigError, match="Translator or a keras.Model"):
         export_translator("model.keras", tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+# Language models: token ids to next-token scores, exported as a generator.
+
+
+@pytest.fixture(scope="module")
+def language_model():
+    keras.utils.set_random_seed(11)
+    tokens = keras.Input((None,), dtype="int64", name="tokens")
+    hidden = keras.layers.LSTM(16, return_sequences=True)(keras.layers.Embedding(V, 8)(tokens))
+    return keras.Model(tokens, keras.layers.Dense(V)(hidden))
+
+
+def test_language_model_steps_continue_each_prompt_like_a_teacher_forced_pass(language_model):
+    steps = PrefixLanguageModelSteps(language_model, max_length=9)
+    assert (steps.outputs, steps.vocab_size) == ("logits", V)
+    prompts = [[START, 5, 6, 7], [START, 8, 0, 0]]
+    state = steps.prefill(tf.constant(prompts))
+    continuations = [[9, 10, 11], [12, 13, 14]]
+    fed = [[START, START]] + [[row[t] for row in continuations] for t in range(2)]
+    for t, tokens in enumerate(fed):
+        logits, state = steps.step(tf.constant(tokens), state)
+        for row, prompt in enumerate(prompts):
+            prefix = [i for i in prompt if i] + continuations[row][:t]
+            full = language_model(tf.constant([prefix], tf.int64)).numpy()[0, -1]
+            np.testing.assert_allclose(logits.numpy()[row], full, atol=1e-5)
+    assert state["token_ids"].numpy().tolist() == [
+        [START, 5, 6, 7, 9, 10, 0, 0, 0],
+        [START, 8, 12, 13, 0, 0, 0, 0, 0],
+    ]
+
+
+def test_a_language_model_reading_later_tokens_is_refused():
+    tokens = keras.Input((None,), dtype="int32")
+    both_ways = keras.layers.Bidirectional(keras.layers.GRU(8, return_sequences=True))(
+        keras.layers.Embedding(V, 8)(tokens)
+    )
+    model = keras.Model(tokens, keras.layers.Dense(V)(both_ways))
+    with pytest.raises(
+        ConfigError, match="the model reads later tokens: its scores at position 0 "
+    ):
+        PrefixLanguageModelSteps(model, 8)
+
+
+def test_a_language_model_exports_as_a_generator(language_model, tmp_path):
+    lengths = dict(max_prompt_length=4, max_output_length=5)
+    version = export_generator(language_model, VOCAB, tmp_path, **lengths)  # checked
+    loaded = tf.saved_model.load(str(version))
+    assert set(loaded.signatures) == {"serving_default", "generate", "generate_with_options"}
+    tokenizer = WordPieceTokenizer(VOCAB)
+    steps = PrefixLanguageModelSteps(language_model, 4 + 1 + 5)
+    generator = Generator(language_model, steps, tokenizer, **lengths)
+    prompts = tf.constant(["red cat", "big blue house one two three", ""])
+    got = loaded.signatures["generate"](prompt=prompts)
+    want = generator.generate(prompts)
+    assert set(got) == set(want) == {"continuation", "tokens", "scores"}
+    np.testing.assert_array_equal(got["tokens"].numpy(), want["tokens"].numpy())
+    np.testing.assert_array_equal(got["continuation"].numpy(), want["continuation"].numpy())
+    np.testing.assert_allclose(got["scores"].numpy(), want["scores"].numpy(), atol=1e-5)
+    with pytest.raises(ConfigError, match="the model scores 20 tokens, but vocabulary has 21"):
+        export_generator(language_model, [*VOCAB, "extra"], tmp_path / "other", **lengths)
