@@ -106,7 +106,7 @@ class Translator(tf.Module):
         self.batch_buckets, self.length_buckets = buckets.validated(
             jit_compile, batch_buckets, length_buckets, self.max_source_length
         )
-        probe = tf.fill([1, 1], self.source_tokenizer.unk_id)  # (1, 1): one unknown word
+        probe = tf.fill([1, 2], self.source_tokenizer.unk_id)  # (1, 2): two unknown words
         state = steps.encode(probe)
         self.with_alignment = isinstance(state, dict) and "attention" in state
         if self.jit_compile:
