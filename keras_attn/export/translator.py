@@ -55,7 +55,7 @@ class Translator(tf.Module):
     length penalty); `translate_with_alignment` adds `alignment` `[batch, L, T_x]` float32 (with
     the beam decoder: the returned hypothesis' own attention rows) and `source_tokens`
     `[batch, T_x]` string. It exists only where `with_alignment` is true: where the state
-    `steps.encode` returns has an `"attention"` entry (checked on a one-token source when the
+    `steps.encode` returns has an `"attention"` entry (checked on a two-token source when the
     translator is made).
 
     Raises:
