@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -204,10 +205,18 @@ def export_run(
     family = family_of_run(run)
     if not family.exportable:
         raise ConfigError(
-            f"a {config['model']} run is not exported: keras-attn export writes translators and "
-            "language models (fine-tune it into one with keras-attn train --init-from)",
+            f"a {config['model']} run is not exported: keras-attn export writes translators, "
+            "language models, captioners, classifiers and taggers (fine-tune it into one with "
+            "keras-attn train --init-from)",
             ["run_path"],
         )
+    if family.kind in ("classifier", "tagger"):
+        return _export_classifier(
+            run, model_base_path, version, check, max_output_length=max_output_length,
+            decoder=None if decoder == "greedy" else decoder, beam_size=beam_size,
+            length_penalty=length_penalty, jit_compile=jit_compile or None,
+            batch_buckets=batch_buckets, length_buckets=length_buckets,
+        )  # fmt: skip
     beam_options = {"beam_size": beam_size, "length_penalty": length_penalty}
     given = [name for name, value in beam_options.items() if value is not None]
     if decoder != "beam" and given and not family.language_model:
@@ -259,6 +268,21 @@ def export_run(
         **compiled,
     )
     return export_translator(translator, model_base_path, version=version, check=check)
+
+
+def _export_classifier(run, model_base_path, version, check, **decoding) -> Path:
+    """A classifier or tagger run, exported by `export_classifier_run`; `decoding` holds the
+    decoding options given, none of which applies."""
+    given = [name for name, value in decoding.items() if value is not None]
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)}: a classifier or tagger run is not decoded; its export has no "
+            "decoding options",
+            given,
+        )
+    from keras_attn.export.classifier import export_classifier_run
+
+    return export_classifier_run(run.path, model_base_path, version, check=check)
 
 
 def _check_paths(
@@ -419,11 +443,16 @@ def export_keras_model(
     try:
         model = keras.saving.load_model(keras_model)
     except (TypeError, ValueError) as error:  # an unknown layer class, a file of another kind
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        unknown = re.search(r"Could not locate (?:class|function) '[^']+'", str(error))
+        if unknown:  # a class no imported module registered
+            reason = (
+                f"{unknown.group(0)} (a model with its own layers needs the module that "
+                "registers them in imports)"
+            )
+        else:
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise ConfigError(
-            f"keras_model='{keras_model}' does not load: {first} (a model with its own layers "
-            "needs the module that registers them in imports)",
-            ["keras_model", "imports"],
+            f"keras_model='{keras_model}' does not load: {reason}", ["keras_model", "imports"]
         ) from None
     _check_finite(model, keras_model, "it did not train", "keras_model")
     return export_translator(

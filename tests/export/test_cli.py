@@ -13,14 +13,14 @@ from tensorflow.core.protobuf import saved_model_pb2
 from keras_attn.cli import main as cli
 from keras_attn.export.prefix_steps import PrefixSteps
 from keras_attn.export.translator import Translator
-from keras_attn.formats import VOCAB
+from keras_attn.formats import LABELS, VOCAB
 from keras_attn.models.bart import bart
 from keras_attn.models.families import (
     bert_classifier_model,
     bert_pretraining_model,
     get_family,
-    gpt_classifier_model,
 )
+from keras_attn.text.masked_lm import BERT_RESERVED_TOKENS
 from keras_attn.text.tokenizer import WordPieceTokenizer
 from keras_attn.text.vocab import save_vocab
 from keras_attn.training.trainer import (
@@ -132,29 +132,58 @@ def test_a_model_with_non_finite_weights_is_not_exported(run_dir, tmp_path, caps
 NOT_EXPORTED = {
     "bert": lambda vocabulary: bert_pretraining_model(vocabulary, 1, 8, 2, 16),
     "bart": lambda vocabulary: bart(vocabulary, 1, 8, 2, 16),
-    "bert-classifier": lambda vocabulary: bert_classifier_model(vocabulary, 3, 1, 8, 2, 16),
-    "gpt-classifier": lambda vocabulary: gpt_classifier_model(
-        vocabulary, 3, 1, 8, 2, 16, max_length=20
-    ),
 }
 
 
-@pytest.mark.parametrize("model_name", sorted(NOT_EXPORTED))
-def test_pretraining_and_classifier_runs_are_refused_in_one_line(
-    tmp_path, vocabularies, capsys, model_name
-):
-    run = RunDirectory(tmp_path / "run")
+def fake_run(path, model_name, vocabulary, build) -> RunDirectory:
+    """A run directory of `model_name` with an untrained model, laid out as `train` writes it."""
+    run = RunDirectory(path)
     run.path.mkdir()
-    config = TrainConfig(model=model_name, num_layers=1, d_model=8, num_heads=2, ff_dim=16)
+    config = TrainConfig(
+        model=model_name, num_layers=1, d_model=8, num_heads=2, ff_dim=16, max_length=20
+    )
     run.write_json(CONFIG_FILE, dataclasses.asdict(config))
-    save_vocab(run.file(VOCAB), vocabularies[0])
-    NOT_EXPORTED[model_name](len(vocabularies[0])).save(run.file(MODEL_FILE))
+    save_vocab(run.file(VOCAB), vocabulary)
+    run.file(LABELS).write_text("neg\nneu\npos\n", encoding="utf-8")
+    build(len(vocabulary)).save(run.file(MODEL_FILE))
+    return run
+
+
+@pytest.mark.parametrize("model_name", sorted(NOT_EXPORTED))
+def test_pretraining_runs_are_refused_in_one_line(tmp_path, vocabularies, capsys, model_name):
+    run = fake_run(tmp_path / "run", model_name, vocabularies[0], NOT_EXPORTED[model_name])
     base = tmp_path / "models"
     assert cli(["export", str(run.path), "--model_base_path", str(base)]) == 2
     error = capsys.readouterr().err
     assert error.startswith(f"keras-attn export: error: a {model_name} run is not exported: ")
     assert "--init-from" in error and len(error.splitlines()) == 1
     assert not base.exists()
+
+
+def test_a_classifier_run_exports_with_classify_and_refuses_decoding_flags(
+    tmp_path, vocabularies, capsys
+):
+    """The CLI dispatch (exported graphs against training's formats: test_classifier.py)."""
+    vocabulary = [*vocabularies[0], *(t for t in BERT_RESERVED_TOKENS if t not in vocabularies[0])]
+    build = lambda size: bert_classifier_model(size, 3, 1, 8, 2, 16)  # noqa: E731
+    run = fake_run(tmp_path / "run", "bert-classifier", vocabulary, build)
+    base = tmp_path / "models"
+    command = ["export", str(run.path), "--model_base_path", str(base)]
+    assert cli([*command, "--decoder", "beam", "--beam-size", "3"]) == 2
+    error = capsys.readouterr().err
+    assert error == (
+        "keras-attn export: error: --decoder, --beam-size: a classifier or tagger run is not "
+        "decoded; its export has no decoding options\n"
+    )
+    assert not base.exists()
+    assert cli(command) == 0
+    loaded = tf.saved_model.load(str(base / "1"))
+    assert {"serving_default", "predict", "classify"} <= set(loaded.signatures)
+    out = loaded.signatures["predict"](text=tf.constant(SENTENCES))
+    scores = out["scores"].numpy()
+    assert scores.shape == (len(SENTENCES), 3)
+    np.testing.assert_allclose(scores.sum(axis=-1), 1.0, rtol=1e-5)
+    assert [row.tolist() for row in out["classes"].numpy()] == [[b"neg", b"neu", b"pos"]] * 3
 
 
 # --keras-model: any Keras translator, without a run directory.
@@ -259,7 +288,8 @@ def test_import_registers_the_users_layers_before_loading(tmp_path, monkeypatch,
     assert cli(command) == 2
     error = capsys.readouterr().err
     assert error.startswith(f"keras-attn export: error: --keras-model {tmp_path}/user.keras ")
-    assert "does not load: " in error and "--import" in error and len(error.splitlines()) == 1
+    assert "does not load: Could not locate class 'Doubled' (a model with its own " in error
+    assert "--import" in error and len(error.splitlines()) == 1
     assert cli([*command, "--import", "no_such_module_here"]) == 2
     error = capsys.readouterr().err
     assert error.startswith("keras-attn export: error: --import no_such_module_here does not ")
