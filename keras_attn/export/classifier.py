@@ -695,7 +695,7 @@ def classifier_from_run(run_path: str | os.PathLike) -> Classifier | Tagger:
         keras_attn.errors.ConfigError: a run of another task, or a model with non-finite
             weights.
     """
-    from keras_attn.models.families import get_family
+    from keras_attn.models.families import family_of_run
     from keras_attn.text.masked_lm import CLS_TOKEN, SEP_TOKEN
 
     run = RunDirectory(run_path)
@@ -705,8 +705,8 @@ def classifier_from_run(run_path: str | os.PathLike) -> Classifier | Tagger:
                 f"{run_path} is not a finished classifier run (no {name})", ["run_path"]
             )
     config = run.read_config_fields()
-    family = get_family(config["model"])
-    if family.task not in ("classification", "tagging"):
+    family = family_of_run(run)
+    if family.kind not in ("classifier", "tagger"):
         raise ConfigError(
             f"a {config['model']} run is neither a classifier nor a tagger", ["run_path"]
         )
@@ -722,7 +722,7 @@ def classifier_from_run(run_path: str | os.PathLike) -> Classifier | Tagger:
     # The formats of `keras_attn.training.tasks.classification`: [CLS] … [SEP] for BERT.
     start, end = RESERVED_TOKENS[2:4]
     first, last = (CLS_TOKEN, SEP_TOKEN) if family.backbone == "bert" else (start, end)
-    module = Tagger if family.task == "tagging" else Classifier
+    module = Tagger if family.kind == "tagger" else Classifier
     return module(
         model,
         run.tokenizer(),

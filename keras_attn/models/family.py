@@ -45,7 +45,9 @@ KIND_TASKS = {
     "tagger": "tagging",
 }
 # The kinds `keras-attn export` writes as a served model (with a step view).
-EXPORTED_KINDS = ("translator", "generator", "captioner")
+EXPORTED_KINDS = ("translator", "generator", "captioner", "classifier", "tagger")
+# The kinds exported with a decoding loop over the family's step view.
+DECODED_KINDS = ("translator", "generator", "captioner")
 # The metadata keys an option field may have.
 OPTION_METADATA = ("help", "choices", "min")
 # The option types a flag can carry.
@@ -173,9 +175,11 @@ class Family:
 
     @property
     def exportable(self) -> bool:
-        """Whether `keras-attn export` exports this family (a translator, generator or
-        captioner with a step view)."""
-        return self.steps is not None and self.kind in EXPORTED_KINDS
+        """Whether `keras-attn export` exports this family: a classifier or tagger, or a
+        translator, generator or captioner with a step view."""
+        if self.kind in DECODED_KINDS:
+            return self.steps is not None
+        return self.kind in EXPORTED_KINDS
 
     @property
     def option_names(self) -> tuple[str, ...]:

@@ -88,7 +88,7 @@ def model_file(tmp_path, name="tiny-family", text=MODEL_FILE):
 def test_built_in_families_have_a_name_a_kind_and_their_task(name, kind, task):
     family = get_family(name)
     assert (family.name, family.kind, family.task) == (name, kind, task)
-    assert family.exportable == (kind in ("translator", "generator", "captioner"))
+    assert family.exportable == (kind != "pretraining")
     assert family.training_defaults() == {
         "learning_rate": 3e-3, "warmup_steps": 100, "schedule": "cosine",
     }  # fmt: skip
