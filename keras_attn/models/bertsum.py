@@ -1,5 +1,4 @@
-"""Functional builder of a BertSum-style translator (a BERT encoder under a new decoder) and its
-cached step-contract view."""
+"""Functional builder of a BertSum-style translator (a BERT encoder under a new decoder)."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ from keras_attn.models._transformer_parts import (
     learned_position_embedding,
     stack_arguments,
 )
-from keras_attn.models.bart_steps import BartSteps
+from keras_attn.models.transformer_translator_steps import BertSumSteps  # noqa: F401 (its view)
 
 # The encoder's layers carry `bert`'s names, so a pre-trained `bert` run loads into them.
 EMBEDDING = "embedding"
@@ -80,7 +79,8 @@ def bertsum_translator(
 
     Returns:
         A `keras.Model` with inputs `{"source_ids", "target_ids"}` (int32) and float32 logits
-        `(batch, T_y, target_vocabulary_size)`, decoded by `BertSumSteps`.
+        `(batch, T_y, target_vocabulary_size)`, decoded by `keras_attn.models.BertSumSteps`
+        (`TransformerTranslatorSteps`).
 
     Example:
 
@@ -133,54 +133,3 @@ def bertsum_translator(
     )
     logits = float32_logits(decoder_embedding(hidden, reverse=True), LOGITS)
     return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits, name=name)
-
-
-@keras_attn_export("keras_attn.models.BertSumSteps")
-class BertSumSteps(BartSteps):
-    """`encode` and `step` functions over the layers of a `bertsum_translator`, with KV caches.
-
-    The cached loop of `BartSteps` (same state, same contract) on this model's layers: `encode`
-    runs BERT's encoder once (`LN(E[x] + P_x (+ S[0]))`, then the encoder blocks) and projects
-    the memory into the decoder's cross-attention caches; each `step` embeds one target token at
-    its position with the decoder's own embedding and projects with its tied matrix.
-
-    - `encode(source_ids (batch, T_x)) -> state`
-    - `step(token_ids (batch,), state) -> (logits (batch, V_y) float32, state)`
-
-    Args:
-        model: a model returned by `bertsum_translator` (or loaded from its `.keras` file).
-        max_length: the most tokens a decoding loop may feed (the cache length).
-        pad_id: the source padding id (0).
-
-    Example:
-
-    >>> import numpy as np
-    >>> from keras_attn.decoding import greedy_search
-    >>> model = bertsum_translator(20, 25, num_layers=1, d_model=8, num_heads=2, ff_dim=16,
-    ...                            max_length=10)
-    >>> steps = BertSumSteps(model, max_length=5)
-    >>> result = greedy_search(steps.step, steps.encode(np.array([[4, 5, 6]])), 1, 2, 3, 5)
-    >>> tuple(result.ids.shape)
-    (1, 5)
-
-    References:
-        Liu & Lapata, 2019, "Text Summarization with Pretrained Encoders", arXiv:1908.08345.
-    """
-
-    def _find_layers(self, model: keras.Model) -> None:
-        self.encoder = model.get_layer(ENCODER)
-        self.decoder = model.get_layer(DECODER)
-        self.source_embedding = model.get_layer(EMBEDDING)
-        self.source_norm = model.get_layer(EMBEDDING_NORM)
-        has_segments = SEGMENT_EMBEDDING in {layer.name for layer in model.layers}
-        self.segment_embedding = model.get_layer(SEGMENT_EMBEDDING) if has_segments else None
-        self.target_embedding = model.get_layer(DECODER_EMBEDDING)
-
-    def _source_inputs(self, source_ids, memory_mask):
-        embedded = self.source_embedding(source_ids, training=False)
-        if self.segment_embedding is not None:
-            embedded = embedded + self.segment_embedding(ops.zeros_like(source_ids))
-        return self.source_norm(embedded)
-
-    def _target_inputs(self, token_ids, index):
-        return self.target_embedding.call(token_ids, start_index=index, training=False)

@@ -14,9 +14,8 @@ from collections.abc import Callable
 import keras
 
 from keras_attn.models.bart import bart, bart_classifier, bart_translator
-from keras_attn.models.bart_steps import BartSteps
 from keras_attn.models.bert import bert, bert_classifier, bert_pretraining, bert_token_classifier
-from keras_attn.models.bertsum import BERTSUM_ENCODER_LAYERS, BertSumSteps, bertsum_translator
+from keras_attn.models.bertsum import BERTSUM_ENCODER_LAYERS, bertsum_translator
 from keras_attn.models.family import (  # noqa: F401  (re-exported)
     MODEL_FAMILIES,
     Family,
@@ -27,8 +26,6 @@ from keras_attn.models.family import (  # noqa: F401  (re-exported)
 )
 from keras_attn.models.gpt import gpt, gpt_classifier
 from keras_attn.models.gpt_steps import GPTSteps
-from keras_attn.models.luong_translator_steps import LuongTranslatorSteps
-from keras_attn.models.plain_translator_steps import PlainTranslatorSteps
 from keras_attn.models.rnn_luong_translator import rnn_luong_translator
 from keras_attn.models.rnn_plain_translator import rnn_plain_translator
 from keras_attn.models.rnn_translator import rnn_attention_translator
@@ -147,7 +144,7 @@ def _classifier_family(build: Callable[..., keras.Model], backbone: str) -> Mode
 BUILT_IN_FAMILIES: dict[str, ModelFamily] = {
     "rnn-plain": ModelFamily(
         build=rnn_plain_translator,
-        steps=PlainTranslatorSteps,
+        steps=RNNTranslatorSteps,
         hyperparameters=(*RNN_OPTIONS, "context_feeding"),
     ),
     "rnn-attention": ModelFamily(
@@ -157,7 +154,7 @@ BUILT_IN_FAMILIES: dict[str, ModelFamily] = {
     ),
     "rnn-luong": ModelFamily(
         build=rnn_luong_translator,
-        steps=LuongTranslatorSteps,
+        steps=RNNTranslatorSteps,
         hyperparameters=(
             *RNN_OPTIONS,
             "score",
@@ -204,7 +201,7 @@ BUILT_IN_FAMILIES: dict[str, ModelFamily] = {
     ),
     "bart": ModelFamily(
         build=bart,
-        steps=BartSteps,
+        steps=TransformerTranslatorSteps,
         hyperparameters=TRANSFORMER_OPTIONS,
         sized_steps=True,
         task="denoising",
@@ -212,7 +209,7 @@ BUILT_IN_FAMILIES: dict[str, ModelFamily] = {
     ),
     "bart-translator": ModelFamily(
         build=bart_translator,
-        steps=BartSteps,
+        steps=TransformerTranslatorSteps,
         hyperparameters=(*TRANSFORMER_OPTIONS, "new_source_encoder_layers"),
         sized_steps=True,
         # The plain fine-tune keeps BART's one vocabulary on both sides; a new source encoder
@@ -227,7 +224,7 @@ BUILT_IN_FAMILIES: dict[str, ModelFamily] = {
     ),
     "bertsum": ModelFamily(
         build=bertsum_model,
-        steps=BertSumSteps,
+        steps=TransformerTranslatorSteps,
         hyperparameters=(*TRANSFORMER_OPTIONS, "decoder_layers"),
         sized_steps=True,
         vocabulary_origin=lambda hp: {"source": "single"},

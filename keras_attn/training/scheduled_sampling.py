@@ -12,7 +12,9 @@ towards the model's own samples:
     exponential:     epsilon_i = k^i                        (0 < k < 1)
     inverse-sigmoid: epsilon_i = k / (k + exp(i / k))       (k >= 1)
 
-`i` is the number of training steps done before the current one. The sampled tokens are drawn
+`i` is the number of training steps done before the current one (the schedules are
+`keras_attn.ops.sampling_schedules`'). The decoder is the family's step view with
+`training=True`, so dropout is applied as in the teacher-forced pass. The sampled tokens are drawn
 from `softmax(logits)` (as Bengio et al. sample, not the argmax) and are not differentiated
 through: the gradient flows through each step's logits and the recurrent states, not through
 the choice of the next input. Every random number is a stateless function of the run's seed,
@@ -21,60 +23,45 @@ the step and the decoder position, so a resumed run draws what the uninterrupted
 
 from __future__ import annotations
 
-import math
-
 import keras
 import tensorflow as tf
 
-from keras_attn.models import rnn_translator as names
+from keras_attn.errors import ConfigError
 from keras_attn.models.families import ModelFamily
 from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
+from keras_attn.ops import sampling_schedules
+from keras_attn.ops.sampling_schedules import DEFAULT_CONSTANTS, SCHEDULES
 
-SCHEDULES = ("linear", "exponential", "inverse-sigmoid")
-
-# The constant of each schedule when the run names none: epsilon falls to 0.5 after about
-# 5,000 (linear), 3,500 (exponential) and 3,100 (inverse sigmoid) steps.
-DEFAULT_CONSTANTS = {"linear": 1e-4, "exponential": 0.9998, "inverse-sigmoid": 500.0}
-
-# Names of the dropout layers the RNN translator builders put around the encoder and decoder.
-SOURCE_DROPOUT = "source_dropout"
-TARGET_DROPOUT = "target_dropout"
-OUTPUT_DROPOUT = "output_dropout"
+__all__ = [
+    "DEFAULT_CONSTANTS",
+    "SCHEDULES",
+    "ScheduledSampling",
+    "check_schedule",
+    "sampling_epsilon",
+    "training_steps",
+]
 
 
 def check_schedule(schedule: str, constant: float | None, floor: float | None) -> None:
-    """Raise a ValueError naming the argument if `(schedule, constant, floor)` is not usable.
+    """Raise a `ConfigError` naming the argument if `(schedule, constant, floor)` is not usable.
 
     `constant` None stands for `DEFAULT_CONSTANTS[schedule]`; `floor` applies to `linear` only.
+    The schedules and their constants are `keras_attn.ops.sampling_schedules`'.
     """
-    if schedule not in SCHEDULES:
-        raise ValueError(
-            f"Expected scheduled_sampling in {{{', '.join(SCHEDULES)}}}. Received: {schedule!r}"
-        )
-    if constant is not None:
-        valid = {
-            "linear": math.isfinite(constant) and 0.0 < constant <= 1.0,
-            "exponential": 0.0 < constant < 1.0,
-            "inverse-sigmoid": math.isfinite(constant) and constant >= 1.0,
-        }[schedule]
-        if not valid:
-            needs = {
-                "linear": "the slope c in (0, 1]",
-                "exponential": "the base k in (0, 1)",
-                "inverse-sigmoid": "k >= 1 (finite)",
-            }[schedule]
-            raise ValueError(
-                f"sampling_constant of scheduled_sampling={schedule!r} is {needs}. "
-                f"Received: sampling_constant={constant}"
-            )
+    sampling_schedules.check_schedule(
+        schedule, constant, schedule_name="scheduled_sampling", constant_name="sampling_constant"
+    )
     if floor is not None:
         if schedule != "linear":
-            raise ValueError(
+            raise ConfigError(
                 f"sampling_floor applies to scheduled_sampling='linear' only. Received: "
-                f"scheduled_sampling={schedule!r}"
+                f"scheduled_sampling={schedule!r}",
+                ["sampling_floor", "scheduled_sampling"],
             )
         if not 0.0 <= floor < 1.0:
-            raise ValueError(f"Expected sampling_floor in [0, 1). Received: {floor}")
+            raise ConfigError(
+                f"Expected sampling_floor in [0, 1). Received: {floor}", ["sampling_floor"]
+            )
 
 
 def sampling_epsilon(
@@ -92,6 +79,9 @@ def sampling_epsilon(
     Returns:
         A float64 scalar tensor in [0, 1].
 
+    Raises:
+        ConfigError: as `check_schedule`.
+
     Example:
 
     >>> round(float(sampling_epsilon("linear", 2000, 2e-4)), 6)
@@ -100,72 +90,29 @@ def sampling_epsilon(
     0.909091
     """
     check_schedule(schedule, constant, floor)
-    k = DEFAULT_CONSTANTS[schedule] if constant is None else constant
-    i = tf.cast(step, tf.float64)
-    if schedule == "linear":
-        return tf.maximum(tf.constant(floor or 0.0, tf.float64), 1.0 - k * i)
-    if schedule == "exponential":
-        return tf.pow(tf.constant(k, tf.float64), i)
-    # k / (k + exp(i / k)) = 1 / (1 + exp(i / k - log k)): no overflow for a large i.
-    return tf.sigmoid(math.log(k) - i / k)
-
-
-class _TrainingLayer:
-    """A layer of a step view called as the model calls it in training.
-
-    `training=True` reaches the layer's `__call__` and `step`, and the model's dropout layers
-    around it run before (`before`) or after (`after`) it; other attributes are the layer's.
-    """
-
-    def __init__(self, layer, before=None, after=None, takes_training: bool = True):
-        self.layer = layer
-        self.before = before
-        self.after = after
-        self.takes_training = takes_training
-
-    def __call__(self, inputs, *args, **kwargs):
-        if self.before is not None:
-            inputs = self.before(inputs, training=True)
-        if self.takes_training:
-            kwargs["training"] = True
-        outputs = self.layer(inputs, *args, **kwargs)
-        return outputs if self.after is None else self.after(outputs, training=True)
-
-    def step(self, *args, **kwargs):
-        return self.layer.step(*args, **{**kwargs, "training": True})
-
-    def __getattr__(self, name):
-        return getattr(self.layer, name)
+    return sampling_schedules.teacher_forcing_probability(
+        schedule, step, constant, floor or 0.0, dtype="float64"
+    )
 
 
 def training_steps(model: keras.Model, family: ModelFamily) -> RNNTranslatorSteps:
-    """The family's step view of `model`, computing what `model(..., training=True)` computes.
+    """The family's step view of `model` in training mode (`training=True`).
 
-    The step views run the model's layers with dropout off (decoding); this one calls them in
-    training mode and applies the model's source, target and output dropout, so that stepping
-    it over the gold target reproduces the teacher-forced training pass (with the same dropout
+    Stepping it over the gold target reproduces the teacher-forced training pass
+    `model(..., training=True)`, the model's dropout layers included (with the same dropout
     masks when the rates are 0, and masks of the same distribution otherwise).
+
+    Raises:
+        ConfigError: the family's step view is not `RNNTranslatorSteps`.
     """
-    steps = family.steps(model)
-    if not isinstance(steps, RNNTranslatorSteps):
-        raise ValueError(
-            f"Scheduled sampling needs an RNN translator's step view. Received: "
-            f"{type(steps).__name__}"
+    if not (isinstance(family.steps, type) and issubclass(family.steps, RNNTranslatorSteps)):
+        name = getattr(family.steps, "__name__", family.steps)
+        raise ConfigError(
+            "Scheduled sampling needs a family whose step view is RNNTranslatorSteps. "
+            f"Received: family.steps={name!r}",
+            ["family"],
         )
-    steps.source_embedding = _TrainingLayer(
-        steps.source_embedding, after=model.get_layer(SOURCE_DROPOUT), takes_training=False
-    )
-    steps.encoder = _TrainingLayer(steps.encoder)
-    steps.target_embedding = _TrainingLayer(
-        steps.target_embedding, after=model.get_layer(TARGET_DROPOUT), takes_training=False
-    )
-    steps.decoder = _TrainingLayer(steps.decoder)
-    steps.output_projection = _TrainingLayer(
-        model.get_layer(names.OUTPUT_PROJECTION),
-        before=model.get_layer(OUTPUT_DROPOUT),
-        takes_training=False,
-    )
-    return steps
+    return family.steps(model, training=True)
 
 
 class ScheduledSampling:
