@@ -95,6 +95,20 @@ class RunDirectory:
             raise UserError(f"{path} is not a run's config.json (not a JSON object)")
         return fields
 
+    def family(self):
+        """The run's model family (a `keras_attn.models.Family`): `config.json`'s `model`, looked
+        up after importing the run's copy of its `--model-file` (`model_file.py`), if it has one.
+
+        Raises:
+            keras_attn.errors.ConfigError: the family is not known (nor registered by the run's
+                model file).
+        """
+        from keras_attn.models.family import get_family, load_model_file
+
+        if self.file(MODEL_SOURCE).exists():
+            load_model_file(self.file(MODEL_SOURCE))
+        return get_family(self.read_config_fields()["model"])
+
     def tokenizer(self) -> WordPieceTokenizer:
         """The one tokenizer of a language-model run."""
         from keras_attn.text.tokenizer import WordPieceTokenizer

@@ -695,7 +695,6 @@ def classifier_from_run(run_path: str | os.PathLike) -> Classifier | Tagger:
         keras_attn.errors.ConfigError: a run of another task, or a model with non-finite
             weights.
     """
-    from keras_attn.models.families import family_of_run
     from keras_attn.text.masked_lm import CLS_TOKEN, SEP_TOKEN
 
     run = RunDirectory(run_path)
@@ -705,7 +704,7 @@ def classifier_from_run(run_path: str | os.PathLike) -> Classifier | Tagger:
                 f"{run_path} is not a finished classifier run (no {name})", ["run_path"]
             )
     config = run.read_config_fields()
-    family = family_of_run(run)
+    family = run.family()
     if family.kind not in ("classifier", "tagger"):
         raise ConfigError(
             f"a {config['model']} run is neither a classifier nor a tagger", ["run_path"]

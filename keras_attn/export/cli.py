@@ -199,10 +199,8 @@ def export_run(
         raise ConfigError(
             f"max_output_length must be positive, got {max_output_length}", ["max_output_length"]
         )
-    from keras_attn.models.families import family_of_run
-
     config = run.read_config_fields()
-    family = family_of_run(run)
+    family = run.family()
     if not family.exportable:
         raise ConfigError(
             f"a {config['model']} run is not exported: keras-attn export writes translators, "

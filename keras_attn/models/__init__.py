@@ -20,7 +20,6 @@ from keras_attn.models.char_cnn import char_cnn
 from keras_attn.models.families import ModelFamily
 from keras_attn.models.family import (
     Family,
-    family_of_run,
     get_family,
     load_model_file,
     register_family,
@@ -67,7 +66,6 @@ __all__ = [
     "bertsum_translator",
     "char_cnn",
     "doubly_stochastic_penalty",
-    "family_of_run",
     "get_family",
     "gpt",
     "gpt_classifier",

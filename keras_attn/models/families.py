@@ -19,7 +19,6 @@ from keras_attn.models.bertsum import BERTSUM_ENCODER_LAYERS, bertsum_translator
 from keras_attn.models.family import (  # noqa: F401  (re-exported)
     MODEL_FAMILIES,
     Family,
-    family_of_run,
     get_family,
     load_model_file,
     register_family,

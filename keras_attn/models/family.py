@@ -428,24 +428,3 @@ def load_model_file(path: str | Path) -> tuple[Family, ...]:
             )
         _LOADED[digest] = added
     return tuple(MODEL_FAMILIES[name] for name in _LOADED[digest])
-
-
-@keras_attn_export("keras_attn.models.family_of_run")
-def family_of_run(run: Any) -> Family:
-    """The model family of a run directory, loading the run's copy of its `--model-file` first.
-
-    Args:
-        run: the run directory (a path or a `keras_attn.formats.RunDirectory`).
-
-    Returns:
-        `get_family` of the run's `config.json` `model`.
-
-    Raises:
-        ConfigError: the run's family is not known (nor defined by the run's model file).
-    """
-    from keras_attn.formats import MODEL_SOURCE, RunDirectory
-
-    run = run if isinstance(run, RunDirectory) else RunDirectory(run)
-    if run.file(MODEL_SOURCE).exists():
-        load_model_file(run.file(MODEL_SOURCE))
-    return get_family(run.read_config_fields()["model"])

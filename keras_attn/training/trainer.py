@@ -38,7 +38,7 @@ from keras_attn.formats import (  # noqa: F401  (re-exported: the run directory'
     TRAIN_LOG,
     VOCAB,
 )
-from keras_attn.models.families import ModelFamily, family_of_run, load_model_file
+from keras_attn.models.families import ModelFamily, load_model_file
 from keras_attn.training import paths, precision
 from keras_attn.training import strategy as strategies
 from keras_attn.training.checkpoints import restore_newest
@@ -263,7 +263,7 @@ def _start_run(
     if not chief:
         fields = run.read_config_fields()
         config = TrainConfig.from_fields(fields)
-        family = family_of_run(run)
+        family = run.family()
         choice = precision.PolicyChoice(fields[PRECISION_KEY], "the chief's choice")
         strategies.check_global_batch(config.batch_size, strategy.num_replicas_in_sync)
         splits = _load_data(config, family)

@@ -13,7 +13,6 @@ import tensorflow as tf
 
 from keras_attn.cli import main as cli
 from keras_attn.formats import MODEL_SOURCE, RunDirectory
-from keras_attn.models import family_of_run
 from keras_attn.models.family import MODEL_FAMILIES
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "my_family.py"
@@ -81,7 +80,7 @@ def test_resume_imports_the_runs_copy_of_the_model_file(trained, tmp_path, capsy
 
 def test_the_exported_translator_of_a_model_file_run_answers(trained, tmp_path):
     forget_the_family()
-    family = family_of_run(trained)  # what `keras-attn export` looks the family up with
+    family = RunDirectory(trained).family()  # what `keras-attn export` looks it up with
     assert (family.name, family.kind, family.options.__name__) == (
         NAME, "translator", "AttentionTranslatorOptions",
     )  # fmt: skip
