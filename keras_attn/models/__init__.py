@@ -8,14 +8,13 @@ from keras_attn.models.bart import (
     bart_translator,
     bart_translator_first_stage_variables,
 )
-from keras_attn.models.bart_steps import BartSteps
 from keras_attn.models.bert import (
     bert,
     bert_classifier,
     bert_pretraining,
     bert_token_classifier,
 )
-from keras_attn.models.bertsum import BertSumSteps, bertsum_translator
+from keras_attn.models.bertsum import bertsum_translator
 from keras_attn.models.char_cnn import char_cnn
 from keras_attn.models.families import ModelFamily
 from keras_attn.models.family import (
@@ -27,12 +26,14 @@ from keras_attn.models.family import (
 from keras_attn.models.gpt import gpt, gpt_classifier
 from keras_attn.models.gpt_steps import GPTSteps
 from keras_attn.models.han_classifier import han_attention_weights, han_classifier
-from keras_attn.models.luong_translator_steps import LuongTranslatorSteps
-from keras_attn.models.plain_translator_steps import PlainTranslatorSteps
 from keras_attn.models.rnn_luong_translator import rnn_luong_translator
 from keras_attn.models.rnn_plain_translator import rnn_plain_translator
 from keras_attn.models.rnn_translator import rnn_attention_translator
-from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
+from keras_attn.models.rnn_translator_steps import (
+    LuongTranslatorSteps,
+    PlainTranslatorSteps,
+    RNNTranslatorSteps,
+)
 from keras_attn.models.show_attend_tell import (
     ShowAttendTellDecoder,
     doubly_stochastic_penalty,
@@ -41,7 +42,11 @@ from keras_attn.models.show_attend_tell import (
 from keras_attn.models.show_attend_tell_steps import ShowAttendTellSteps
 from keras_attn.models.text_cnn import text_cnn
 from keras_attn.models.transformer_translator import transformer_translator
-from keras_attn.models.transformer_translator_steps import TransformerTranslatorSteps
+from keras_attn.models.transformer_translator_steps import (
+    BartSteps,
+    BertSumSteps,
+    TransformerTranslatorSteps,
+)
 
 __all__ = [
     "BartSteps",

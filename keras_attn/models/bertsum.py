@@ -15,7 +15,6 @@ from keras_attn.models._transformer_parts import (
     learned_position_embedding,
     stack_arguments,
 )
-from keras_attn.models.transformer_translator_steps import BertSumSteps  # noqa: F401 (its view)
 
 # The encoder's layers carry `bert`'s names, so a pre-trained `bert` run loads into them.
 EMBEDDING = "embedding"

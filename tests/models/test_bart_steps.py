@@ -4,8 +4,8 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.decoding import beam_search, greedy_search, sample
+from keras_attn.models import BartSteps
 from keras_attn.models.bart import bart, bart_translator
-from keras_attn.models.bart_steps import BartSteps
 
 START, END = 2, 3
 VOCAB, SOURCE_VOCAB = 30, 40
