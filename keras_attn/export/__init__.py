@@ -4,9 +4,9 @@
   any Keras translator (`(source_ids, target_ids)` → next-token scores) as a TF Serving
   SavedModel with tokenization and greedy or beam-search decoding in the graph; also
   `export_translator(translator, model_base_path, ...)` for a `Translator` module.
-- `PrefixSteps`: the step view `export_translator` decodes such a model with.
+- `PrefixSteps`: the step view `export_translator` and `export_generator` decode such models with.
 - `export_generator`: a language model as a SavedModel: a `Generator` module (GPT), or any
-  Keras model mapping token ids to next-token scores, decoded by `PrefixLanguageModelSteps`.
+  Keras model mapping token ids to next-token scores, decoded by `PrefixSteps` too.
 - `translator`, `generator`, `captioner`: the `tf.Module`s the signatures wrap;
   `contract`: the checks an export passes before it is published; `cli`: `keras-attn export`.
 
@@ -17,7 +17,6 @@ the command line's parser) imports no TensorFlow.
 import importlib
 
 _LAZY = {
-    "PrefixLanguageModelSteps": "keras_attn.export.prefix_steps",
     "PrefixSteps": "keras_attn.export.prefix_steps",
     "export_generator": "keras_attn.export.saved_model",
     "export_translator": "keras_attn.export.saved_model",

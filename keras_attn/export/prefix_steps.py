@@ -1,4 +1,4 @@
-"""A step view for any Keras translator: rerun the whole model on the target prefix each step."""
+"""A step view for any Keras translator or language model: rerun the whole model on the prefix."""
 
 from __future__ import annotations
 
@@ -18,54 +18,63 @@ _FIRST_WORD_ID = 4
 
 @keras_attn_export("keras_attn.export.PrefixSteps")
 class PrefixSteps:
-    """The step contract over any Keras model mapping `(source_ids, target_ids)` to scores.
+    """The step contract over any Keras translator or language model, rerun on the prefix.
 
-    The model is a teacher-forced translator: source ids `(batch, T_x)` and target ids
-    `(batch, T_y)` (START then the tokens so far) in, next-token scores `(batch, T_y, V)` out, the
-    scores at position `t` depending on the target tokens up to `t` only. `PrefixSteps` drives it
-    one token at a time without knowing its layers:
+    A translator maps source ids `(batch, T_x)` and target ids `(batch, T_y)` (START then the
+    tokens so far) to next-token scores `(batch, T_y, V)`; a language model
+    (`language_model=True`) maps token ids `(batch, T)` (START then the text) to next-token
+    scores `(batch, T, V)`. Either way the scores at position `t` may depend on the tokens up to
+    `t` only. `PrefixSteps` drives the model one token at a time without knowing its layers:
 
-    - `encode(source_ids (batch, T_x)) -> state`: `{"source_ids", "target_ids", "position"}`,
-      the target a buffer of `max_length` ids (START then PAD) and `position` the scalar 0.
-    - `step(token_ids (batch,), state) -> (logits (batch, V) float32, state)`: writes
-      `token_ids` at `position`, runs the model on the source and the whole buffer and returns
-      the scores at `position` (as log-probabilities for a model ending in a softmax), then
-      advances `position`.
+    - `encode(source_ids (batch, T_x)) -> state` (a translator): the source ids and a target
+      buffer of `max_length` ids holding START, then PAD.
+    - `prefill(prompt_ids (batch, P)) -> state` (a language model): the prompts (START first,
+      right-padded with PAD) at the start of a buffer of `max_length` ids, PAD after them.
+    - `step(token_ids (batch,), state) -> (logits (batch, V) float32, state)`: the first step
+      runs the model on the buffer and returns the scores after each row's last token (the token
+      it is given, a decoding loop's START, is already there); every later step writes
+      `token_ids` at each row's next position, reruns the model and returns the scores there
+      (as log-probabilities for a model ending in a softmax).
 
-    Every shape is fixed (the buffer always has `max_length` columns; PAD after the prefix), so
-    the view runs inside the decoding `while` loops and under XLA. Each step reruns the encoder
-    and the decoder on the full buffer: a cached step view (e.g.
-    `keras_attn.models.RNNTranslatorSteps`) is faster; this one needs nothing but the model.
-    The state has no `"attention"` entry, so decoding returns no alignments.
+    The state holds `token_ids` `(batch, max_length)`, `positions` `(batch,)` (where each row's
+    next token goes), the scalar `started` and, for a translator, `source_ids`; it has no
+    `"attention"` entry, so decoding returns no alignments. Every shape is fixed, so the view
+    runs inside the decoding `while` loops and under XLA. Each step reruns the whole model on
+    the full buffer: a cached step view (e.g. `keras_attn.models.RNNTranslatorSteps`,
+    `keras_attn.models.GPTSteps`) is faster; this one needs nothing but the model.
 
-    Inputs are found by name or by position: `source_input` and `target_input` name the model's
-    inputs (a name, or a position in its input list); by default the inputs named `source_ids`
-    and `target_ids`, else the first and the second of a model with two inputs. Ids are cast to
-    the dtype each input declares (int32 or int64). A model that is not functional is called
-    with a dict when both inputs are given by name, else with `[source_ids, target_ids]`.
+    A translator's inputs are found by name or by position: `source_input` and `target_input`
+    name them (a name, or a position in its input list); by default the inputs named
+    `source_ids` and `target_ids`, else the first and the second of a model with two inputs. A
+    model that is not functional is called with a dict when both inputs are given by name, else
+    with `[source_ids, target_ids]`. A language model has one input. Ids are cast to the dtype
+    each input declares (int32 or int64).
 
     Two probes run on construction, on short made-up sentences: one tells whether the model
     ends in a softmax (`outputs=None`: every row non-negative and summing to 1, within 1e-3),
-    the other that it is causal: two target sequences equal up to position `t` and different
-    after it must get the same scores at positions `<= t`. `vocab_size` is the `V` they saw.
+    the other that it is causal: two sequences equal up to position `t` and different after it
+    must get the same scores at positions `<= t`. `vocab_size` is the `V` they saw.
 
     Args:
         model: a built `keras.Model` as above.
-        max_length: the columns of the target buffer, START included: at least the most tokens
-            a search generates (its `max_length`).
-        source_input, target_input: the model's source and target inputs (names or positions;
-            None: see above).
+        max_length: the columns of the buffer, START included: at least the most tokens a
+            search generates (its `max_length`), plus the longest prompt for a language model.
+        source_input, target_input: a translator's source and target inputs (names or
+            positions; None: see above).
         outputs: `"logits"`, `"probabilities"` (a final softmax: the step returns their logs),
             or None to tell them apart with the probe.
-        start_id, pad_id: the target's START and PAD ids (2 and 0 with
+        start_id, pad_id: START and PAD (2 and 0 with
             `keras_attn.text.tokenizer.WordPieceTokenizer`).
         source_vocab_size: the source vocabulary size, for the probes' made-up source ids
             (None: ids 4 to 7).
+        language_model: the model is a language model (one input), decoded from `prefill`.
 
     Raises:
-        keras_attn.errors.ConfigError: an unknown `outputs`, inputs that cannot be found, scores
-            that are not `(batch, T_y, V)`, or a model whose scores at a position read later
-            target tokens (a bidirectional decoder, a self-attention without a causal mask).
+        keras_attn.errors.ConfigError: an unknown `outputs`, inputs that cannot be found (a
+            translator without two inputs, a language model with more than one, input
+            arguments given for a language model), scores that are not `(batch, T, V)`, or a
+            model whose scores at a position read later tokens (a bidirectional decoder, a
+            self-attention without a causal mask).
 
     Example:
 
@@ -78,8 +87,19 @@ class PrefixSteps:
     >>> steps = PrefixSteps(model, max_length=6)
     >>> state = steps.encode(tf.constant([[5, 6, 7]]))
     >>> logits, state = steps.step(tf.constant([2]), state)
-    >>> logits.shape, int(state["position"])
-    (TensorShape([1, 12]), 1)
+    >>> logits.shape, state["positions"].numpy().tolist()
+    (TensorShape([1, 12]), [1])
+
+    A language model:
+
+    >>> tokens = keras.Input((None,), dtype="int32", name="token_ids")
+    >>> hidden = keras.layers.GRU(8, return_sequences=True)(keras.layers.Embedding(12, 4)(tokens))
+    >>> model = keras.Model(tokens, keras.layers.Dense(12)(hidden))
+    >>> steps = PrefixSteps(model, max_length=8, language_model=True)
+    >>> state = steps.prefill(tf.constant([[2, 5, 6], [2, 7, 0]]))
+    >>> logits, state = steps.step(tf.constant([2, 2]), state)
+    >>> logits.shape, state["positions"].numpy().tolist()
+    (TensorShape([2, 12]), [3, 2])
     """
 
     def __init__(
@@ -92,168 +112,81 @@ class PrefixSteps:
         start_id: int = 2,
         pad_id: int = 0,
         source_vocab_size: int | None = None,
+        language_model: bool = False,
     ):
         if outputs is not None and outputs not in OUTPUTS:
             raise ConfigError(
                 f"Expected outputs in {OUTPUTS} or None. Received: outputs={outputs!r}",
                 ["outputs"],
             )
-        if not isinstance(max_length, int) or max_length < 1:
+        shortest = 2 if language_model else 1
+        if not isinstance(max_length, int) or max_length < shortest:
             raise ConfigError(
-                f"Expected max_length >= 1. Received: max_length={max_length!r}", ["max_length"]
+                f"Expected max_length >= {shortest}. Received: max_length={max_length!r}",
+                ["max_length"],
             )
         self.model = model
         self.max_length = max_length
         self.start_id = start_id
         self.pad_id = pad_id
-        self._inputs = _ModelInputs(model, source_input, target_input)
+        self.language_model = bool(language_model)
+        if self.language_model:
+            given = [name for name, value in (("source_input", source_input),
+                     ("target_input", target_input)) if value is not None]  # fmt: skip
+            if given:
+                raise ConfigError(
+                    f"{', '.join(given)}: a language model has one input", given
+                )
+            self._inputs = _LanguageModelInput(model)
+        else:
+            self._inputs = _ModelInputs(model, source_input, target_input)
         probe_sources, probe_targets = _probe_batch(min(max_length, 8), source_vocab_size, start_id)
         scores = self._scores(probe_sources, probe_targets).numpy()
         self.vocab_size = int(scores.shape[-1])
         self.outputs = outputs or _kind_of(scores)
-        _check_causal(scores, _tolerance(model))
+        _check_causal(scores, _tolerance(model), noun="" if self.language_model else "target ")
 
-    def _scores(self, source_ids, target_ids):
-        """The model's scores `(batch, T_y, V)` as float32."""
-        scores = self.model(self._inputs.feed(source_ids, target_ids), training=False)
+    def _scores(self, source_ids, token_ids):
+        """The model's scores `(batch, T, V)` as float32 (`source_ids` unused by a language
+        model)."""
+        scores = self.model(self._inputs.feed(source_ids, token_ids), training=False)
         if not hasattr(scores, "shape") or len(scores.shape) != 3:
+            axis = "T" if self.language_model else "T_y"
             raise ConfigError(
-                "Expected the model to return next-token scores of shape (batch, T_y, V). "
+                f"Expected the model to return next-token scores of shape (batch, {axis}, V). "
                 f"Received: {_describe(scores)}",
                 ["model"],
             )
         return tf.cast(scores, tf.float32)
 
     def encode(self, source_ids) -> dict:
+        if self.language_model:
+            raise ConfigError(
+                "a language model has no source to encode: start it with prefill(prompt_ids)",
+                ["source_ids"],
+            )
         source_ids = tf.convert_to_tensor(source_ids)
         batch_size = tf.shape(source_ids)[0]
-        columns = tf.range(self.max_length)[tf.newaxis, :]  # (1, max_length)
-        target_ids = tf.where(columns == 0, self.start_id, self.pad_id)
-        return {
-            "source_ids": source_ids,
-            "target_ids": tf.tile(target_ids, [batch_size, 1]),  # (batch, max_length)
-            "position": tf.constant(0, tf.int32),
-        }
-
-    def step(self, token_ids, state: dict):
-        position = state["position"]
-        columns = tf.range(self.max_length)[tf.newaxis, :]
-        target_ids = state["target_ids"]
-        token_ids = tf.cast(token_ids, target_ids.dtype)[:, tf.newaxis]  # (batch, 1)
-        target_ids = tf.where(columns == position, token_ids, target_ids)
-        scores = self._scores(state["source_ids"], target_ids)  # (batch, max_length, V)
-        scores = tf.gather(scores, position, axis=1)  # (batch, V)
-        if self.outputs == "probabilities":
-            scores = tf.math.log(tf.maximum(scores, _TINY))
-        new_state = dict(state, target_ids=target_ids, position=position + 1)
-        return scores, new_state
-
-
-@keras_attn_export("keras_attn.export.PrefixLanguageModelSteps")
-class PrefixLanguageModelSteps:
-    """The generator's step contract over any Keras language model: token ids to scores.
-
-    The model maps token ids `(batch, T)` (START then the text) to next-token scores
-    `(batch, T, V)`, the scores at position `t` depending on the ids up to `t` only. The view
-    drives it as `keras_attn.export.generator.Generator` drives `keras_attn.models.GPTSteps`:
-
-    - `prefill(prompt_ids (batch, P)) -> state`: the prompts (START first, right-padded with
-      PAD) in a buffer of `max_length` ids, PAD after them; `positions` `(batch,)` the first
-      free position of each row, and the scalar `started` 0.
-    - `step(token_ids (batch,), state) -> (logits (batch, V) float32, state)`: the first step
-      runs the model on the buffer and returns the scores after each prompt's last token (the
-      token it is given, a decoding loop's START, is not written); every later step writes
-      `token_ids` at each row's position, reruns the model and returns the scores there.
-
-    Every shape is fixed (the buffer has `max_length` columns), so the view runs inside the
-    sampling loop and under XLA; each step costs a forward pass over the whole buffer. The
-    probes of `PrefixSteps` (a final softmax, causality) run on construction.
-
-    Args:
-        model: a built `keras.Model` with one input (token ids, int32 or int64).
-        max_length: the buffer's columns: at least the longest prompt (START included) plus the
-            most tokens generated.
-        outputs: `"logits"`, `"probabilities"` or None (probed), as in `PrefixSteps`.
-        start_id, pad_id: START and PAD (2 and 0 with
-            `keras_attn.text.tokenizer.WordPieceTokenizer`).
-
-    Raises:
-        keras_attn.errors.ConfigError: an unknown `outputs`, a model with more than one input,
-            scores that are not `(batch, T, V)`, or a model whose scores read later tokens.
-
-    Example:
-
-    >>> import keras
-    >>> tokens = keras.Input((None,), dtype="int32", name="token_ids")
-    >>> hidden = keras.layers.GRU(8, return_sequences=True)(keras.layers.Embedding(12, 4)(tokens))
-    >>> model = keras.Model(tokens, keras.layers.Dense(12)(hidden))
-    >>> steps = PrefixLanguageModelSteps(model, max_length=8)
-    >>> state = steps.prefill(tf.constant([[2, 5, 6], [2, 7, 0]]))
-    >>> logits, state = steps.step(tf.constant([2, 2]), state)
-    >>> logits.shape, state["positions"].numpy().tolist()
-    (TensorShape([2, 12]), [3, 2])
-    """
-
-    def __init__(
-        self,
-        model,
-        max_length: int,
-        outputs: str | None = None,
-        start_id: int = 2,
-        pad_id: int = 0,
-    ):
-        if outputs is not None and outputs not in OUTPUTS:
-            raise ConfigError(
-                f"Expected outputs in {OUTPUTS} or None. Received: outputs={outputs!r}",
-                ["outputs"],
-            )
-        if not isinstance(max_length, int) or max_length < 2:
-            raise ConfigError(
-                f"Expected max_length >= 2. Received: max_length={max_length!r}", ["max_length"]
-            )
-        self.model = model
-        self.max_length = max_length
-        self.start_id = start_id
-        self.pad_id = pad_id
-        try:
-            structure = model.input
-        except (AttributeError, ValueError):  # a subclassed model: called with the ids
-            structure = None
-        inputs = list(model.inputs) if structure is not None else []
-        if len(inputs) > 1:
-            raise ConfigError(
-                "Expected a language model with one input (token ids). Received a model with "
-                f"inputs {[tensor.name for tensor in inputs]}",
-                ["model"],
-            )
-        self._key = next(iter(structure)) if isinstance(structure, dict) else None
-        self._dtype = inputs[0].dtype if inputs else "int32"
-        _, probe_ids = _probe_batch(min(max_length, 8), None, start_id)
-        scores = self._scores(probe_ids).numpy()
-        self.vocab_size = int(scores.shape[-1])
-        self.outputs = outputs or _kind_of(scores)
-        _check_causal(scores, _tolerance(model), noun="")
-
-    def _scores(self, token_ids):
-        """The model's scores `(batch, T, V)` as float32."""
-        token_ids = tf.cast(token_ids, self._dtype)
-        feed = token_ids if self._key is None else {self._key: token_ids}
-        scores = self.model(feed, training=False)
-        if not hasattr(scores, "shape") or len(scores.shape) != 3:
-            raise ConfigError(
-                "Expected the model to return next-token scores of shape (batch, T, V). "
-                f"Received: {_describe(scores)}",
-                ["model"],
-            )
-        return tf.cast(scores, tf.float32)
+        start = tf.fill([batch_size, 1], tf.constant(self.start_id, tf.int32))
+        state = self._buffer(start)
+        state["source_ids"] = source_ids
+        return state
 
     def prefill(self, prompt_ids) -> dict:
-        prompt_ids = tf.cast(prompt_ids, tf.int32)
-        width = tf.shape(prompt_ids)[1]
+        if not self.language_model:
+            raise ConfigError(
+                "a translator starts from its source: encode(source_ids), not prefill",
+                ["prompt_ids"],
+            )
+        return self._buffer(tf.cast(prompt_ids, tf.int32))
+
+    def _buffer(self, prefix_ids) -> dict:
+        """The state of the (right-padded) `prefix_ids` at the start of the buffer."""
+        width = tf.shape(prefix_ids)[1]
         token_ids = tf.pad(
-            prompt_ids, [[0, 0], [0, self.max_length - width]], constant_values=self.pad_id
+            prefix_ids, [[0, 0], [0, self.max_length - width]], constant_values=self.pad_id
         )  # (batch, max_length)
-        lengths = tf.reduce_sum(tf.cast(prompt_ids != self.pad_id, tf.int32), axis=1)
+        lengths = tf.reduce_sum(tf.cast(prefix_ids != self.pad_id, tf.int32), axis=1)
         return {
             "token_ids": token_ids,
             "positions": lengths,  # (batch,): where the next token goes
@@ -267,17 +200,41 @@ class PrefixLanguageModelSteps:
         token_ids = tf.cast(token_ids, tf.int32)[:, tf.newaxis]  # (batch, 1)
         write = tf.logical_and(started, columns == positions[:, tf.newaxis])
         buffer = tf.where(write, token_ids, state["token_ids"])
-        read = tf.where(started, positions, positions - 1)  # the first step: the prompt's last
-        scores = self._scores(buffer)  # (batch, max_length, V)
+        read = tf.where(started, positions, positions - 1)  # the first step: the last token
+        scores = self._scores(state.get("source_ids"), buffer)  # (batch, max_length, V)
         scores = tf.gather(scores, read, axis=1, batch_dims=1)  # (batch, V)
         if self.outputs == "probabilities":
             scores = tf.math.log(tf.maximum(scores, _TINY))
-        new_state = {
-            "token_ids": buffer,
-            "positions": tf.where(started, positions + 1, positions),
-            "started": tf.constant(1, tf.int32),
-        }
+        new_state = dict(
+            state,
+            token_ids=buffer,
+            positions=tf.where(started, positions + 1, positions),
+            started=tf.constant(1, tf.int32),
+        )
         return scores, new_state
+
+
+class _LanguageModelInput:
+    """How to call a language model (one input) on token ids, cast to the input's dtype."""
+
+    def __init__(self, model):
+        try:
+            structure = model.input
+        except (AttributeError, ValueError):  # a subclassed model: called with the ids
+            structure = None
+        inputs = list(model.inputs) if structure is not None else []
+        if len(inputs) > 1:
+            raise ConfigError(
+                "Expected a language model with one input (token ids). Received a model with "
+                f"inputs {[tensor.name for tensor in inputs]}",
+                ["model"],
+            )
+        self._key = next(iter(structure)) if isinstance(structure, dict) else None
+        self._dtype = inputs[0].dtype if inputs else "int32"
+
+    def feed(self, source_ids, token_ids):
+        token_ids = tf.cast(token_ids, self._dtype)
+        return token_ids if self._key is None else {self._key: token_ids}
 
 
 class _ModelInputs:

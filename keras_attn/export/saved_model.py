@@ -14,7 +14,7 @@ import keras
 from keras_attn.errors import ConfigError, PathExistsError, PathNotFoundError
 from keras_attn.export.contract import check_generator_saved_model, check_translator_saved_model
 from keras_attn.export.generator import Generator
-from keras_attn.export.prefix_steps import PrefixLanguageModelSteps, PrefixSteps
+from keras_attn.export.prefix_steps import PrefixSteps
 from keras_attn.export.translator import Translator
 from keras_attn.export.warmup import (
     WARMUP_TEXTS,
@@ -334,8 +334,9 @@ def export_generator(generator, *args, **kwargs) -> Path:
       token ids `(batch, T)` (START then the text) to next-token scores `(batch, T, V)`, with
       its WordPiece vocabulary (a token list or a vocabulary file, `[PAD]`, `[UNK]`,
       `[START]`, `[END]` first); the `Generator` is built here, decoding with
-      `keras_attn.export.PrefixLanguageModelSteps` unless a cached step view is given as
-      `steps` (whose cache must hold `max_prompt_length + 1 + max_output_length` slots).
+      `keras_attn.export.PrefixSteps(..., language_model=True)` unless a cached step view is
+      given as `steps` (whose cache must hold `max_prompt_length + 1 + max_output_length`
+      slots).
 
     Signatures: `serving_default` and `generate` (prompt → continuation, tokens, scores) and
     `generate_with_options` (adds the scalar inputs max_length, temperature, top_k, top_p),
@@ -351,8 +352,8 @@ def export_generator(generator, *args, **kwargs) -> Path:
         max_prompt_length, max_output_length, jit_compile, batch_buckets, length_buckets:
             (second form) as `Generator`'s.
         steps: (second form) a step view over `model` with `prefill`, `step` and `max_length`;
-            None: `PrefixLanguageModelSteps`.
-        outputs: (second form, `steps=None`) as `PrefixLanguageModelSteps`'.
+            None: `PrefixSteps(model, ..., language_model=True)`.
+        outputs: (second form, `steps=None`) as `PrefixSteps`'.
         check: run the contract check before publishing.
         check_prompts: prompts the check continues.
         warmup_prompts: the prompts of each warm-up request (None: write no warm-up file).
@@ -399,12 +400,13 @@ def _export_keras_generator(
     """The second form of `export_generator`: build the `Generator`, then export it."""
     tokenizer = vocabulary_tokenizer(vocabulary, "vocabulary")
     if steps is None:
-        steps = PrefixLanguageModelSteps(
+        steps = PrefixSteps(
             model,
             max_prompt_length + 1 + max_output_length,
             outputs=outputs,
             start_id=tokenizer.start_id,
             pad_id=tokenizer.pad_id,
+            language_model=True,
         )
         if steps.vocab_size != tokenizer.vocab_size:
             raise ConfigError(

@@ -1,4 +1,4 @@
-"""`PrefixSteps` and `PrefixLanguageModelSteps`: any Keras translator or language model decoded
+"""`PrefixSteps`: any Keras translator or language model decoded
 one token at a time, and exported without a step view of its own."""
 
 import keras
@@ -8,7 +8,6 @@ import tensorflow as tf
 
 from keras_attn.errors import ConfigError
 from keras_attn.export import (
-    PrefixLanguageModelSteps,
     PrefixSteps,
     export_generator,
     export_translator,
@@ -54,7 +53,8 @@ def step_through(steps, source_ids, target_ids):
     columns = []
     for t in range(target_ids.shape[1]):
         logits, state = steps.step(target_ids[:, t], state)
-        assert logits.dtype == tf.float32 and int(state["position"]) == t + 1
+        assert logits.dtype == tf.float32
+        assert state["positions"].numpy().tolist() == [t + 1] * target_ids.shape[0]
         columns.append(logits.numpy())
     return np.stack(columns, axis=1)
 
@@ -65,8 +65,8 @@ def test_step_logits_equal_the_teacher_forced_logits(model):
     expected = model([SOURCE_IDS, TARGET_IDS]).numpy()
     np.testing.assert_allclose(step_through(steps, SOURCE_IDS, TARGET_IDS), expected, atol=1e-5)
     state = steps.encode(SOURCE_IDS)
-    assert state["target_ids"].shape == (2, MAX_OUTPUT_LENGTH) and "attention" not in state
-    assert state["target_ids"].numpy().tolist() == [[START] + [0] * (MAX_OUTPUT_LENGTH - 1)] * 2
+    assert state["token_ids"].shape == (2, MAX_OUTPUT_LENGTH) and "attention" not in state
+    assert state["token_ids"].numpy().tolist() == [[START] + [0] * (MAX_OUTPUT_LENGTH - 1)] * 2
 
 
 def test_int64_inputs_taken_by_name_in_any_order():
@@ -257,7 +257,7 @@ def language_model():
 
 
 def test_language_model_steps_continue_each_prompt_like_a_teacher_forced_pass(language_model):
-    steps = PrefixLanguageModelSteps(language_model, max_length=9)
+    steps = PrefixSteps(language_model, max_length=9, language_model=True)
     assert (steps.outputs, steps.vocab_size) == ("logits", V)
     prompts = [[START, 5, 6, 7], [START, 8, 0, 0]]
     state = steps.prefill(tf.constant(prompts))
@@ -284,7 +284,7 @@ def test_a_language_model_reading_later_tokens_is_refused():
     with pytest.raises(
         ConfigError, match="the model reads later tokens: its scores at position 0 "
     ):
-        PrefixLanguageModelSteps(model, 8)
+        PrefixSteps(model, 8, language_model=True)
 
 
 def test_a_language_model_exports_as_a_generator(language_model, tmp_path):
@@ -293,7 +293,7 @@ def test_a_language_model_exports_as_a_generator(language_model, tmp_path):
     loaded = tf.saved_model.load(str(version))
     assert set(loaded.signatures) == {"serving_default", "generate", "generate_with_options"}
     tokenizer = WordPieceTokenizer(VOCAB)
-    steps = PrefixLanguageModelSteps(language_model, 4 + 1 + 5)
+    steps = PrefixSteps(language_model, 4 + 1 + 5, language_model=True)
     generator = Generator(language_model, steps, tokenizer, **lengths)
     prompts = tf.constant(["red cat", "big blue house one two three", ""])
     got = loaded.signatures["generate"](prompt=prompts)
