@@ -14,6 +14,8 @@ import tensorflow as tf
 from keras_attn.cli import main as cli
 from keras_attn.formats import MODEL_SOURCE, RunDirectory
 from keras_attn.models.family import MODEL_FAMILIES
+from keras_attn.serving.client import TranslatorClient
+from keras_attn.serving.server import ModelServer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "my_family.py"
 NAME = "my-translator"  # the family examples/my_family.py registers
@@ -87,7 +89,15 @@ def test_the_exported_translator_of_a_model_file_run_answers(trained, tmp_path):
     forget_the_family()  # `keras-attn export` itself must load the run's copy of the file
     base = tmp_path / "models"
     assert cli(["export", str(trained), "--model_base_path", str(base)]) == 0
-    translate = tf.saved_model.load(str(base / "1")).signatures["translate"]
-    out = translate(text=tf.constant(["el gato 7 come pan", "el gato 9 come pan"]))
+    texts = ["el gato 7 come pan", "el gato 9 come pan"]
+    out = tf.saved_model.load(str(base / "1")).signatures["translate"](text=tf.constant(texts))
     assert out["translation"].dtype == tf.string and out["translation"].shape == (2,)
     assert out["tokens"].shape[0] == 2 and np.all(np.isfinite(out["scores"].numpy()))
+    # Served by `keras-attn serve`'s server, it answers what the SavedModel answers in-process.
+    with (
+        ModelServer(NAME, str(base), port=0) as server,
+        TranslatorClient(f"127.0.0.1:{server.port}", model_name=NAME) as client,
+    ):
+        served = client.predict(texts, "translate")
+    assert list(served["translation"]) == [t.decode("utf-8") for t in out["translation"].numpy()]
+    np.testing.assert_allclose(served["scores"], out["scores"].numpy(), rtol=1e-6)
