@@ -121,7 +121,7 @@ def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 def test_the_graph_sees_function_level_imports():
     graph = module_graph()
     assert "keras_attn.export.translator" in graph["keras_attn.training.tasks.translation"]
-    assert "keras_attn.export.classifier" in graph["keras_attn.export.cli"]
+    assert "keras_attn.export.classifier" in graph["keras_attn.export.kinds"]
 
 
 def test_no_module_import_cycle():

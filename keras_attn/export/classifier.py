@@ -672,6 +672,10 @@ def export_tagger(
     )
 
 
+# The serving module of a run, by its family's kind.
+RUN_MODULES: dict[str, type[_TokenIdModel]] = {"classifier": Classifier, "tagger": Tagger}
+
+
 @keras_attn_export("keras_attn.export.classifier.classifier_from_run")
 def classifier_from_run(run_path: str | os.PathLike) -> Classifier | Tagger:
     """The `Classifier` (a sentence-classification run) or `Tagger` (a tagging run) of a
@@ -705,7 +709,8 @@ def classifier_from_run(run_path: str | os.PathLike) -> Classifier | Tagger:
             )
     config = run.read_config_fields()
     family = run.family()
-    if family.kind not in ("classifier", "tagger"):
+    module = RUN_MODULES.get(family.kind)
+    if module is None:
         raise ConfigError(
             f"a {config['model']} run is neither a classifier nor a tagger", ["run_path"]
         )
@@ -721,7 +726,6 @@ def classifier_from_run(run_path: str | os.PathLike) -> Classifier | Tagger:
     # The formats of `keras_attn.training.tasks.classification`: [CLS] … [SEP] for BERT.
     start, end = RESERVED_TOKENS[2:4]
     first, last = (CLS_TOKEN, SEP_TOKEN) if family.backbone == "bert" else (start, end)
-    module = Tagger if family.kind == "tagger" else Classifier
     return module(
         model,
         run.tokenizer(),

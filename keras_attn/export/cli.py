@@ -15,6 +15,12 @@ from keras_attn.errors import (
     PathNotFoundError,
     UserError,
 )
+from keras_attn.export.kinds import (
+    EXPORT_KINDS,
+    ExportOptions,
+    check_beam_options,
+    check_finite,
+)
 from keras_attn.formats import MAX_OUTPUT_LENGTH, MODEL_FILE, RunDirectory
 
 # The flags that only apply to --keras-model, by `export_keras_model` parameter.
@@ -180,107 +186,45 @@ def export_run(
 ) -> Path:
     """Load a run directory and export it; returns the version directory.
 
-    A translator run is exported by `export_translator` (`beam_size` and `length_penalty`, for
-    `decoder="beam"`, default to 4 and 0.6); a language-model run (`model="gpt"`) by
-    `export_generator`, whose prompts keep their last `max_length` (the run's) tokens and whose
-    continuations have at most `max_output_length` tokens; an image-captioning run
-    (`model="show-attend-tell"`) by `keras_attn.export.captioner.export_captioner`, with the
-    decoder options of a translator. `max_output_length` defaults to 128, for a captioner to the
-    longest caption of the scene grammar plus END. `jit_compile` (translators and GPT) compiles
-    the decoding with XLA on inputs padded to `batch_buckets` and `length_buckets`
+    The kind of the run's family exports it (`keras_attn.export.kinds.EXPORT_KINDS`) and refuses
+    the options that do not apply to it. A translator run is exported by `export_translator`
+    (`beam_size` and `length_penalty`, for `decoder="beam"`, default to 4 and 0.6); a generator
+    run by `export_generator`, whose prompts keep their last `max_length` (the run's) tokens and
+    whose continuations have at most `max_output_length` tokens; a captioner run by
+    `keras_attn.export.captioner.export_captioner`, with the decoder options of a translator; a
+    classifier or tagger run by `keras_attn.export.classifier.export_classifier_run`, with no
+    decoding option. `max_output_length` defaults to 128, for a captioner to the longest caption
+    of the scene grammar plus END. `jit_compile` (translators and generators) compiles the
+    decoding with XLA on inputs padded to `batch_buckets` and `length_buckets`
     (`keras_attn.export.buckets`; sources, or START and the prompt, of at most the run's
-    `max_length` tokens). Every mistake (a beam option for a
-    greedy or GPT export, a length the GPT's positions cannot hold, a model with non-finite
-    weights, a path that is not a finished run) raises a `keras_attn.errors.ConfigError` before
-    anything is written.
+    `max_length` tokens). Every mistake (a beam option for a greedy or generator export, a
+    length the generator's positions cannot hold, a model with non-finite weights, a path that
+    is not a finished run) raises a `keras_attn.errors.ConfigError` before anything is written.
     """
     run = _check_paths(run_path, model_base_path, version)
     if max_output_length is not None and max_output_length <= 0:
         raise ConfigError(
             f"max_output_length must be positive, got {max_output_length}", ["max_output_length"]
         )
-    config = run.read_config_fields()
     family = run.family()
-    if not family.exportable:
+    kind = EXPORT_KINDS.get(family.kind) if family.exportable else None
+    if kind is None:
         raise ConfigError(
-            f"a {config['model']} run is not exported: keras-attn export writes translators, "
-            "language models, captioners, classifiers and taggers (fine-tune it into one with "
-            "keras-attn train --init-from)",
+            f"a {run.read_config_fields()['model']} run is not exported: keras-attn export "
+            "writes translators, language models, captioners, classifiers and taggers "
+            "(fine-tune it into one with keras-attn train --init-from)",
             ["run_path"],
         )
-    if family.kind in ("classifier", "tagger"):
-        return _export_classifier(
-            run, model_base_path, version, check, max_output_length=max_output_length,
-            decoder=None if decoder == "greedy" else decoder, beam_size=beam_size,
-            length_penalty=length_penalty, jit_compile=jit_compile or None,
-            batch_buckets=batch_buckets, length_buckets=length_buckets,
-        )  # fmt: skip
-    beam_options = {"beam_size": beam_size, "length_penalty": length_penalty}
-    given = [name for name, value in beam_options.items() if value is not None]
-    if decoder != "beam" and given and not family.language_model:
-        raise ConfigError(f"{', '.join(given)} only apply to decoder='beam'", ["decoder", *given])
-    compiled = {
-        "jit_compile": jit_compile,
-        "batch_buckets": batch_buckets,
-        "length_buckets": length_buckets,
-    }
-    if family.task == "captioning":
-        if jit_compile or batch_buckets is not None or length_buckets is not None:
-            raise ConfigError(
-                f"no compiled export of a {config['model']} run: jit_compile, batch_buckets and "
-                "length_buckets apply to translators and gpt",
-                [name for name, value in compiled.items() if value not in (None, False)],
-            )
-        return _export_captioner(
-            run, family, model_base_path, version, max_output_length, check, decoder, beam_options
-        )
-    if max_output_length is None:
-        max_output_length = MAX_OUTPUT_LENGTH
-    if family.language_model:
-        unusable = [f"decoder={decoder!r}"] * (decoder != "greedy") + given
-        if unusable:
-            raise ConfigError(
-                f"{', '.join(unusable)}: no beam search for a {config['model']} run; its "
-                "generate signature decodes greedily, generate_with_options samples "
-                "(temperature, top_k, top_p)",
-                ["decoder", *given],
-            )
-        return _export_language_model(
-            run, config, family, model_base_path, version, max_output_length, check, compiled
-        )
-    from keras_attn.export.saved_model import export_translator
-    from keras_attn.export.translator import Translator
-
-    model = _load_finite_model(run)
-    source_tokenizer, target_tokenizer = run.tokenizers()
-    translator = Translator(
-        model,
-        family.decoding_steps(model, max_output_length),
-        source_tokenizer,
-        target_tokenizer,
-        max_source_length=config["max_length"],
+    options = ExportOptions(
         max_output_length=max_output_length,
         decoder=decoder,
-        beam_size=4 if beam_size is None else beam_size,
-        length_penalty=0.6 if length_penalty is None else length_penalty,
-        **compiled,
+        beam_size=beam_size,
+        length_penalty=length_penalty,
+        jit_compile=jit_compile,
+        batch_buckets=batch_buckets,
+        length_buckets=length_buckets,
     )
-    return export_translator(translator, model_base_path, version=version, check=check)
-
-
-def _export_classifier(run, model_base_path, version, check, **decoding) -> Path:
-    """A classifier or tagger run, exported by `export_classifier_run`; `decoding` holds the
-    decoding options given, none of which applies."""
-    given = [name for name, value in decoding.items() if value is not None]
-    if given:
-        raise ConfigError(
-            f"{', '.join(given)}: a classifier or tagger run is not decoded; its export has no "
-            "decoding options",
-            given,
-        )
-    from keras_attn.export.classifier import export_classifier_run
-
-    return export_classifier_run(run.path, model_base_path, version, check=check)
+    return kind.export_run(run, family, model_base_path, version, check, options)
 
 
 def _check_paths(
@@ -316,78 +260,6 @@ def _check_base_path(model_base_path: str | Path, version: int | None) -> None:
         raise PathExistsError(
             f"{base / str(version)} exists already; choose another version", ["version"]
         )
-
-
-def _load_finite_model(run):
-    """The run's model; a ConfigError if a weight holds a NaN or an infinity (a diverged run)."""
-    model = run.load_model()
-    _check_finite(model, run.file(MODEL_FILE), "the run diverged", "run_path")
-    return model
-
-
-def _check_finite(model, path, why: str, field: str) -> None:
-    """A ConfigError naming `path` and `field` if a weight of `model` is a NaN or an infinity."""
-    import numpy as np
-
-    for weight in model.weights:
-        if not np.all(np.isfinite(weight.numpy())):
-            raise ConfigError(
-                f"{path} has non-finite weights ({weight.path}): {why}, so it is not exported",
-                [field],
-            )
-
-
-def _export_captioner(
-    run, family, model_base_path, version, max_output_length, check, decoder, beam_options
-):
-    """A show-attend-tell run as a `Captioner` SavedModel (image bytes in, captions out)."""
-    from keras_attn.export.captioner import MAX_CAPTION_TOKENS, Captioner, export_captioner
-
-    model = _load_finite_model(run)
-    length = MAX_CAPTION_TOKENS if max_output_length is None else max_output_length
-    captioner = Captioner(
-        model,
-        family.decoding_steps(model, length),
-        run.tokenizer(),
-        max_output_length=length,
-        decoder=decoder,
-        beam_size=4 if beam_options["beam_size"] is None else beam_options["beam_size"],
-        length_penalty=(
-            0.6 if beam_options["length_penalty"] is None else beam_options["length_penalty"]
-        ),
-    )
-    return export_captioner(captioner, model_base_path, version=version, check=check)
-
-
-def _export_language_model(
-    run, config, family, model_base_path, version, max_output_length, check, compiled
-):
-    """A GPT run as a `Generator` SavedModel (prompts cut to the run's `max_length` tokens)."""
-    from keras_attn.export.generator import Generator
-    from keras_attn.export.saved_model import export_generator
-    from keras_attn.models.gpt import EMBEDDING
-
-    model = _load_finite_model(run)
-    positions = model.get_layer(EMBEDDING).max_length
-    max_length = config["max_length"]
-    room = positions - 1 - max_length  # after START and the longest kept prompt
-    if max_output_length > room:
-        raise ConfigError(
-            f"max_output_length={max_output_length} does not fit this {config['model']} run: "
-            f"its {positions} positions leave {room} tokens after START and a {max_length}-token "
-            "prompt",
-            ["max_output_length"],
-        )
-    slots = max_length + 1 + max_output_length
-    generator = Generator(
-        model,
-        family.decoding_steps(model, slots),
-        run.tokenizer(),
-        max_prompt_length=max_length,
-        max_output_length=max_output_length,
-        **compiled,
-    )
-    return export_generator(generator, model_base_path, version=version, check=check)
 
 
 def export_keras_model(
@@ -429,10 +301,8 @@ def export_keras_model(
     ]:
         if value is not None and value <= 0:
             raise ConfigError(f"{name} must be positive, got {value}", [name])
-    beam_options = {"beam_size": beam_size, "length_penalty": length_penalty}
-    given = [name for name, value in beam_options.items() if value is not None]
-    if decoder != "beam" and given:
-        raise ConfigError(f"{', '.join(given)} only apply to decoder='beam'", ["decoder", *given])
+    beam = ExportOptions(decoder=decoder, beam_size=beam_size, length_penalty=length_penalty)
+    check_beam_options(beam)
     _import_modules(imports)
     import keras
 
@@ -452,7 +322,7 @@ def export_keras_model(
         raise ConfigError(
             f"keras_model='{keras_model}' does not load: {reason}", ["keras_model", "imports"]
         ) from None
-    _check_finite(model, keras_model, "it did not train", "keras_model")
+    check_finite(model, keras_model, "it did not train", "keras_model")
     return export_translator(
         model,
         source_vocabulary,
@@ -460,8 +330,7 @@ def export_keras_model(
         model_base_path,
         version=version,
         decoder=decoder,
-        beam_size=4 if beam_size is None else beam_size,
-        length_penalty=0.6 if length_penalty is None else length_penalty,
+        **beam.beam(),
         jit_compile=jit_compile,
         max_source_length=128 if max_source_length is None else max_source_length,
         max_output_length=MAX_OUTPUT_LENGTH if max_output_length is None else max_output_length,
