@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import grpc
@@ -316,57 +316,43 @@ class ServingCore:
         self, request: classification_pb2.ClassificationRequest
     ) -> classification_pb2.ClassificationResponse:
         """Runs a classification signature on tf.Example inputs (`PredictionService.Classify`)."""
-        servable, signature_name, signature = self._example_signature(
-            request, CLASSIFY_METHOD, "classification"
+        return self._run_examples(
+            request, _EXAMPLE_METHODS[CLASSIFY_METHOD], classification_pb2.ClassificationResponse()
         )
-        input_alias, output_aliases = classification_aliases(signature)
-        response = classification_pb2.ClassificationResponse()
-        outputs, num_examples = self._run_examples(
-            request, servable, signature_name, signature, input_alias, response
-        )
-        fill_classification_result(
-            {alias: outputs[alias] for alias in output_aliases}, num_examples, response.result
-        )
-        return response
 
     def regress(
         self, request: regression_pb2.RegressionRequest
     ) -> regression_pb2.RegressionResponse:
         """Runs a regression signature on tf.Example inputs (`PredictionService.Regress`)."""
-        servable, signature_name, signature = self._example_signature(
-            request, REGRESS_METHOD, "regression"
+        return self._run_examples(
+            request, _EXAMPLE_METHODS[REGRESS_METHOD], regression_pb2.RegressionResponse()
         )
-        input_alias, output_alias = regression_aliases(signature)
-        response = regression_pb2.RegressionResponse()
-        outputs, num_examples = self._run_examples(
-            request, servable, signature_name, signature, input_alias, response
-        )
-        fill_regression_result(outputs[output_alias], num_examples, response.result)
-        return response
 
-    def _example_signature(self, request, method_name: str, kind: str):
-        """`(servable, signature_name, signature)` a Classify/Regress request names, its
-        method name checked when the server checks method names."""
+    def _check_method(self, signature: meta_graph_pb2.SignatureDef, method: _ExampleMethod):
+        """An INVALID_ARGUMENT error for a signature of another method, when the server checks
+        method names."""
+        if self._method_check and signature.method_name != method.name:
+            raise invalid_argument(
+                f"Expected {method.kind} signature method_name to be {method.name}. "
+                f"Was: {signature.method_name}"
+            )
+
+    def _run_examples(self, request, method: _ExampleMethod, response):
+        """Runs the Classify/Regress signature `request` names on its tf.Examples and fills
+        `response` (its `model_spec` and `result`)."""
         if not request.HasField("model_spec"):
             raise invalid_argument("Missing ModelSpec")
         servable = self.servable(request.model_spec)
         signature_name, signature = _find_signature(servable, request.model_spec)
-        if self._method_check and signature.method_name != method_name:
-            raise invalid_argument(
-                f"Expected {kind} signature method_name to be {method_name}. "
-                f"Was: {signature.method_name}"
-            )
-        return servable, signature_name, signature
-
-    def _run_examples(self, request, servable, signature_name, signature, input_alias, response):
-        """Fills `response.model_spec`, runs the signature on the request's tf.Examples and
-        returns `(outputs, number of examples)`."""
+        self._check_method(signature, method)
+        input_alias, output_aliases = method.aliases(signature)
         _make_model_spec(
             response.model_spec, request.model_spec.name, signature_name, servable.version
         )
         examples = serialized_examples(request.input, self.limits)
         outputs = _run_on_examples(servable, signature_name, signature, input_alias, examples)
-        return outputs, len(examples)
+        method.fill(outputs, output_aliases, len(examples), response.result)
+        return response
 
     def multi_inference(
         self, request: inference_pb2.MultiInferenceRequest
@@ -381,7 +367,7 @@ class ServingCore:
         model_name = ""
         input_alias = ""
         seen: set[str] = set()
-        plan: list[tuple[str, meta_graph_pb2.SignatureDef, str, list[str]]] = []
+        plan: list[tuple[str, meta_graph_pb2.SignatureDef, str, list[str], _ExampleMethod]] = []
         for task in request.tasks:
             if not task.model_spec.name:
                 raise invalid_argument("Found ModelSpec with an empty model name.")
@@ -400,47 +386,28 @@ class ServingCore:
                 raise invalid_argument(
                     f"Requested signature not found in model graph: {signature_name}"
                 )
-            if task.method_name == CLASSIFY_METHOD:
-                if self._method_check and signature.method_name != CLASSIFY_METHOD:
-                    raise invalid_argument(
-                        f"Expected classification signature method_name to be "
-                        f"{CLASSIFY_METHOD}. Was: {signature.method_name}"
-                    )
-                alias, outputs = classification_aliases(signature)
-            elif task.method_name == REGRESS_METHOD:
-                if self._method_check and signature.method_name != REGRESS_METHOD:
-                    raise invalid_argument(
-                        f"Expected regression signature method_name to be {REGRESS_METHOD}. "
-                        f"Was: {signature.method_name}"
-                    )
-                alias, output = regression_aliases(signature)
-                outputs = [output]
-            else:
+            method = _EXAMPLE_METHODS.get(task.method_name)
+            if method is None:
                 raise unimplemented(f"Unsupported signature method_name: {task.method_name}")
+            self._check_method(signature, method)
+            alias, outputs = method.aliases(signature)
             name = signature.inputs[alias].name
             if not input_alias:
                 input_alias = name
             elif input_alias != name:
                 raise invalid_argument("Input tensor must be the same for all Signatures.")
-            plan.append((signature_name, signature, alias, outputs))
+            plan.append((signature_name, signature, alias, outputs, method))
 
         examples = serialized_examples(request.input, self.limits)
         response = inference_pb2.MultiInferenceResponse()
-        for task, (signature_name, signature, alias, output_aliases) in zip(
+        for task, (signature_name, signature, alias, output_aliases, method) in zip(
             request.tasks, plan, strict=True
         ):
             outputs = _run_on_examples(servable, signature_name, signature, alias, examples)
             result = response.results.add()
-            if task.method_name == CLASSIFY_METHOD:
-                fill_classification_result(
-                    {a: outputs[a] for a in output_aliases},
-                    len(examples),
-                    result.classification_result,
-                )
-            else:
-                fill_regression_result(
-                    outputs[output_aliases[0]], len(examples), result.regression_result
-                )
+            method.fill(
+                outputs, output_aliases, len(examples), getattr(result, method.result_field)
+            )
             _make_model_spec(
                 result.model_spec,
                 task.model_spec.name,
@@ -451,6 +418,52 @@ class ServingCore:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+@dataclasses.dataclass(frozen=True)
+class _ExampleMethod:
+    """How a Classify or Regress signature (alone or as a MultiInference task) is read and
+    answered.
+
+    `aliases(signature)` gives `(input alias, output aliases)`; `fill(outputs, output aliases,
+    number of examples, result)` fills a `ClassificationResult` or `RegressionResult`, which
+    a `MultiInferenceResponse` result holds as `result_field`.
+    """
+
+    name: str
+    kind: str
+    aliases: Callable[[meta_graph_pb2.SignatureDef], tuple[str, list[str]]]
+    fill: Callable[[Mapping[str, Any], list[str], int, Any], None]
+    result_field: str
+
+
+def _fill_classification(outputs, output_aliases, num_examples, result) -> None:
+    fill_classification_result(
+        {alias: outputs[alias] for alias in output_aliases}, num_examples, result
+    )
+
+
+def _fill_regression(outputs, output_aliases, num_examples, result) -> None:
+    fill_regression_result(outputs[output_aliases[0]], num_examples, result)
+
+
+def _regression_aliases(signature: meta_graph_pb2.SignatureDef) -> tuple[str, list[str]]:
+    input_alias, output_alias = regression_aliases(signature)
+    return input_alias, [output_alias]
+
+
+_EXAMPLE_METHODS = {
+    CLASSIFY_METHOD: _ExampleMethod(
+        CLASSIFY_METHOD,
+        "classification",
+        classification_aliases,
+        _fill_classification,
+        "classification_result",
+    ),
+    REGRESS_METHOD: _ExampleMethod(
+        REGRESS_METHOD, "regression", _regression_aliases, _fill_regression, "regression_result"
+    ),
+}
 
 
 def _make_model_spec(
