@@ -163,6 +163,7 @@ BUILT_IN_FAMILIES: dict[str, ModelFamily] = {
             "input_feeding",
             "position_gradient_scale",
         ),
+        attentions=("global", "local-m", "local-p"),
     ),
     "transformer": ModelFamily(
         build=transformer_translator,
@@ -190,6 +191,7 @@ BUILT_IN_FAMILIES: dict[str, ModelFamily] = {
         steps=ShowAttendTellSteps,
         hyperparameters=("embedding_dim", "units", "dropout", "attention", "penalty"),
         task="captioning",
+        attentions=("soft", "hard"),
     ),
     "bert": ModelFamily(
         build=bert_pretraining_model,

@@ -105,6 +105,8 @@ class Family:
         backbone: the pre-trained architecture the model is, or is built on ("bert", "gpt",
             "bart"; "none" for a classifier trained from scratch only): `--init-from` starts a
             family from runs of its own family or of a family on the same backbone.
+        attentions: the values a built-in family's `attention` hyperparameter takes (None: the
+            Luong decoder's "global", "local-m" and "local-p").
 
     Raises:
         ConfigError: a kind not in `KINDS`, a task that is not the kind's, or an options type
@@ -136,6 +138,7 @@ class Family:
     vocabulary_origin: Callable[[dict], dict[str, str]] | None = None
     encoder_layers: tuple[str, ...] = ()
     backbone: str | None = None
+    attentions: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         kind, task = self.kind, self.task

@@ -88,6 +88,11 @@ class RNNTranslatorSteps:
         Sutskever et al., 2014, arXiv:1409.3215. Xu et al., 2015, arXiv:1502.03044.
     """
 
+    # A family with this step view trains with scheduled sampling (`keras-attn train
+    # --scheduled-sampling`): its `training=True` view steps the gold target as the
+    # teacher-forced pass runs.
+    supports_scheduled_sampling = True
+
     def __init__(self, model: keras.Model, pad_id: int = 0, training: bool = False):
         self.model = model
         self.pad_id = pad_id

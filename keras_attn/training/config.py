@@ -322,7 +322,7 @@ class TrainConfig:
         if self.penalty is not None and not self.penalty >= 0.0:
             raise ConfigError(f"penalty must be >= 0, got {self.penalty}", ["penalty"])
         if self.attention is not None:
-            allowed = IMAGE_ATTENTIONS if family.task == "captioning" else ATTENTIONS
+            allowed = family.attentions or ATTENTIONS
             if self.attention not in allowed:
                 raise ConfigError(
                     f"attention={self.attention!r} does not apply to model={self.model!r} "
@@ -435,8 +435,8 @@ class TrainConfig:
                 f"label_smoothing must be in [0, 1), got {self.label_smoothing}",
                 ["label_smoothing"],
             )
-        for name, tasks in TASK_OPTIONS.items():
-            if getattr(self, name) is not None and family.task not in tasks:
+        for name in TASK_ONLY_OPTIONS:
+            if getattr(self, name) is not None and name not in TASK_OPTIONS.get(family.task, ()):
                 raise ConfigError(
                     f"{name} does not apply to model={self.model!r} (a {family.task} model)",
                     [name, "model"],
@@ -461,9 +461,12 @@ class TrainConfig:
         family.check(self.model_hyperparameters(family))
 
     def _validate_scheduled_sampling(self, family: ModelFamily) -> None:
-        """Refuse sampling options without a schedule, a bad schedule or a non-RNN family."""
-        from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
-        from keras_attn.training.scheduled_sampling import check_schedule
+        """Refuse sampling options without a schedule, a bad schedule, or for a family whose step
+        view does not declare `supports_scheduled_sampling`."""
+        from keras_attn.training.scheduled_sampling import (
+            check_schedule,
+            supports_scheduled_sampling,
+        )
 
         fields = ["scheduled_sampling", "sampling_constant", "sampling_floor"]
         if self.scheduled_sampling is None:
@@ -471,7 +474,7 @@ class TrainConfig:
                 if getattr(self, name) is not None:
                     raise ConfigError(f"{name} needs scheduled_sampling", [name, fields[0]])
             return
-        if not (isinstance(family.steps, type) and issubclass(family.steps, RNNTranslatorSteps)):
+        if not supports_scheduled_sampling(family):
             raise ConfigError(
                 f"scheduled_sampling={self.scheduled_sampling!r} applies to the RNN translators "
                 f"(rnn-plain, rnn-attention, rnn-luong), not model={self.model!r}",
@@ -549,13 +552,14 @@ def with_family_tuning(
 # TrainConfig fields passed to the family builder under another keyword.
 BUILDER_ARGUMENTS = {"gru_reset_after": "reset_after"}
 
-# TrainConfig fields that only some training tasks read (`ModelFamily.task`).
+# The TrainConfig fields that only some training tasks read, by task (`ModelFamily.task`).
 TASK_OPTIONS = {
-    "examples_per_class": ("classification", "tagging"),
-    "side": ("masked_lm", "denoising"),
-    "mask_rate": ("masked_lm", "denoising"),
-    "noises": ("denoising",),
+    "classification": ("examples_per_class",),
+    "tagging": ("examples_per_class",),
+    "masked_lm": ("side", "mask_rate"),
+    "denoising": ("side", "mask_rate", "noises"),
 }
+TASK_ONLY_OPTIONS = tuple(dict.fromkeys(name for names in TASK_OPTIONS.values() for name in names))
 
 # TrainConfig fields a resumed run may change: the step target and the checkpoint and evaluation
 # settings (none changes what a step computes), and the time limits.

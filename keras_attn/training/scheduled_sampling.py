@@ -38,6 +38,7 @@ __all__ = [
     "ScheduledSampling",
     "check_schedule",
     "sampling_epsilon",
+    "supports_scheduled_sampling",
     "training_steps",
 ]
 
@@ -103,16 +104,25 @@ def training_steps(model: keras.Model, family: ModelFamily) -> RNNTranslatorStep
     masks when the rates are 0, and masks of the same distribution otherwise).
 
     Raises:
-        ConfigError: the family's step view is not `RNNTranslatorSteps`.
+        ConfigError: the family's step view does not support scheduled sampling
+            (`supports_scheduled_sampling`).
     """
-    if not (isinstance(family.steps, type) and issubclass(family.steps, RNNTranslatorSteps)):
+    if not supports_scheduled_sampling(family):
         name = getattr(family.steps, "__name__", family.steps)
         raise ConfigError(
-            "Scheduled sampling needs a family whose step view is RNNTranslatorSteps. "
+            "Scheduled sampling needs a family whose step view sets "
+            "supports_scheduled_sampling = True, as RNNTranslatorSteps does. "
             f"Received: family.steps={name!r}",
             ["family"],
         )
     return family.steps(model, training=True)
+
+
+def supports_scheduled_sampling(family: ModelFamily) -> bool:
+    """Whether `family` trains with scheduled sampling: its step view declares
+    `supports_scheduled_sampling = True` (its `training=True` view steps the gold target as the
+    teacher-forced pass runs, e.g. `RNNTranslatorSteps`)."""
+    return getattr(family.steps, "supports_scheduled_sampling", False) is True
 
 
 class ScheduledSampling:
