@@ -1,4 +1,5 @@
-"""The Keras mask rule shared by layers whose output keeps the positions of their first input."""
+"""The Keras mask rules shared by layers: the output keeps the positions of the first input and
+its mask, or pools the positions away and has no mask."""
 
 from __future__ import annotations
 
@@ -16,3 +17,14 @@ class FirstInputMaskPassthrough:
 
     def compute_mask(self, inputs, previous_mask=None):
         return previous_mask
+
+
+class PooledOutputMask:
+    """Mixin: the output pools over the input's positions, so no Keras mask goes on.
+
+    For layers that reduce `(batch, T, ...)` to one vector per sequence (or per query): the
+    input's mask is used inside `call` and has no positions to apply to afterwards.
+    """
+
+    def compute_mask(self, inputs, mask=None):
+        return None

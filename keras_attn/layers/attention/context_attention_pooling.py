@@ -8,10 +8,11 @@ from keras import ops
 from keras_attn import ops as attn_ops
 from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.mask_passthrough import PooledOutputMask
 
 
 @keras_attn_export("keras_attn.layers.ContextAttentionPooling")
-class ContextAttentionPooling(keras.layers.Layer):
+class ContextAttentionPooling(PooledOutputMask, keras.layers.Layer):
     """Self-attention pooling with a learned context vector: `s = sum_t alpha_t h_t`.
 
     `u_t = tanh(W h_t + b)` `(batch, T, units)`, `alpha = softmax_t(u_t^T u)` `(batch, T)` with a
@@ -86,9 +87,6 @@ class ContextAttentionPooling(keras.layers.Layer):
         if return_attention_scores:
             return pooled, weights
         return pooled
-
-    def compute_mask(self, inputs, mask=None):
-        return None
 
     def get_config(self):
         config = super().get_config()

@@ -7,13 +7,14 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.attention.context_attention_pooling import ContextAttentionPooling
+from keras_attn.layers.mask_passthrough import PooledOutputMask
 from keras_attn.layers.recurrent.bidirectional_encoder import BidirectionalEncoder
 
 _ENCODERS = ("gru", "lstm")
 
 
 @keras_attn_export("keras_attn.layers.HierarchicalAttention")
-class HierarchicalAttention(keras.layers.Layer):
+class HierarchicalAttention(PooledOutputMask, keras.layers.Layer):
     """Hierarchical attention (HAN): attention-pooled words make sentences, sentences a document.
 
     For a document of `S` sentences of `W` embedded words `x_sw` `(batch, S, W, d)`:
@@ -91,27 +92,24 @@ class HierarchicalAttention(keras.layers.Layer):
         self.sentence_units = sentence_units
         self.encoder = encoder
         self.reset_after = reset_after
-        self.word_encoder = BidirectionalEncoder(
-            word_units,
-            cell=encoder,
-            reset_after=reset_after,
-            name="word_encoder",
-            dtype=self.dtype_policy,
-        )
-        self.word_attention = ContextAttentionPooling(
-            2 * word_units, name="word_attention", dtype=self.dtype_policy
-        )
-        self.sentence_encoder = BidirectionalEncoder(
-            sentence_units,
-            cell=encoder,
-            reset_after=reset_after,
-            name="sentence_encoder",
-            dtype=self.dtype_policy,
-        )
-        self.sentence_attention = ContextAttentionPooling(
-            2 * sentence_units, name="sentence_attention", dtype=self.dtype_policy
-        )
+        self.word_encoder, self.word_attention = self._level("word", word_units)
+        self.sentence_encoder, self.sentence_attention = self._level("sentence", sentence_units)
         self.supports_masking = True
+
+    def _level(self, level: str, units: int) -> tuple:
+        """The bidirectional encoder (`units` per direction) and the attention pooling of one
+        level, named `<level>_encoder` and `<level>_attention`."""
+        encoder = BidirectionalEncoder(
+            units,
+            cell=self.encoder,
+            reset_after=self.reset_after,
+            name=f"{level}_encoder",
+            dtype=self.dtype_policy,
+        )
+        attention = ContextAttentionPooling(
+            2 * units, name=f"{level}_attention", dtype=self.dtype_policy
+        )
+        return encoder, attention
 
     def set_use_cudnn(self, use_cudnn) -> None:
         """Switch the Cudnn kernels of both encoders on/off (False before tracing an export)."""
@@ -156,9 +154,6 @@ class HierarchicalAttention(keras.layers.Layer):
             word_weights = ops.reshape(word_weights, (batch, num_sentences, num_words))
             return document, (word_weights, sentence_weights)
         return document
-
-    def compute_mask(self, inputs, mask=None):
-        return None
 
     def get_config(self):
         config = super().get_config()

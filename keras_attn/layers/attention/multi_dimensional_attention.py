@@ -8,11 +8,12 @@ from keras import ops
 from keras_attn import ops as attn_ops
 from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.mask_passthrough import PooledOutputMask
 from keras_attn.ops.masking import apply_query_mask
 
 
 @keras_attn_export("keras_attn.layers.MultiDimensionalAttention")
-class MultiDimensionalAttention(keras.layers.Layer):
+class MultiDimensionalAttention(PooledOutputMask, keras.layers.Layer):
     """Multi-dimensional attention: one distribution over the tokens per feature.
 
     Source2token (no query): for tokens `x_i` `(batch, T, d)`, every token gets a score vector
@@ -171,10 +172,6 @@ class MultiDimensionalAttention(keras.layers.Layer):
         if return_attention_scores:
             return pooled, weights
         return pooled
-
-    def compute_mask(self, inputs, mask=None):
-        # Pooled over the tokens: no token mask survives; a query's mask never reaches here.
-        return None
 
     def get_config(self):
         config = super().get_config()

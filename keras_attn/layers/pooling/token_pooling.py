@@ -6,12 +6,13 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.mask_passthrough import PooledOutputMask
 
 POSITIONS = ("first", "last")
 
 
 @keras_attn_export("keras_attn.layers.TokenPooling")
-class TokenPooling(keras.layers.Layer):
+class TokenPooling(PooledOutputMask, keras.layers.Layer):
     """One token's vector per sequence: the first or the last real (non-padding) position.
 
         inputs h (batch, T, d), mask m (batch, T), True at real positions
@@ -86,9 +87,6 @@ class TokenPooling(keras.layers.Layer):
 
     def compute_output_shape(self, inputs_shape):
         return (inputs_shape[0], inputs_shape[2])
-
-    def compute_mask(self, inputs, mask=None):
-        return None
 
     def get_config(self):
         config = super().get_config()
