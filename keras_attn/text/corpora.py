@@ -672,14 +672,12 @@ def load_corpus(name: str, seed: int = 0) -> Splits:
     >>> sorted(splits), len(splits["test"])
     (['dev', 'test', 'train'], 1000)
     """
-    if name == "synthetic":
-        return synthetic.load_splits(seed=seed)
-    corpus = _CORPORA.get(name)
-    if corpus is not None:
-        return make_splits(corpus.read(*_arguments(name, corpus)))
-    if _is_path(name):
-        return make_splits(read_tsv(name))
-    raise _unknown_corpus(name)
+    return _by_kind(
+        name,
+        lambda: synthetic.load_splits(seed=seed),
+        lambda corpus: make_splits(corpus.read(*_arguments(name, corpus))),
+        lambda: make_splits(read_tsv(name)),
+    )
 
 
 def installed_corpora() -> list[str]:
@@ -698,6 +696,24 @@ def _arguments(name: str, corpus: _Corpus) -> Sequence[Path]:
     if arguments is None:
         raise CorpusNotInstalledError(f"corpus {name!r} {corpus.install}")
     return arguments
+
+
+def _by_kind(
+    name: str,
+    if_synthetic: Callable[[], T],
+    if_corpus: Callable[[_Corpus], T],
+    if_file: Callable[[], T],
+) -> T:
+    """What `name` gives: `if_synthetic()` for `"synthetic"`, `if_corpus(corpus)` for an
+    installed corpus, `if_file()` for the path of a TSV file; a ValueError otherwise."""
+    if name == "synthetic":
+        return if_synthetic()
+    corpus = _CORPORA.get(name)
+    if corpus is not None:
+        return if_corpus(corpus)
+    if _is_path(name):
+        return if_file()
+    raise _unknown_corpus(name)
 
 
 def _unknown_corpus(name: str) -> ValueError:
@@ -725,14 +741,9 @@ def is_ordered(name: str) -> bool:
     Raises:
         ValueError: if `name` is not a known corpus or a file path.
     """
-    if name == "synthetic":
-        return False
-    corpus = _CORPORA.get(name)
-    if corpus is not None:
-        return corpus.read_documents is not None
-    if _is_path(name):
-        return False
-    raise _unknown_corpus(name)
+    return _by_kind(
+        name, lambda: False, lambda corpus: corpus.read_documents is not None, lambda: False
+    )
 
 
 def language_codes(name: str) -> tuple[str, str]:
@@ -744,14 +755,9 @@ def language_codes(name: str) -> tuple[str, str]:
     Raises:
         ValueError: if `name` is not a known corpus or a file path.
     """
-    if name == "synthetic":
-        return SYNTHETIC_LANGUAGES
-    corpus = _CORPORA.get(name)
-    if corpus is not None:
-        return corpus.languages
-    if _is_path(name):
-        return FILE_LANGUAGES
-    raise _unknown_corpus(name)
+    return _by_kind(
+        name, lambda: SYNTHETIC_LANGUAGES, lambda corpus: corpus.languages, lambda: FILE_LANGUAGES
+    )
 
 
 def _check_sides(sides: Sequence[str]) -> None:
