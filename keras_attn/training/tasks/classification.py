@@ -124,6 +124,17 @@ class ClassificationTask(Task):
         ids = formatter.sentences([text for text, _ in split])
         return formatter, list(zip(ids, [label for _, label in split], strict=True))
 
+    def _batch_labels(self, labels: list) -> np.ndarray:
+        """Hook: a batch's labels from its examples' labels, here one class each `(batch,)`."""
+        return np.asarray(labels, np.int32)
+
+    def _label_options(self) -> dict:
+        """Hook: the `label_spec` and `count_labels` of the `ExamplePlan`."""
+        return {
+            "label_spec": tf.TensorSpec((None,), tf.int32),
+            "count_labels": lambda labels: tf.cast(tf.size(labels), tf.float32),
+        }
+
     def plan(
         self, run: RunDirectory, config: TrainConfig, family: ModelFamily, train
     ) -> ExamplePlan:
@@ -131,17 +142,16 @@ class ClassificationTask(Task):
 
         def collate(indices, step):
             chosen = [examples[i] for i in indices]
-            ids = pad([ids for ids, _ in chosen])
-            return formatter.features(ids), np.asarray([label for _, label in chosen], np.int32)
+            features = formatter.features(pad([ids for ids, _ in chosen]))
+            return features, self._batch_labels([labels for _, labels in chosen])
 
         return ExamplePlan(
             [len(ids) for ids, _ in examples],
             config.batch_size,
             collate,
             feature_spec=formatter.feature_spec(),
-            label_spec=tf.TensorSpec((None,), tf.int32),
-            count_labels=lambda labels: tf.cast(tf.size(labels), tf.float32),
             seed=config.seed,
+            **self._label_options(),
         )
 
     def describe(self, plan: ExamplePlan) -> str:
@@ -218,22 +228,12 @@ class TaggingTask(ClassificationTask):
         formatter = _Formatter(run, config, family)
         return formatter, formatter.tagged(split)
 
-    def plan(
-        self, run: RunDirectory, config: TrainConfig, family: ModelFamily, train
-    ) -> ExamplePlan:
-        formatter, examples = self._examples(run, config, family, train)
+    def _batch_labels(self, labels: list) -> np.ndarray:
+        # One tag per token: padded to the batch's longest sentence.
+        return pad(labels)
 
-        def collate(indices, step):
-            chosen = [examples[i] for i in indices]
-            return formatter.features(pad([e[0] for e in chosen])), pad([e[1] for e in chosen])
-
-        return ExamplePlan(
-            [len(ids) for ids, _ in examples],
-            config.batch_size,
-            collate,
-            feature_spec=formatter.feature_spec(),
-            seed=config.seed,
-        )
+    def _label_options(self) -> dict:
+        return {}
 
     def describe(self, plan: ExamplePlan) -> str:
         return f"{plan.num_examples} training sentences (tagged)"
