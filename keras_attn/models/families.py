@@ -255,3 +255,4 @@ BUILT_IN_FAMILIES: dict[str, ModelFamily] = {
 MODEL_FAMILIES.update(
     {name: dataclasses.replace(family, name=name) for name, family in BUILT_IN_FAMILIES.items()}
 )
+from keras_attn.models import cnn_translator  # noqa: E402, F401  (registers cnn-rnn after these)

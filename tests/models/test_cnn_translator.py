@@ -1,0 +1,225 @@
+"""The `cnn-rnn` family: `ConvolutionalEncoder` against a NumPy reference (masking before every
+convolution, residuals scaled by sqrt(0.5)), padding that changes nothing, the RNN step view
+equal to teacher forcing, and `keras-attn train` then `keras-attn export` of a run."""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.cli import main as cli
+from keras_attn.errors import ConfigError
+from keras_attn.models import RNNTranslatorSteps, get_family
+from keras_attn.models.cnn_translator import (
+    CNNTranslatorOptions,
+    ConvolutionalEncoder,
+    cnn_translator,
+)
+from keras_attn.models.family import MODEL_FAMILIES
+from tests.numpy_reference import sigmoid
+from tests.training.conftest import tiny_corpus  # noqa: F401  (a fixture)
+
+SOURCE = np.array([[5, 6, 7, 8, 0], [9, 4, 0, 0, 0]], "int32")
+TARGET = np.array([[2, 11, 12, 13], [2, 14, 0, 0]], "int32")
+REAL_TARGET = TARGET != 0
+
+
+def convolve_same(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """A stride-1 convolution `(batch, T, c_in) -> (batch, T, c_out)` with "same" padding:
+    `(k - 1) // 2` zeros before the first position, the rest after the last."""
+    width = kernel.shape[0]
+    before = (width - 1) // 2
+    padded = np.pad(x, ((0, 0), (before, width - 1 - before), (0, 0)))
+    steps = x.shape[1]
+    return bias + sum(padded[:, j : j + steps] @ kernel[j] for j in range(width))
+
+
+def reference_block(z, keep, kernel, bias, activation):
+    """One block of Gehring et al.: `(act(conv(z ⊙ m)) + z) · sqrt(0.5)`."""
+    h = convolve_same(z * keep, kernel, bias)
+    if activation == "glu":
+        a, b = np.split(h, 2, axis=-1)
+        h = a * sigmoid(b)
+    else:
+        h = np.maximum(h, 0.0)
+    return (h + z) * np.sqrt(0.5)
+
+
+@pytest.mark.parametrize(
+    "activation, positions, kernel_width",
+    [("glu", "learned", 3), ("relu", "sinusoidal", 2), ("glu", "learned", 5)],
+)
+def test_encoder_matches_the_numpy_blocks(activation, positions, kernel_width):
+    keras.utils.set_random_seed(1)
+    rng = np.random.default_rng(0)
+    units, dim, steps = 4, 3, 6
+    inputs = rng.normal(size=(2, steps, dim)).astype("float32")  # padding holds noise too
+    mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], bool)
+    encoder = ConvolutionalEncoder(
+        units, kernel_width=kernel_width, num_layers=2, activation=activation,
+        positions=positions, max_positions=4, num_states=3,
+    )  # fmt: skip
+    encoder.build(inputs.shape)
+    for weight in encoder.weights:  # biases too, so a padded position is never zero by chance
+        weight.assign(rng.normal(scale=0.5, size=weight.shape).astype("float32"))
+    memory, *states = encoder(inputs, mask=mask)
+
+    if positions == "learned":  # positions from max_positions - 1 on share the last vector
+        table = encoder.position_embeddings.numpy()
+        added = table[np.minimum(np.arange(steps), 3)]
+    else:
+        added = keras.ops.convert_to_numpy(encoder.position_encoding(inputs))[0]
+    keep = mask[..., None].astype("float32")
+    projection = encoder.input_projection
+    z = ((inputs + added) @ projection.kernel.numpy() + projection.bias.numpy()) * keep
+    blocks = [(c.kernel.numpy(), c.bias.numpy()) for c in encoder.convolutions]
+    for kernel, bias in blocks:
+        z_in = z
+        z = reference_block(z_in, keep, kernel, bias, activation)
+    expected = z * keep
+    mean = expected.sum(axis=1) / keep.sum(axis=1)
+    np.testing.assert_allclose(memory.numpy(), expected, rtol=1e-5, atol=1e-5)
+    assert len(states) == 3
+    for state in states:
+        np.testing.assert_allclose(state.numpy(), mean, rtol=1e-5, atol=1e-5)
+    # Without the zeroing before the second convolution, the first sentence's last real
+    # position would read the first block's nonzero output at the padding.
+    leaked = reference_block(z_in, np.ones_like(keep), *blocks[-1], activation)
+    assert np.abs(z_in[0, 4:]).max() > 0
+    assert not np.allclose(leaked[0, 3], expected[0, 3], atol=1e-3)
+
+
+def test_encoder_arguments_are_checked_and_its_config_round_trips():
+    for arguments, message in [
+        ({"kernel_width": 0}, "positive int kernel_width. Received: kernel_width=0"),
+        ({"num_layers": True}, "positive int num_layers"),
+        ({"activation": "tanh"}, "Received: activation='tanh'"),
+        ({"positions": "rotary"}, "Received: positions='rotary'"),
+        ({"dropout": 1.0}, "Received: dropout=1.0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            ConvolutionalEncoder(8, **arguments)
+    encoder = ConvolutionalEncoder(8, kernel_width=5, positions="sinusoidal", num_states=2)
+    config = encoder.get_config()
+    assert ConvolutionalEncoder.from_config(config).get_config() == config
+    assert keras.saving.get_registered_object("keras_attn>ConvolutionalEncoder") is (
+        ConvolutionalEncoder
+    )
+
+
+def build(cell="lstm", decoder_layers=1, **options) -> keras.Model:
+    keras.utils.set_random_seed(0)
+    return cnn_translator(
+        20, 20, embedding_dim=6, units=8, num_layers=2, cell=cell,
+        decoder_layers=decoder_layers, dropout=0.0, **options,
+    )  # fmt: skip
+
+
+def test_appended_padding_changes_neither_memory_nor_logits():
+    model = build()
+    steps = RNNTranslatorSteps(model)
+    short = SOURCE[:, :4]
+    padded = np.concatenate([SOURCE, np.zeros((2, 3), "int32")], axis=1)
+    encoded = {name: steps.encode(ids) for name, ids in (("short", short), ("padded", padded))}
+    real = (short != 0)[..., None]
+    np.testing.assert_allclose(
+        encoded["padded"]["memory"].numpy()[:, :4] * real,
+        encoded["short"]["memory"].numpy() * real,
+        atol=1e-6,
+    )
+    assert not encoded["padded"]["memory"].numpy()[:, 4:].any()
+    for short_state, padded_state in zip(
+        encoded["short"]["states"], encoded["padded"]["states"], strict=True
+    ):
+        np.testing.assert_allclose(padded_state.numpy(), short_state.numpy(), atol=1e-6)
+    logits = [model({"source_ids": ids, "target_ids": TARGET}).numpy() for ids in (short, padded)]
+    np.testing.assert_allclose(logits[1][REAL_TARGET], logits[0][REAL_TARGET], atol=1e-5)
+    # A real token in place of the padding does change the memory: the check above can fail.
+    other = padded.copy()
+    other[1, 2] = 7
+    changed = steps.encode(other)["memory"].numpy()[1, 1]
+    assert not np.allclose(changed, encoded["padded"]["memory"].numpy()[1, 1], atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "cell, decoder_layers, options",
+    [("lstm", 1, {}), ("gru", 2, {"activation": "relu", "positions": "sinusoidal"})],
+)
+def test_the_rnn_step_view_equals_teacher_forcing_after_a_reload(
+    tmp_path, cell, decoder_layers, options
+):
+    model = build(cell, decoder_layers, **options)
+    assert model.get_layer("encoder").num_states == decoder_layers * (2 if cell == "lstm" else 1)
+    forced = model({"source_ids": SOURCE, "target_ids": TARGET}).numpy()
+    path = tmp_path / "model.keras"
+    model.save(path)
+    reloaded = keras.saving.load_model(path)
+    steps = RNNTranslatorSteps(reloaded)
+    state = steps.encode(SOURCE)
+    stepped = []
+    for t in range(TARGET.shape[1]):
+        logits, state = steps.step(tf.constant(TARGET[:, t]), state)
+        stepped.append(logits.numpy())
+    stepped = np.stack(stepped, axis=1)
+    np.testing.assert_allclose(stepped[REAL_TARGET], forced[REAL_TARGET], rtol=1e-5, atol=1e-5)
+    attention = state["attention"].numpy()
+    assert not attention[SOURCE == 0].any()  # padded source positions get zero weight
+    np.testing.assert_allclose(attention.sum(axis=-1), 1.0, rtol=1e-5)
+
+
+def test_the_family_options_are_the_builders_keywords_and_are_checked():
+    family = get_family("cnn-rnn")
+    assert (family.kind, family.exportable, family.options) == (
+        "translator", True, CNNTranslatorOptions,
+    )  # fmt: skip
+    parameters = inspect.signature(cnn_translator).parameters
+    assert family.builder_defaults() == {
+        name: parameters[name].default for name in family.option_names
+    }
+    assert family.training_defaults() == {
+        "learning_rate": 2e-3, "warmup_steps": 200, "schedule": "cosine",
+    }  # fmt: skip
+    for given, message in [
+        ({"kernel_width": 0}, "kernel_width must be >= 1, got 0"),
+        ({"activation": "tanh"}, "activation must be one of glu, relu, got 'tanh'"),
+        ({"positions": "rotary"}, "positions must be one of learned, sinusoidal"),
+        ({"num_layers": 2.5}, "num_layers must be a int, got 2.5"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            family.option_values(given)
+    assert "cnn-rnn" in MODEL_FAMILIES
+
+
+def test_keras_attn_train_then_export(tmp_path, tiny_corpus):  # noqa: F811
+    run = tmp_path / "run"
+    flags = [
+        "--corpus", str(tiny_corpus), "--steps", "20", "--batch-size", "16",
+        "--vocab-size", "60", "--eval-sentences", "4", "--checkpoint-every", "10",
+        "--warmup-steps", "5", "--quiet",
+    ]  # fmt: skip
+    assert cli(["train", "--model", "cnn-rnn", *flags, "--out", str(run)]) == 0
+    config = json.loads((run / "config.json").read_text())
+    assert config["model"] == "cnn-rnn"
+    assert (config["learning_rate"], config["schedule"]) == (2e-3, "cosine")  # the family's
+    assert config["warmup_steps"] == 5
+    losses = [
+        float(line.split("\t")[1]) for line in (run / "train_log.tsv").read_text().splitlines()[1:]
+    ]
+    assert len(losses) == 20 and np.mean(losses[-5:]) < np.mean(losses[:5])
+    base = tmp_path / "models"
+    assert cli(["export", str(run), "--model_base_path", str(base)]) == 0
+    loaded = tf.saved_model.load(str(base / "1"))
+    out = loaded.signatures["translate_with_alignment"](
+        text=tf.constant(["el gato 7 come pan", "el gato 19 come pan tambien"])
+    )
+    assert out["translation"].dtype == tf.string and out["translation"].shape == (2,)
+    assert np.all(np.isfinite(out["scores"].numpy()))
+    alignment = out["alignment"].numpy()  # (2, target_len, source_len)
+    tokens = out["tokens"].numpy()
+    real = tokens != b""
+    np.testing.assert_allclose(alignment.sum(axis=-1)[real], 1.0, rtol=1e-4)
