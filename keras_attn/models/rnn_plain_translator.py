@@ -6,14 +6,7 @@ import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.recurrent.plain_decoder import PlainDecoder
-from keras_attn.models.rnn_translator import (
-    DECODER,
-    embed_target,
-    encode_source,
-    project_outputs,
-    stack_options,
-    translator_inputs,
-)
+from keras_attn.models.rnn_translator import DECODER, encoder_decoder_translator, stack_options
 
 
 @keras_attn_export("keras_attn.models.rnn_plain_translator")
@@ -77,20 +70,6 @@ def rnn_plain_translator(
         Sutskever, Vinyals and Le, 2014, arXiv:1409.3215. Cho et al., 2014, arXiv:1406.1078.
         Wu et al., 2016, arXiv:1609.08144.
     """
-    source_ids, target_ids = translator_inputs()
-    _, final_states, initial_state = encode_source(
-        source_ids,
-        source_vocab_size,
-        embedding_dim,
-        units,
-        cell,
-        dropout,
-        reset_after,
-        num_layers=num_layers,
-    )
-    # c: the final hidden state of the encoder's top layer, (batch, units)
-    context = final_states[len(final_states) - len(final_states) // num_layers]
-    target = embed_target(target_ids, target_vocab_size, embedding_dim, dropout)
     decoder = PlainDecoder(
         units,
         cell=cell,
@@ -99,6 +78,16 @@ def rnn_plain_translator(
         **stack_options(num_layers, dropout),
         name=DECODER,
     )
-    outputs = decoder(target, context, initial_state=initial_state)
-    logits = project_outputs(outputs, target_vocab_size, dropout)
-    return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits, name=name)
+    return encoder_decoder_translator(
+        decoder,
+        source_vocab_size,
+        target_vocab_size,
+        embedding_dim,
+        units,
+        cell,
+        dropout,
+        name,
+        reset_after=reset_after,
+        num_layers=num_layers,
+        attention=False,
+    )

@@ -116,18 +116,21 @@ def encoder_decoder_translator(
     name: str,
     reset_after: bool = True,
     num_layers: int = 1,
+    attention: bool = True,
 ) -> keras.Model:
-    """The encoder-decoder translator around an attention decoder layer.
+    """The encoder-decoder translator around a decoder layer.
 
     Everything but the decoder is shared by the RNN translator families (`encode_source` and
     `project_outputs`): embeddings, the bidirectional encoder, the `tanh` bridges to the decoder's
     initial state, output dropout and the projection to logits, under the layer names the
     decoding adapters look up. `decoder` must be named `DECODER` and take
-    `decoder(target, memory, initial_state=[...])`. `reset_after` is the encoder's GRU form and
-    `num_layers` its depth, which must be the decoder's.
+    `decoder(target, memory, initial_state=[...])` (an attention decoder), or with
+    `attention=False` `decoder(target, c, initial_state=[...])`, where `c` `(batch, units)` is
+    the final hidden state of the encoder's top layer. `reset_after` is the encoder's GRU form
+    and `num_layers` its depth, which must be the decoder's.
     """
     source_ids, target_ids = translator_inputs()
-    memory, _, initial_state = encode_source(
+    memory, final_states, initial_state = encode_source(
         source_ids,
         source_vocab_size,
         embedding_dim,
@@ -137,6 +140,9 @@ def encoder_decoder_translator(
         reset_after,
         num_layers=num_layers,
     )
+    if not attention:
+        # c: the final hidden state of the encoder's top layer, (batch, units)
+        memory = final_states[len(final_states) - len(final_states) // num_layers]
     target = embed_target(target_ids, target_vocab_size, embedding_dim, dropout)
     outputs = decoder(target, memory, initial_state=initial_state)
     logits = project_outputs(outputs, target_vocab_size, dropout)
