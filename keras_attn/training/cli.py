@@ -21,8 +21,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from keras_attn.errors import ConfigError
-from keras_attn.formats import MODEL_SOURCE, RunDirectory
+from keras_attn.errors import ConfigError, UserError
+from keras_attn.formats import CONFIG_FILE, MODEL_SOURCE, RunDirectory
 from keras_attn.training import paths
 from keras_attn.training.config import (
     CALL_LIMITS,
@@ -35,6 +35,14 @@ from keras_attn.training.config import (
 
 # `keras_attn.training.strategy.STRATEGIES`, which imports TensorFlow.
 STRATEGIES = ("none", "mirrored", "multiworker")
+# The built-in families whose options are `TrainConfig` fields (`--units`, `--d-model`, ...):
+# `--model` naming one of them builds the parser without importing the families (and Keras);
+# any other name is looked up in the registry for an options dataclass to turn into flags.
+FIELD_FAMILIES = (
+    "rnn-plain", "rnn-attention", "rnn-luong", "transformer", "gpt", "show-attend-tell", "bert",
+    "bart", "bart-translator", "bertsum", "bert-classifier", "gpt-classifier", "bart-classifier",
+    "text-cnn", "bert-tagger",
+)  # fmt: skip
 
 # The namespace attribute listing the `TrainConfig` fields whose flags the command line gave.
 GIVEN = "given"
@@ -126,8 +134,8 @@ def _model_file_parser(
     elif known.model_file:
         path, saved = Path(known.model_file), {}
     else:
-        return None
-    from keras_attn.models.family import load_model_file, option_fields
+        return _registered_family_parser(parser, known.model or _saved_model(run))
+    from keras_attn.models.family import load_model_file
 
     try:
         families = {family.name: family for family in load_model_file(path)}
@@ -145,7 +153,43 @@ def _model_file_parser(
             f"--model {name} is not a family of --model-file {path} (it defines: "
             f"{', '.join(families)})"
         )
-    family = families[name]
+    return _family_parser(parser, families[name], f"{name} ({path})")
+
+
+def _saved_model(run: RunDirectory | None) -> str | None:
+    """The `model` of a run to resume, or None (no run, or a config.json that does not read:
+    the resume itself reports that)."""
+    if run is None or not run.file(CONFIG_FILE).is_file():
+        return None
+    try:
+        return run.read_config_fields().get("model")
+    except UserError:
+        return None
+
+
+def _registered_family_parser(
+    parser: argparse.ArgumentParser, name: str | None
+) -> argparse.ArgumentParser | None:
+    """A copy of `parser` with the option flags of the registered family `name` (a built-in
+    one with an options dataclass, e.g. `cnn-rnn`), or None for a family whose options are
+    `TrainConfig` fields, an unknown name (refused later, as usual) or no name. The families
+    are imported (Keras with them) only for a name outside `FIELD_FAMILIES`."""
+    if name is None or name in FIELD_FAMILIES:
+        return None
+    from keras_attn.models.families import MODEL_FAMILIES
+
+    family = MODEL_FAMILIES.get(name)
+    if family is None or family.options is None:
+        return None
+    return _family_parser(parser, family, name)
+
+
+def _family_parser(parser: argparse.ArgumentParser, family, label: str) -> argparse.ArgumentParser:
+    """A copy of `parser` whose flags include the options of `family` (`label` names it in the
+    help and in errors)."""
+    from keras_attn.models.family import option_fields
+
+    name = family.name
     # A copy: the parser may parse other command lines (with other model files) later.
     parser = copy.deepcopy(parser)
     vars(parser).pop("parse_known_args", None)  # the copy parses as its class does
@@ -153,14 +197,14 @@ def _model_file_parser(
     if family.options is None:
         parser.set_defaults(**{FAMILY_OPTIONS: None})
         return parser
-    group = parser.add_argument_group(f"options of model family {name} ({path})")
+    group = parser.add_argument_group(f"options of model family {label}")
     fields = option_fields(family.options)
     for option, (field, kind) in fields.items():
         if option in COMMAND_ARGUMENTS or (
             option in TrainConfig.__dataclass_fields__ and option not in MODEL_OPTIONS
         ):
             parser.error(
-                f"option {option} of model family {name} ({path}) would hide {flag(option)} "
+                f"option {option} of model family {label} would hide {flag(option)} "
                 "of keras-attn train: rename it"
             )
         least = field.metadata.get("min")

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from keras_attn.cli import main as cli
 from keras_attn.errors import ConfigError
+from keras_attn.formats import RunDirectory
 from keras_attn.models import RNNTranslatorSteps, get_family
 from keras_attn.models.cnn_translator import (
     CNNTranslatorOptions,
@@ -201,10 +202,17 @@ def test_keras_attn_train_then_export(tmp_path, tiny_corpus):  # noqa: F811
         "--corpus", str(tiny_corpus), "--steps", "20", "--batch-size", "16",
         "--vocab-size", "60", "--eval-sentences", "4", "--checkpoint-every", "10",
         "--warmup-steps", "5", "--quiet",
+        # The family's options are flags of `train` (--units and --num-layers: its own).
+        "--units", "24", "--embedding-dim", "8", "--num-layers", "2", "--kernel-width", "5",
     ]  # fmt: skip
     assert cli(["train", "--model", "cnn-rnn", *flags, "--out", str(run)]) == 0
     config = json.loads((run / "config.json").read_text())
     assert config["model"] == "cnn-rnn"
+    assert {k: config["options"][k] for k in ("units", "embedding_dim", "num_layers")} == {
+        "units": 24, "embedding_dim": 8, "num_layers": 2,
+    }  # fmt: skip
+    assert config["options"]["kernel_width"] == 5
+    assert RunDirectory(run).load_model().get_layer("decoder").units == 24
     assert (config["learning_rate"], config["schedule"]) == (2e-3, "cosine")  # the family's
     assert config["warmup_steps"] == 5
     losses = [

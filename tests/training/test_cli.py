@@ -200,3 +200,25 @@ def test_path_and_resume_mistakes_are_reported_before_tensorflow_loads(tmp_path)
     assert done.stdout == expected
     assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
     assert not (tmp_path / "a").exists()
+
+
+def test_field_families_are_the_built_in_families_without_an_options_dataclass():
+    """`--model` with a name outside FIELD_FAMILIES looks the family up for option flags."""
+    from keras_attn.models.families import MODEL_FAMILIES
+    from keras_attn.training.cli import FIELD_FAMILIES
+
+    without_options = {name for name, f in MODEL_FAMILIES.items() if f.options is None}
+    assert set(FIELD_FAMILIES) == without_options
+    assert "cnn-rnn" in MODEL_FAMILIES and "cnn-rnn" not in FIELD_FAMILIES
+
+
+def test_a_registered_familys_options_are_flags_of_train(capsys):
+    parser = build_parser()
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["train", "--model", "cnn-rnn", "--help"])
+    assert exited.value.code == 0
+    help_text = capsys.readouterr().out
+    assert "options of model family cnn-rnn" in help_text and "--kernel-width" in help_text
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["train", "--model", "cnn-rnn", "--kernel-width", "0"])
+    assert exited.value.code == 2
