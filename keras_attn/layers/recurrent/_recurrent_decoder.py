@@ -19,9 +19,7 @@ class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
 
     It validates `units`, `cell` and the depth, builds the recurrent layers, checks and
     zero-fills the initial state, and runs one step of the stack. A subclass defines what enters
-    the bottom cell at each step and what it outputs (`step`). A subclass takes its own
-    arguments after `units` and `cell` and passes `reset_after`, `num_layers` and
-    `layer_dropout` on as they come (`*args, **kwargs`, in this order).
+    the bottom cell at each step and what it outputs (`step`).
 
     With `num_layers = L > 1` the cells form a stack (Sutskever et al., 2014; Luong et al.,
     2015; Wu et al., 2016). Layer 1 reads the subclass's cell input `x^(t)`; layer `l > 1` reads

@@ -104,10 +104,19 @@ class BahdanauDecoder(AttentionDecoder):
         distribution="softmax",
         attention_units: int | None = None,
         attention: Attention | None = None,
-        *args,
+        reset_after: bool = True,
+        num_layers: int = 1,
+        layer_dropout: float = 0.0,
         **kwargs,
     ):
-        super().__init__(units, cell, *args, **kwargs)
+        super().__init__(
+            units,
+            cell,
+            reset_after=reset_after,
+            num_layers=num_layers,
+            layer_dropout=layer_dropout,
+            **kwargs,
+        )
         if isinstance(attention, dict):
             attention = keras.saving.deserialize_keras_object(attention)
         if attention is not None and (

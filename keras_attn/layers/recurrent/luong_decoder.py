@@ -120,10 +120,19 @@ class LuongDecoder(AttentionDecoder):
         input_feeding: bool = True,
         attention_units: int | None = None,
         position_gradient_scale: float = 1.0,
-        *args,
+        reset_after: bool = True,
+        num_layers: int = 1,
+        layer_dropout: float = 0.0,
         **kwargs,
     ):
-        super().__init__(units, cell, *args, **kwargs)
+        super().__init__(
+            units,
+            cell,
+            reset_after=reset_after,
+            num_layers=num_layers,
+            layer_dropout=layer_dropout,
+            **kwargs,
+        )
         if isinstance(attention, dict):
             attention = keras.saving.deserialize_keras_object(attention)
         if not isinstance(attention, (Attention, LocalAttention)) and attention not in ATTENTIONS:

@@ -84,10 +84,19 @@ class PlainDecoder(RecurrentDecoder):
         units: int,
         cell: str = "lstm",
         context_feeding: bool = True,
-        *args,
+        reset_after: bool = True,
+        num_layers: int = 1,
+        layer_dropout: float = 0.0,
         **kwargs,
     ):
-        super().__init__(units, cell, *args, **kwargs)
+        super().__init__(
+            units,
+            cell,
+            reset_after=reset_after,
+            num_layers=num_layers,
+            layer_dropout=layer_dropout,
+            **kwargs,
+        )
         if not isinstance(context_feeding, bool):
             raise ValueError(
                 "Expected context_feeding to be a bool. "
