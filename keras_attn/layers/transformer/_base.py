@@ -35,7 +35,6 @@ class TransformerLayer(FirstInputMaskPassthrough, keras.layers.Layer):
     Validates and keeps the arguments in `BLOCK_ARGUMENTS` (see `TransformerEncoderBlock` for
     their meaning), returns them from `get_config`, and makes the sublayers of a block: a
     `MultiHeadAttention`, the `FeedForward` network and the LayerNorms, each built at once.
-    A subclass takes its own arguments and passes these on (`*args, **kwargs`), in this order.
     """
 
     def __init__(

@@ -79,11 +79,28 @@ class TransformerDecoder(TransformerLayer):
         num_heads: int,
         intermediate_dim: int,
         cross_attention: bool = True,
-        *args,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+        activation="relu",
+        normalize_first: bool = False,
+        layer_norm_epsilon: float = 1e-5,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
         **kwargs,
     ):
         check_positive_int("num_layers", num_layers)
-        super().__init__(num_heads, intermediate_dim, *args, **kwargs)
+        super().__init__(
+            num_heads,
+            intermediate_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation=activation,
+            normalize_first=normalize_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            **kwargs,
+        )
         self.num_layers = int(num_layers)
         self.cross_attention = bool(cross_attention)
 

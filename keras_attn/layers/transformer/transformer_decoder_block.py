@@ -113,10 +113,27 @@ class TransformerDecoderBlock(TransformerLayer):
         num_heads: int,
         intermediate_dim: int,
         cross_attention: bool = True,
-        *args,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+        activation="relu",
+        normalize_first: bool = False,
+        layer_norm_epsilon: float = 1e-5,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
         **kwargs,
     ):
-        super().__init__(num_heads, intermediate_dim, *args, **kwargs)
+        super().__init__(
+            num_heads,
+            intermediate_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            activation=activation,
+            normalize_first=normalize_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            **kwargs,
+        )
         self.cross_attention = bool(cross_attention)
 
     def build(self, inputs_shape, memory_shape=None):
