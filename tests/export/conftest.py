@@ -1,6 +1,10 @@
+import dataclasses
+
+import keras
 import pytest
 
 from keras_attn.export.translator import Translator
+from keras_attn.formats import CONFIG_FILE, LABELS, MODEL_FILE, RunDirectory
 from keras_attn.models import RNNTranslatorSteps, rnn_attention_translator
 from keras_attn.text.synthetic import generate_pairs
 from keras_attn.text.tokenizer import WordPieceTokenizer
@@ -44,3 +48,79 @@ def translator(make_translator):
 @pytest.fixture
 def beam_translator(make_translator):
     return make_translator(decoder="beam", beam_size=3, length_penalty=0.6)
+
+
+# --- tiny run directories: what `keras-attn train` writes, without training ------------------
+
+# The options of a tiny model, each given to the families that take it.
+TINY_OPTIONS = {
+    "embedding_dim": 8, "units": 16, "num_layers": 1, "d_model": 16, "num_heads": 2,
+    "ff_dim": 32, "decoder_layers": 1, "dropout": 0.0,
+}  # fmt: skip
+# A tiny run's vocabularies: the family's reserved tokens, then these words (one id each).
+RUN_WORDS = (
+    "the a is and of to in that there will be this my was what girl village friends door lion "
+    "park grandmother hat milk room color ducks el la de que y en una un los las es del ? ¿ . ,"
+).split()
+# A classifier run's class names (a tagger's tag names).
+RUN_LABELS = ("animal", "thing", "other")
+RUN_MAX_LENGTH = 16
+RUN_IMAGE_SIZE = 32  # a captioner's `scenes-32` corpus: 32-pixel images, 4x4 regions
+
+
+def write_tiny_run(path, model, seed=0, **options):
+    """Write the run directory `keras-attn train --model MODEL` writes, untrained.
+
+    `config.json` holds the `TrainConfig` fields (`TINY_OPTIONS` the family takes, then
+    `options`, which may set other fields too, e.g. `max_length`) and the float32 policy; the
+    task's vocabulary files hold the family's reserved tokens and `RUN_WORDS`; a classifier or
+    tagger has `labels.txt` (`RUN_LABELS`); `model.keras` is built by the family's task from
+    them with the weights of `seed`. Returns the `RunDirectory`."""
+    from keras_attn.models.families import get_family
+    from keras_attn.text.vocab import save_vocab
+    from keras_attn.training.tasks import get_task
+    from keras_attn.training.trainer import PRECISION_KEY, TrainConfig
+
+    family = get_family(model)
+    fields = {
+        "model": model, "seed": seed, "max_length": RUN_MAX_LENGTH,
+        "corpus": f"scenes-{RUN_IMAGE_SIZE}" if family.task == "captioning" else "synthetic",
+        "vocab_size": len(RUN_WORDS) + 8, "mixed_precision": "float32",
+    }  # fmt: skip
+    hyperparameters = {k: v for k, v in TINY_OPTIONS.items() if k in family.option_names}
+    for name, value in options.items():
+        if name in family.option_names:
+            hyperparameters[name] = value
+        else:
+            fields[name] = value
+    if family.options is not None:  # a family with its own options dataclass
+        hyperparameters = {"options": family.option_values(hyperparameters)}
+    config = TrainConfig(**fields, **hyperparameters)
+    config.validate(family)
+    run = RunDirectory(path)
+    run.path.mkdir(parents=True)
+    run.write_json(CONFIG_FILE, {**dataclasses.asdict(config), PRECISION_KEY: "float32"})
+    task = get_task(family.task)
+    for name, reserved in task.vocabularies(config, family).items():
+        save_vocab(run.file(name), [*reserved, *RUN_WORDS])
+    if family.kind in ("classifier", "tagger"):
+        run.write_text(LABELS, "".join(f"{label}\n" for label in RUN_LABELS))
+    keras.utils.set_random_seed(seed)
+    task.build_model(run, config, family).save(run.file(MODEL_FILE))
+    return run
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """`tiny_run(model, **options)`: the `write_tiny_run` run directory of `model`, written once
+    per session for each model and options."""
+    runs = {}
+
+    def make(model, **options):
+        key = (model, *sorted(options.items()))
+        if key not in runs:
+            path = tmp_path_factory.mktemp("tiny_run") / model
+            runs[key] = write_tiny_run(path, model, **options)
+        return runs[key]
+
+    return make
