@@ -22,7 +22,6 @@ from keras_attn.serving.xla import xla_compilations
 from keras_attn.text.corpora import load_corpus
 from keras_attn.text.tokenizer import WordPieceTokenizer
 from keras_attn.text.vocab import build_wordpiece_vocab
-from keras_attn.training.trainer import RunDirectory
 
 MAX_LENGTH = 16  # the run's longest source: length buckets (8, 16)
 BATCH_BUCKETS = (2, 4)
@@ -31,16 +30,9 @@ TEST_SENTENCES = [source for source, _ in load_corpus("synthetic")["test"][:7]]
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    run = tmp_path_factory.mktemp("compiled") / "run"
-    assert cli([
-        "train", "--model", "rnn-attention", "--steps", "10", "--batch-size", "16",
-        "--train-examples", "2000", "--units", "16", "--embedding-dim", "8",
-        "--vocab-size", "400", "--max-length", str(MAX_LENGTH),
-        "--eval-sentences", "0", "--checkpoint-every", "10",
-        "--out", str(run), "--quiet",
-    ]) == 0  # fmt: skip
-    return RunDirectory(run)
+def run(tiny_run):
+    """An untrained tiny rnn-attention run of sources up to `MAX_LENGTH` tokens."""
+    return tiny_run("rnn-attention", max_length=MAX_LENGTH)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
-"""Pre-trained translators end to end: pre-train, fine-tune with `--init-from`, export, serve.
+"""Pre-trained translators end to end: fine-tune with `--init-from`, export, serve.
 
-mBART (denoising pre-training on both sides of `synthetic`, language tags; Liu et al., 2020) is
-fine-tuned into a `bart-translator`, exported (contract check included), served by `keras-attn
+An mBART run (the denoising family on both sides of `synthetic`, language tags; Liu et al.,
+2020; written untrained, as `keras-attn train` writes it: its weights are what is carried over)
+is fine-tuned into a `bart-translator`, exported (contract check included), served by `keras-attn
 serve` and queried with `keras-attn translate` over gRPC. The new-source-encoder variant (Lewis
 et al., 2019, section 3.4) and the BertSum-style model (a pre-trained BERT encoder under a new
 decoder with its own optimizer; Liu & Lapata, 2019) are exported and checked without a server.
@@ -27,8 +28,8 @@ from keras_attn.testing.server_process import serve_in_subprocess
 from keras_attn.text.corpora import load_corpus
 from tests.export.served_scores import teacher_forced_log_probs
 
-# Two pre-trainings, three fine-tunings, three exports and a server start take minutes on a
-# loaded 2-core machine: kept out of `make test-fast`.
+# Three fine-tunings, three exports and a server start take minutes on a loaded 2-core machine:
+# kept out of `make test-fast`.
 pytestmark = pytest.mark.slow
 
 SENTENCES = [source for source, _ in load_corpus("synthetic")["test"][:4]] + [""]
@@ -39,7 +40,6 @@ SIGNATURES = {  # exported signature -> the Translator method it wraps
 }
 METHODS = sorted(set(SIGNATURES.values()))
 MAX_OUTPUT = 12
-TINY = ["--num-layers", "1", "--d-model", "16", "--num-heads", "2", "--ff-dim", "32"]
 
 
 def train(out, *flags):
@@ -56,15 +56,14 @@ def train(out, *flags):
 
 
 @pytest.fixture(scope="module")
-def mbart_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("pretrained") / "mbart"
-    return train(out, "--model", "bart", "--side", "both", "--max-length", "32", *TINY)
+def mbart_run(tiny_run):
+    """An untrained tiny mBART run: `bart` with the language tags of both sides of `synthetic`."""
+    return tiny_run("bart", side="both", max_length=32).path
 
 
 @pytest.fixture(scope="module")
-def bert_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("pretrained") / "bert"
-    return train(out, "--model", "bert", "--side", "both", "--max-length", "32", *TINY)
+def bert_run(tiny_run):
+    return tiny_run("bert", side="both", max_length=32).path
 
 
 def init_report(run):

@@ -1,6 +1,5 @@
-"""`keras-attn train --model rnn-luong` then `keras-attn export`: the translator contract holds."""
-
-import json
+"""A `rnn-luong` run with local-p attention, `keras-attn export`ed: the translator contract holds
+and no target token is aligned to a padded source position."""
 
 import numpy as np
 import tensorflow as tf
@@ -14,22 +13,8 @@ from tests.export.served_scores import teacher_forced_log_probs
 SENTENCES = [source for source, _ in load_corpus("synthetic")["test"][:3]] + [""]
 
 
-def test_trained_luong_run_exports_a_contract_checked_translator(tmp_path):
-    run = tmp_path / "run"
-    assert cli([
-        "train", "--model", "rnn-luong", "--attention", "local-p", "--window", "3",
-        "--score", "concat", "--steps", "3", "--batch-size", "16", "--units", "16",
-        "--embedding-dim", "8", "--vocab-size", "400", "--eval-sentences", "5",
-        "--checkpoint-every", "3", "--out", str(run), "--quiet",
-    ]) == 0  # fmt: skip
-    saved = json.loads((run / "config.json").read_text())
-    assert (saved["model"], saved["attention"], saved["window"], saved["score"]) == (
-        "rnn-luong",
-        "local-p",
-        3,
-        "concat",
-    )
-    assert saved["input_feeding"] is None  # the builder's default (on) applies
+def test_local_p_luong_run_exports_a_contract_checked_translator(tiny_run, tmp_path):
+    run = tiny_run("rnn-luong", attention="local-p", window=3, score="concat").path
     decoder = RunDirectory(run).load_model().get_layer("decoder")
     assert type(decoder).__name__ == "LuongDecoder" and decoder.input_feeding
     assert (decoder.attention, decoder.window, decoder.score) == ("local-p", 3, "concat")

@@ -1,6 +1,5 @@
-"""`keras-attn train --model transformer`, then `keras-attn export`: the translator contract."""
-
-import json
+"""A pre-norm `transformer` run, `keras-attn export`ed: the translator contract, alignment rows
+that are distributions over the real source tokens; the transformer flags of `keras-attn train`."""
 
 import numpy as np
 import pytest
@@ -16,22 +15,8 @@ SENTENCES = [source for source, _ in load_corpus("synthetic")["test"][:3]] + [""
 MAX_OUTPUT = 12
 
 
-def test_trained_transformer_run_exports_a_contract_checked_translator(tmp_path):
-    run = tmp_path / "run"
-    assert cli([
-        "train", "--model", "transformer", "--num-layers", "1", "--d-model", "16",
-        "--num-heads", "2", "--ff-dim", "32", "--normalize-first", "--steps", "3",
-        "--batch-size", "16", "--vocab-size", "400", "--eval-sentences", "5",
-        "--checkpoint-every", "3", "--out", str(run), "--quiet",
-    ]) == 0  # fmt: skip
-    saved = json.loads((run / "config.json").read_text())
-    assert (saved["model"], saved["num_layers"], saved["d_model"], saved["num_heads"]) == (
-        "transformer",
-        1,
-        16,
-        2,
-    )
-    assert saved["normalize_first"] is True
+def test_pre_norm_transformer_run_exports_a_contract_checked_translator(tiny_run, tmp_path):
+    run = tiny_run("transformer", normalize_first=True).path
     model = RunDirectory(run).load_model()
     decoder = model.get_layer("decoder")
     assert type(decoder).__name__ == "TransformerDecoder" and decoder.normalize_first
