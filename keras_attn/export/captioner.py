@@ -174,7 +174,7 @@ def export_captioner(
     Signatures `serving_default` and `caption`: `image` DT_STRING `[-1]` (PNG or JPEG bytes) →
     `caption`, `tokens`, `scores` and `attention` `[-1, -1, H', W']`. The version is written to a
     hidden temporary directory with one warm-up request per signature on `images`, checked by
-    `check_captioner_saved_model` (a fresh process importing only tensorflow and
+    `check_captioner_saved_model` (a separate process importing only tensorflow and
     tensorflow_text captions `images`) and only then renamed to its version number, as
     `keras_attn.export.saved_model.export_translator` publishes a translator.
 

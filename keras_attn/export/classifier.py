@@ -559,7 +559,7 @@ def export_classifier(
     serialized tf.Examples `inputs` → `classes` `[-1, num_classes]`, `scores`
     `[-1, num_classes]`). The version is written to a hidden temporary directory with warm-up
     requests (a `classify_log` of tf.Examples and a `PredictRequest` per predict signature, on
-    `warmup_texts`), checked by `check_classifier_saved_model` (a fresh process importing only
+    `warmup_texts`), checked by `check_classifier_saved_model` (a separate process importing only
     tensorflow and tensorflow_text) and only then renamed to its version number, as
     `keras_attn.export.saved_model.export_translator` publishes a translator.
 

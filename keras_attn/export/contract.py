@@ -3,11 +3,16 @@ answers."""
 
 from __future__ import annotations
 
+import atexit
 import base64
 import json
 import os
+import select
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 
 # Signature name → (inputs, outputs), each name → (dtype enum name, shape with -1 for unknown).
@@ -85,64 +90,179 @@ class ContractError(Exception):
     """The SavedModel breaks the serving contract; the message lists every violation."""
 
 
-# Runs in a fresh interpreter that imports only tensorflow and tensorflow_text: the same
-# situation as a model server. Prints one JSON report on stdout.
+# Runs in a child interpreter that imports only tensorflow and tensorflow_text: the same
+# situation as a model server. It reads one request per line on stdin (JSON: the SavedModel's
+# path and the feeds), answers each with one line on stdout (the marker given as its argument,
+# then the JSON report) and serves requests until stdin closes.
 _PROBE = r"""
-import base64, json, re, sys
+import base64, gc, json, re, sys, traceback
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tf-text ops, as the stock server does)
 from tensorflow.core.protobuf import saved_model_pb2
 
-path, feeds = sys.argv[1], json.loads(sys.argv[2])
+ANSWER = sys.argv[1]
 
 def constant(dtype, value):  # "base64": a list of binary strings (encoded images), base64 in JSON
     if dtype == "base64":
         return tf.constant([base64.b64decode(v) for v in value], tf.string)
     return tf.constant(value, getattr(tf, dtype))
 
-proto = saved_model_pb2.SavedModel()
-with open(path + "/saved_model.pb", "rb") as f:
-    proto.ParseFromString(f.read())
-ops = set()
-signatures = {}
-for meta in proto.meta_graphs:
-    graph = meta.graph_def
-    ops.update(node.op for node in graph.node)
-    for function in graph.library.function:
-        ops.update(node.op for node in function.node_def)
-    for key, sig in meta.signature_def.items():
-        def describe(tensors):
-            return {name: [t.dtype, [d.size for d in t.tensor_shape.dim]]
-                    for name, t in tensors.items()}
-        signatures[key] = {"method": sig.method_name, "inputs": describe(sig.inputs),
-                           "outputs": describe(sig.outputs)}
-unknown, loaded = [], None
-try:
-    loaded = tf.saved_model.load(path)
-except Exception as error:  # an op this process does not register fails the load: name it
-    unknown = sorted(set(re.findall(r"Op type not registered '([^']+)'", str(error))))
-    if not unknown:
-        raise
-translations, errors = {}, {}
-for key in loaded.signatures if loaded is not None else ():
+def probe(path, feeds):
+    proto = saved_model_pb2.SavedModel()
+    with open(path + "/saved_model.pb", "rb") as f:
+        proto.ParseFromString(f.read())
+    ops = set()
+    signatures = {}
+    for meta in proto.meta_graphs:
+        graph = meta.graph_def
+        ops.update(node.op for node in graph.node)
+        for function in graph.library.function:
+            ops.update(node.op for node in function.node_def)
+        for key, sig in meta.signature_def.items():
+            def describe(tensors):
+                return {name: [t.dtype, [d.size for d in t.tensor_shape.dim]]
+                        for name, t in tensors.items()}
+            signatures[key] = {"method": sig.method_name, "inputs": describe(sig.inputs),
+                               "outputs": describe(sig.outputs)}
+    unknown, loaded = [], None
     try:
-        feed = feeds.get(key, feeds["*"])  # input name -> [tf dtype name, value]
-        inputs = {name: constant(dtype, value) for name, (dtype, value) in feed.items()}
-        outputs = loaded.signatures[key](**inputs)
-    except Exception as error:  # reported, with the static findings, by the parent
-        errors[key] = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        continue
-    translations[key] = {name: value.shape.as_list() for name, value in outputs.items()}
-    for text in ("translation", "continuation", "caption", "label", "tags"):
-        if text in outputs:
-            strings = outputs[text].numpy().reshape(-1)
-            translations[key]["_text"] = [t.decode("utf-8") for t in strings]
-    if "scores" in outputs and outputs["scores"].dtype == tf.float32:
-        translations[key]["_scores"] = outputs["scores"].numpy().tolist()
-leaked = sorted(m for m in sys.modules if m.split(".")[0] == "keras_attn")
-print(json.dumps({"ops": sorted(ops), "unknown_ops": unknown, "signatures": signatures,
-                  "outputs": translations, "errors": errors, "leaked_modules": leaked}))
+        loaded = tf.saved_model.load(path)
+    except Exception as error:  # an op this process does not register fails the load: name it
+        unknown = sorted(set(re.findall(r"Op type not registered '([^']+)'", str(error))))
+        if not unknown:
+            raise
+    translations, errors = {}, {}
+    for key in loaded.signatures if loaded is not None else ():
+        try:
+            feed = feeds.get(key, feeds["*"])  # input name -> [tf dtype name, value]
+            inputs = {name: constant(dtype, value) for name, (dtype, value) in feed.items()}
+            outputs = loaded.signatures[key](**inputs)
+        except Exception as error:  # reported, with the static findings, by the parent
+            errors[key] = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            continue
+        translations[key] = {name: value.shape.as_list() for name, value in outputs.items()}
+        for text in ("translation", "continuation", "caption", "label", "tags"):
+            if text in outputs:
+                strings = outputs[text].numpy().reshape(-1)
+                translations[key]["_text"] = [t.decode("utf-8") for t in strings]
+        if "scores" in outputs and outputs["scores"].dtype == tf.float32:
+            translations[key]["_scores"] = outputs["scores"].numpy().tolist()
+    leaked = sorted(m for m in sys.modules if m.split(".")[0] == "keras_attn")
+    return {"ops": sorted(ops), "unknown_ops": unknown, "signatures": signatures,
+            "outputs": translations, "errors": errors, "leaked_modules": leaked}
+
+for line in sys.stdin:
+    request = json.loads(line)
+    try:
+        report = probe(request["path"], request["feeds"])
+    except Exception as error:  # the last line a traceback would end with
+        lines = "".join(traceback.format_exception_only(error)).strip().splitlines()
+        report = {"fatal": lines[-1] if lines else type(error).__name__}
+    gc.collect()
+    sys.stdout.write(ANSWER + json.dumps(report) + "\n")
+    sys.stdout.flush()
 """
+# The answer lines of `_PROBE` start with this (anything else the child prints is ignored).
+_ANSWER = "keras-attn-contract-report:"
+# Checks one probe process answers before it is replaced by a fresh one (each keeps the
+# SavedModels it loaded).
+PROBES_PER_PROCESS = 20
+PROBE_TIMEOUT_S = 600
+
+
+class _ProbeProcess:
+    """The child interpreter that runs `_PROBE`, started on first use and reused by the
+    following checks of this process (one at a time), so each export does not pay for importing
+    TensorFlow again; replaced after `PROBES_PER_PROCESS` checks, after a crash, or in a forked
+    child."""
+
+    _lock = threading.Lock()
+    _current: _ProbeProcess | None = None
+
+    def __init__(self) -> None:
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+        self.owner = os.getpid()
+        self.used = 0
+        self.pending = b""  # what the process wrote after the last line read
+        self.stderr = tempfile.TemporaryFile(mode="w+b")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _PROBE, _ANSWER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env=env,
+        )
+
+    @classmethod
+    def run(cls, path: str, feeds: dict) -> dict:
+        """The report of `_PROBE` on `path`; a ContractError when the process dies."""
+        with cls._lock:
+            current = cls._current
+            if (
+                current is None
+                or current.owner != os.getpid()
+                or current.used >= PROBES_PER_PROCESS
+                or current.process.poll() is not None
+            ):
+                if current is not None and current.owner == os.getpid():
+                    current.close()
+                current = cls._current = cls()
+            current.used += 1
+            try:
+                return current.ask(path, feeds)
+            except BaseException:
+                current.close()
+                cls._current = None
+                raise
+
+    def ask(self, path: str, feeds: dict) -> dict:
+        request = json.dumps({"path": path, "feeds": feeds}) + "\n"
+        try:
+            self.process.stdin.write(request.encode("utf-8"))
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died; reported below from its stderr
+        deadline = time.monotonic() + PROBE_TIMEOUT_S
+        descriptor = self.process.stdout.fileno()
+        while True:
+            end = self.pending.find(b"\n")
+            if end >= 0:
+                line, self.pending = self.pending[: end + 1], self.pending[end + 1 :]
+                text = line.decode("utf-8", "replace")
+                if text.startswith(_ANSWER):
+                    return json.loads(text[len(_ANSWER) :])
+                continue
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([descriptor], [], [], max(remaining, 0))
+            if not ready:
+                raise ContractError(f"{path}: no answer within {PROBE_TIMEOUT_S} s")
+            chunk = os.read(descriptor, 1 << 16)
+            if not chunk:  # the process ended: its last words are on stderr
+                self.process.wait()
+                self.stderr.seek(0)
+                tail = self.stderr.read().decode("utf-8", "replace").strip().splitlines()
+                return {"fatal": tail[-1] if tail else "(no error output)"}
+            self.pending += chunk
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.close()
+                self.process.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait()
+        self.stderr.close()
+
+    @classmethod
+    def close_current(cls) -> None:
+        with cls._lock:
+            if cls._current is not None and cls._current.owner == os.getpid():
+                cls._current.close()
+            cls._current = None
+
+
+atexit.register(_ProbeProcess.close_current)
 
 
 def _dtype_enum(name: str) -> int:
@@ -154,27 +274,21 @@ def _dtype_enum(name: str) -> int:
 def probe_saved_model(
     path: str | os.PathLike, sentences: list[str], feeds: dict | None = None
 ) -> dict:
-    """Load `path` in a fresh process with only tensorflow + tensorflow_text; return its report.
+    """Load `path` in a separate process that imports only tensorflow + tensorflow_text (one
+    kept for the following checks of this process); return its report.
 
     Every signature is called with `feeds[signature]` (or `feeds["*"]`), a dict of input name →
     `[tf dtype name, value]` (dtype `"base64"`: a list of base64 strings, fed as the binary
     strings they encode); by default `{"*": {"text": ["string", sentences]}}`.
     """
     feeds = feeds or {"*": {"text": ["string", list(sentences)]}}
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    completed = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(Path(path).resolve()), json.dumps(feeds)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    if completed.returncode != 0:
-        tail = completed.stderr.strip().splitlines()[-1:] or ["(no error output)"]
+    report = _ProbeProcess.run(str(Path(path).resolve()), feeds)
+    if "fatal" in report:
         raise ContractError(
-            f"{path} does not load and run with only tensorflow + tensorflow_text: {tail[0]}"
+            f"{path} does not load and run with only tensorflow + tensorflow_text: "
+            f"{report['fatal']}"
         )
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return report
 
 
 def check_translator_saved_model(
@@ -182,7 +296,7 @@ def check_translator_saved_model(
 ) -> dict:
     """Verify the translator contract (docs/serving.md) on an exported SavedModel.
 
-    Checks, all in a fresh process importing only `tensorflow` and `tensorflow_text`: every op in
+    Checks, all in a separate process importing only `tensorflow` and `tensorflow_text`: every op in
     the graph (functions included) is registered by TensorFlow core or tf-text and none is a
     Cudnn*/PyFunc op; the signatures exist with method `tensorflow/serving/predict` and the exact
     input/output names, dtypes and ranks; each signature runs on `sentences` (an empty string
