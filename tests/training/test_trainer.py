@@ -43,7 +43,7 @@ def test_resuming_a_run_killed_before_its_config_starts_it(tmp_path):
     "flags,message",
     [
         (["--steps", "0"], "--steps must be positive"),
-        (["--model", "nope"], "Unknown model 'nope'"),
+        (["--model", "nope"], "Unknown --model 'nope'. Expected one of: rnn-plain,"),
         (["--corpus", "nope"], "nope"),
         (["--schedule", "inverse-sqrt", "--warmup-steps", "0"], "--warmup-steps must be >= 1"),
         (["--warmup-steps", "-1"], "--warmup-steps must be >= 0"),
