@@ -22,6 +22,7 @@ from keras_attn.models.cnn_translator import (
     cnn_translator,
 )
 from keras_attn.models.family import MODEL_FAMILIES
+from keras_attn.testing import run_layer_test
 from tests.numpy_reference import sigmoid
 from tests.training.conftest import tiny_corpus  # noqa: F401  (a fixture)
 
@@ -93,6 +94,26 @@ def test_encoder_matches_the_numpy_blocks(activation, positions, kernel_width):
     leaked = reference_block(z_in, np.ones_like(keep), *blocks[-1], activation)
     assert np.abs(z_in[0, 4:]).max() > 0
     assert not np.allclose(leaked[0, 3], expected[0, 3], atol=1e-3)
+
+
+@pytest.mark.parametrize("activation, positions", [("glu", "learned"), ("relu", "sinusoidal")])
+def test_encoder_harness(activation, positions):
+    """The shared layer checks: config, .keras, SavedModel, both mixed policies, masking."""
+    x = np.random.default_rng(0).normal(size=(2, 5, 4)).astype("float32")
+    mask = np.array([[True] * 5, [True] * 3 + [False] * 2])
+    run_layer_test(
+        ConvolutionalEncoder,
+        {"units": 6, "kernel_width": 3, "num_layers": 2, "activation": activation,
+         "positions": positions, "max_positions": 8, "num_states": 2},  # fmt: skip
+        {"inputs": x},
+        mask=mask,
+        padded_input="inputs",
+        mask_kwarg="mask",
+        weights_kwarg=None,
+        expected_output_shape=((2, 5, 6), (2, 6), (2, 6)),
+        atol=1e-5,
+        rtol=1e-5,
+    )
 
 
 def test_encoder_arguments_are_checked_and_its_config_round_trips():
