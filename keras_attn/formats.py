@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from keras_attn.errors import UserError
+from keras_attn.errors import ConfigError, UserError
 
 if TYPE_CHECKING:
     import keras
@@ -131,3 +131,24 @@ class RunDirectory:
         import keras
 
         return keras.saving.load_model(self.file(MODEL_FILE), compile=False)
+
+
+def load_finite_model(run: RunDirectory):
+    """The run's model; a ConfigError if a weight holds a NaN or an infinity (a diverged run,
+    which is not exported)."""
+    model = run.load_model()
+    check_finite(model, run.file(MODEL_FILE), "the run diverged", "run_path")
+    return model
+
+
+def check_finite(model, path, why: str, field: str) -> None:
+    """A ConfigError naming `path` and `field` if a weight of `model` is a NaN or an infinity
+    (`why` says how it came to be; such a model is not exported)."""
+    import numpy as np
+
+    for weight in model.weights:
+        if not np.all(np.isfinite(weight.numpy())):
+            raise ConfigError(
+                f"{path} has non-finite weights ({weight.path}): {why}, so it is not exported",
+                [field],
+            )

@@ -28,7 +28,7 @@ from keras_attn.export.contract import (
 )
 from keras_attn.export.saved_model import _archive, _publish
 from keras_attn.export.warmup import WARMUP_TEXTS, classifier_warmup_feeds, tagger_warmup_feeds
-from keras_attn.formats import LABELS, MODEL_FILE, RunDirectory
+from keras_attn.formats import LABELS, MODEL_FILE, RunDirectory, load_finite_model
 from keras_attn.text.tokenizer import WordPieceTokenizer
 from keras_attn.text.vocab import RESERVED_TOKENS, load_vocab
 
@@ -714,14 +714,7 @@ def classifier_from_run(run_path: str | os.PathLike) -> Classifier | Tagger:
         raise ConfigError(
             f"a {config['model']} run is neither a classifier nor a tagger", ["run_path"]
         )
-    model = run.load_model()
-    for weight in model.weights:
-        if not np.all(np.isfinite(weight.numpy())):
-            raise ConfigError(
-                f"{run.file(MODEL_FILE)} has non-finite weights ({weight.path}): the run "
-                "diverged, so it is not exported",
-                ["run_path"],
-            )
+    model = load_finite_model(run)
     names = run.file(LABELS).read_text(encoding="utf-8").splitlines()
     # The formats of `keras_attn.training.tasks.classification`: [CLS] … [SEP] for BERT.
     start, end = RESERVED_TOKENS[2:4]

@@ -19,9 +19,8 @@ from keras_attn.export.kinds import (
     EXPORT_KINDS,
     ExportOptions,
     check_beam_options,
-    check_finite,
 )
-from keras_attn.formats import MAX_OUTPUT_LENGTH, MODEL_FILE, RunDirectory
+from keras_attn.formats import MAX_OUTPUT_LENGTH, MODEL_FILE, RunDirectory, check_finite
 
 # The flags that only apply to --keras-model, by `export_keras_model` parameter.
 KERAS_MODEL_FLAGS = {

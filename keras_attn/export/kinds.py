@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from keras_attn.errors import ConfigError
-from keras_attn.formats import MAX_OUTPUT_LENGTH, MODEL_FILE, RunDirectory
+from keras_attn.formats import MAX_OUTPUT_LENGTH, RunDirectory, load_finite_model
 
 if TYPE_CHECKING:
     from keras_attn.models.family import Family
@@ -157,25 +157,6 @@ def check_beam_options(options: ExportOptions) -> None:
     given = [name for name in BEAM_DEFAULTS if getattr(options, name) is not None]
     if options.decoder != "beam" and given:
         raise ConfigError(f"{', '.join(given)} only apply to decoder='beam'", ["decoder", *given])
-
-
-def load_finite_model(run: RunDirectory):
-    """The run's model; a ConfigError if a weight holds a NaN or an infinity (a diverged run)."""
-    model = run.load_model()
-    check_finite(model, run.file(MODEL_FILE), "the run diverged", "run_path")
-    return model
-
-
-def check_finite(model, path, why: str, field: str) -> None:
-    """A ConfigError naming `path` and `field` if a weight of `model` is a NaN or an infinity."""
-    import numpy as np
-
-    for weight in model.weights:
-        if not np.all(np.isfinite(weight.numpy())):
-            raise ConfigError(
-                f"{path} has non-finite weights ({weight.path}): {why}, so it is not exported",
-                [field],
-            )
 
 
 class TranslatorKind(ExportKind):
