@@ -134,9 +134,7 @@ class PrefixSteps:
             given = [name for name, value in (("source_input", source_input),
                      ("target_input", target_input)) if value is not None]  # fmt: skip
             if given:
-                raise ConfigError(
-                    f"{', '.join(given)}: a language model has one input", given
-                )
+                raise ConfigError(f"{', '.join(given)}: a language model has one input", given)
             self._inputs = _LanguageModelInput(model)
         else:
             self._inputs = _ModelInputs(model, source_input, target_input)

@@ -30,7 +30,6 @@ from keras_attn.training.config import (
     RESUMABLE,
     TrainConfig,
     resumed_config,
-    with_family_tuning,
 )
 
 # `keras_attn.training.strategy.STRATEGIES`, which imports TensorFlow.
@@ -333,9 +332,6 @@ def run_train(args: argparse.Namespace) -> int:
     """
     config, resumed = _requested(args)
     from keras_attn.training.trainer import TrainingDiverged, train
-
-    if not resumed:  # the family's schedule for the tuning flags not given
-        config = with_family_tuning(config, config.family(), getattr(args, GIVEN, ()))
 
     try:
         train(

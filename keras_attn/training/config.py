@@ -116,13 +116,11 @@ class TrainConfig:
     batch_size: int = option(
         64, "examples per training step (with several replicas: over all of them together)"
     )
-    learning_rate: float = option(
-        3e-3, "peak learning rate; a model family may set its own, used when the flag is not given"
+    learning_rate: float | None = option(
+        None, "peak learning rate (default: the model family's, docs/training.md lists them)"
     )
-    warmup_steps: int = option(
-        100,
-        "steps until the peak learning rate; a model family may set its own, used when the "
-        "flag is not given",
+    warmup_steps: int | None = option(
+        None, "steps until the peak learning rate (default: the model family's)"
     )
     encoder_learning_rate: float | None = option(
         None,
@@ -132,12 +130,12 @@ class TrainConfig:
     encoder_warmup_steps: int | None = option(
         None, "the encoder optimizer's warm-up steps (default: {warmup_steps})"
     )
-    schedule: str = option(
-        "cosine",
+    schedule: str | None = option(
+        None,
         "cosine: linear warm-up, cosine decay to 5%% of the peak at {steps}; inverse-sqrt: "
         "Vaswani et al.'s linear warm-up, then lr ~ step^-0.5; halving: Luong et al.'s constant "
         "rate, halved every {decay_every} steps from {decay_start} (all peak at "
-        "{learning_rate}); a model family may set its own, used when the flag is not given",
+        "{learning_rate}; default: the model family's)",
         SCHEDULES,
     )
     decay_start: int | None = option(None, "{schedule} halving: first halving's step")
@@ -297,6 +295,9 @@ class TrainConfig:
             family: `self.family()`, when the caller has looked it up already.
         """
         family = family or self.family()
+        if any(getattr(self, name) is None for name in TUNING):  # checked as the run takes them
+            with_family_tuning(self, family).validate(family)
+            return
         # NaN fails every comparison, so each float is checked with isfinite, not only with `<`.
         for name in ("penalty", "sampling_constant", "sampling_floor"):
             value = getattr(self, name)
@@ -524,28 +525,21 @@ FAMILY_OPTIONS = (
 # the built-in families' architecture options.
 MODEL_OPTIONS = (*FAMILY_OPTIONS, "embedding_dim", "units", "cell", "dropout")
 
-# TrainConfig fields whose value, when not given, is the model family's
-# (`Family.training_defaults`).
+# TrainConfig fields whose value, when None, is the model family's (`Family.training_defaults`).
 TUNING = ("learning_rate", "warmup_steps", "schedule")
 
 
-def with_family_tuning(
-    config: TrainConfig, family: ModelFamily, given: tuple[str, ...] | list[str] = ()
-) -> TrainConfig:
+def with_family_tuning(config: TrainConfig, family: ModelFamily) -> TrainConfig:
     """`config` with the family's `learning_rate`, `warmup_steps` and `schedule` in place of
-    those not named in `given` (the fields the caller set).
+    those that are None (not given): the config a new run starts with and saves.
 
     Args:
         config: a new run's config.
         family: its model family.
-        given: the fields of `config` set by the caller, which keep their values.
-
-    Returns:
-        The config the run starts with.
     """
     defaults = family.training_defaults()
     return dataclasses.replace(
-        config, **{name: defaults[name] for name in TUNING if name not in given}
+        config, **{name: defaults[name] for name in TUNING if getattr(config, name) is None}
     )
 
 

@@ -46,6 +46,7 @@ from keras_attn.training.config import (  # noqa: F401  (FLOAT32_MAX: re-exporte
     FLOAT32_MAX,
     TrainConfig,
     resumed_config,
+    with_family_tuning,
 )
 from keras_attn.training.data import BatchOrder
 from keras_attn.training.initialization import (
@@ -333,7 +334,7 @@ def _resolve_config(
             check_origin_run(config, family, run.path, field)
     if family.options is not None:  # config.json records every option, defaults filled in
         config = dataclasses.replace(config, options=family.option_values(config.options))
-    return config
+    return with_family_tuning(config, family)  # and the schedule the run takes
 
 
 def _training_data(

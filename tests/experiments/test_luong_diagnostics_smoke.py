@@ -91,7 +91,9 @@ def test_local_p_positions_from_a_known_predictor(diagnostics, tmp_path, input_f
 
 def test_residual_score_correction_is_read_from_the_saved_kernel(diagnostics, tmp_path, capsys):
     residual_score = ResidualGeneralScore.score
-    config = TrainConfig(score="residual_general", learning_rate=0.05, warmup_steps=0, **TINY)
+    config = TrainConfig(
+        score="residual_general", learning_rate=0.05, warmup_steps=0, schedule="cosine", **TINY
+    )
     train(tmp_path / "residual", config, progress=False)
     result = diagnostics.diagnose(str(tmp_path / "residual"), batches=1)
     model = keras.saving.load_model(str(tmp_path / "residual" / "model.keras"))

@@ -156,6 +156,21 @@ def test_arm_config_turns_sgd_halving_passes_into_steps(quality):
         assert dataclasses.replace(slow, position_gradient_scale=None) == plain
 
 
+def test_the_adam_arms_train_with_their_familys_defaults(quality):
+    """The tuned settings of the tables are what `keras-attn train` gives with no tuning flag."""
+    from keras_attn.models import get_family
+
+    args = quality.parse_args(["--corpora", "synthetic", "--out", "unused"])
+    adam = [arm for arm in quality.ARMS if "optimizer" not in arm.options]
+    assert len(adam) >= 10
+    for arm in adam:
+        if arm.model == quality.KERAS_HUB_FAMILY:
+            continue
+        config = quality.arm_config(arm, "synthetic", args)
+        tuning = (config.learning_rate, config.warmup_steps, config.schedule)
+        assert tuning == tuple(get_family(arm.model).training_defaults().values()), arm.slug
+
+
 def test_keras_hub_full_pass_steps_reproduce_the_teacher_forced_logits(quality):
     pytest.importorskip("keras_hub")
     model = quality.keras_hub_translator(

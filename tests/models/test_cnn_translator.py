@@ -103,8 +103,15 @@ def test_encoder_harness(activation, positions):
     mask = np.array([[True] * 5, [True] * 3 + [False] * 2])
     run_layer_test(
         ConvolutionalEncoder,
-        {"units": 6, "kernel_width": 3, "num_layers": 2, "activation": activation,
-         "positions": positions, "max_positions": 8, "num_states": 2},  # fmt: skip
+        {
+            "units": 6,
+            "kernel_width": 3,
+            "num_layers": 2,
+            "activation": activation,
+            "positions": positions,
+            "max_positions": 8,
+            "num_states": 2,
+        },  # fmt: skip
         {"inputs": x},
         mask=mask,
         padded_input="inputs",

@@ -72,26 +72,34 @@ def model_file(tmp_path, name="tiny-family", text=MODEL_FILE):
     return path
 
 
+RNN = (3e-3, 100, "inverse-sqrt")
+TRANSFORMER = (1e-3, 100, "inverse-sqrt")
+FINE_TUNING = (5e-4, 30, "cosine")
+
+
 @pytest.mark.parametrize(
-    "name, kind, task",
+    "name, kind, task, tuning",
     [
-        ("rnn-attention", "translator", "translation"),
-        ("bart-translator", "translator", "translation"),
-        ("gpt", "generator", "language_model"),
-        ("show-attend-tell", "captioner", "captioning"),
-        ("text-cnn", "classifier", "classification"),
-        ("bert-tagger", "tagger", "tagging"),
-        ("bert", "pretraining", "masked_lm"),
-        ("bart", "pretraining", "denoising"),
+        ("rnn-attention", "translator", "translation", RNN),
+        ("transformer", "translator", "translation", TRANSFORMER),
+        ("bart-translator", "translator", "translation", FINE_TUNING),
+        ("gpt", "generator", "language_model", TRANSFORMER),
+        ("show-attend-tell", "captioner", "captioning", (3e-3, 100, "cosine")),
+        ("text-cnn", "classifier", "classification", (1e-3, 0, "cosine")),
+        ("bert-classifier", "classifier", "classification", FINE_TUNING),
+        ("bert-tagger", "tagger", "tagging", FINE_TUNING),
+        ("bert", "pretraining", "masked_lm", TRANSFORMER),
+        ("bart", "pretraining", "denoising", TRANSFORMER),
     ],
 )
-def test_built_in_families_have_a_name_a_kind_and_their_task(name, kind, task):
+def test_built_in_families_have_a_name_a_kind_a_task_and_their_tuning(name, kind, task, tuning):
     family = get_family(name)
     assert (family.name, family.kind, family.task) == (name, kind, task)
     assert family.exportable == (kind != "pretraining")
-    assert family.training_defaults() == {
-        "learning_rate": 3e-3, "warmup_steps": 100, "schedule": "cosine",
-    }  # fmt: skip
+    # The schedules of the tuned runs in docs/results.md (experiments/quality.py, pretraining.py).
+    assert family.training_defaults() == dict(
+        zip(("learning_rate", "warmup_steps", "schedule"), tuning, strict=True)
+    )
 
 
 def test_the_old_names_are_the_same_objects():
@@ -288,8 +296,12 @@ def test_config_checks_options_and_takes_the_familys_schedule(registry, tmp_path
     with pytest.raises(ConfigError, match="options apply to a family with an options dataclass"):
         TrainConfig(model="rnn-attention", options={"units": 4}).validate()
 
-    tuned = with_family_tuning(config, config.family(), given=("warmup_steps",))
-    assert (tuned.learning_rate, tuned.warmup_steps, tuned.schedule) == (0.01, 100, "cosine")
+    tuned = with_family_tuning(dataclasses.replace(config, warmup_steps=7), config.family())
+    assert (tuned.learning_rate, tuned.warmup_steps, tuned.schedule) == (0.01, 7, "cosine")
+    # Not given, a tuning field is the family's: a bad one is refused as the run would take it.
+    with pytest.raises(ConfigError, match="warmup_steps must be >= 1 with schedule='inverse-sqrt'"):
+        TrainConfig(model="transformer", warmup_steps=0).validate()
+    TrainConfig(model="transformer", warmup_steps=0, schedule="cosine").validate()
 
 
 def test_a_resumed_run_refuses_an_option_that_differs_by_name():

@@ -10,7 +10,7 @@ from keras_attn.training.config import TrainConfig
 # The flags and defaults `keras-attn train` has always had (besides --out, required).
 DEFAULTS = {
     "model": "rnn-attention", "corpus": "synthetic", "steps": 2000, "batch_size": 64,
-    "learning_rate": 3e-3, "warmup_steps": 100, "schedule": "cosine", "decay_start": None,
+    "learning_rate": None, "warmup_steps": None, "schedule": None, "decay_start": None,
     "decay_every": None, "optimizer": "adam", "clipnorm": 5.0, "label_smoothing": 0.0,
     "mixed_precision": "auto", "seed": 0, "max_length": 80, "vocab_size": 2000,
     "embedding_dim": 128, "units": 256, "cell": "lstm", "dropout": 0.1, "score": None,

@@ -15,7 +15,8 @@ from keras_attn.training.trainer import read_train_log
 def flags(corpus, run, **overrides) -> list[str]:
     values = dict(
         model="rnn-plain", corpus=corpus, steps=6, checkpoint_every=2, batch_size=8, units=8,
-        embedding_dim=8, vocab_size=100, warmup_steps=0, eval_sentences=0, out=run,
+        embedding_dim=8, vocab_size=100, warmup_steps=0,
+        schedule="cosine", eval_sentences=0, out=run,
     ) | overrides  # fmt: skip
     return [f"--{name.replace('_', '-')}={value}" for name, value in values.items()] + ["--quiet"]
 

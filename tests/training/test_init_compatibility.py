@@ -41,7 +41,8 @@ ONE_VOCABULARY = {"bert", "bert-classifier", "bert-tagger", "bart", "bart-classi
 TRANSFORMER = dict(num_layers=1, d_model=16, num_heads=2, ff_dim=32)
 TINY = dict(
     steps=1, batch_size=8, vocab_size=120, units=8, embedding_dim=8, max_length=16,
-    eval_sentences=0, mixed_precision="float32", warmup_steps=0, checkpoint_every=100,
+    eval_sentences=0, mixed_precision="float32", warmup_steps=0,
+    schedule="cosine", checkpoint_every=100,
 )  # fmt: skip
 WORDS = "cat dog bird fish table chair book lamp the a big small red green sees has".split()
 

@@ -29,7 +29,8 @@ FILLERS = "the a big small red green sees has likes near".split()
 LEARNING_RATE = 0.01
 TINY = dict(
     batch_size=8, vocab_size=200, num_layers=1, d_model=16, num_heads=2, ff_dim=32,
-    max_length=24, eval_sentences=16, warmup_steps=0, learning_rate=LEARNING_RATE,
+    max_length=24, eval_sentences=16, warmup_steps=0,
+    schedule="cosine", learning_rate=LEARNING_RATE,
     checkpoint_every=50, mixed_precision="float32",
 )  # fmt: skip
 BACKBONE = ["embedding", "segment_embedding", "embedding_norm", "encoder", "pooler"]

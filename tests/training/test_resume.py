@@ -27,7 +27,7 @@ from keras_attn.training.trainer import RunDirectory, TrainConfig, read_train_lo
 STEPS, EVERY = 20, 4
 TINY = dict(
     steps=STEPS, batch_size=16, units=16, embedding_dim=8, vocab_size=400, dropout=0.1,
-    checkpoint_every=EVERY, eval_sentences=0, warmup_steps=0, learning_rate=0.01,
+    checkpoint_every=EVERY, eval_sentences=0, warmup_steps=0, schedule="cosine", learning_rate=0.01,
 )  # fmt: skip
 FLAGS = [f"--{name.replace('_', '-')}={value}" for name, value in TINY.items()] + [
     "--quiet",

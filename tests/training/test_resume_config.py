@@ -17,7 +17,7 @@ from keras_attn.training.trainer import RunDirectory, TrainConfig, train
 FLAGS = [
     "--model", "rnn-plain", "--steps", "2", "--batch-size", "8", "--units", "8",
     "--embedding-dim", "8", "--vocab-size", "100", "--eval-sentences", "0", "--warmup-steps",
-    "0", "--checkpoint-every", "1", "--max-minutes", "30", "--quiet",
+    "0", "--schedule", "cosine", "--checkpoint-every", "1", "--max-minutes", "30", "--quiet",
 ]  # fmt: skip
 
 

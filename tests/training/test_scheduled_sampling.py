@@ -300,7 +300,8 @@ def test_the_command_line_reports_a_bad_flag_in_one_line(tmp_path, capsys):
 STEPS, EVERY = 12, 4
 TINY = dict(
     model="rnn-luong", steps=STEPS, batch_size=16, units=16, embedding_dim=8, vocab_size=60,
-    dropout=0.1, checkpoint_every=EVERY, eval_sentences=0, warmup_steps=0, learning_rate=0.01,
+    dropout=0.1, checkpoint_every=EVERY, eval_sentences=0, warmup_steps=0,
+    schedule="cosine", learning_rate=0.01,
     scheduled_sampling="linear", sampling_constant=0.06,
 )  # fmt: skip
 

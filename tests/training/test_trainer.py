@@ -46,14 +46,15 @@ def test_resuming_a_run_killed_before_its_config_starts_it(tmp_path):
         (["--model", "nope"], "Unknown --model 'nope'. Expected one of: rnn-plain,"),
         (["--corpus", "nope"], "nope"),
         (["--schedule", "inverse-sqrt", "--warmup-steps", "0"], "--warmup-steps must be >= 1"),
-        (["--warmup-steps", "-1"], "--warmup-steps must be >= 0"),
+        (["--warmup-steps", "0"], "must be >= 1 with --schedule inverse-sqrt"),  # rnn-attention's
+        (["--schedule", "cosine", "--warmup-steps", "-1"], "--warmup-steps must be >= 0"),
         (["--label-smoothing", "1"], "--label-smoothing must be in [0, 1)"),
         (["--schedule", "halving", "--decay-every", "5"], "needs --decay-start and --decay-every"),
         (
             ["--schedule", "halving", "--decay-start", "9", "--decay-every", "0"],
             "--decay-every >= 1, got 9 and 0",
         ),
-        (["--decay-start", "100"], "apply to --schedule halving only, not cosine"),
+        (["--decay-start", "100"], "apply to --schedule halving only, not inverse-sqrt"),
     ],
 )
 def test_bad_flags_are_one_line_errors(tmp_path, capsys, flags, message):
@@ -153,7 +154,8 @@ def test_clipnorm_flag_clips_the_global_gradient_norm(tmp_path, monkeypatch):
 
     captured = {}
     monkeypatch.setattr(trainer, "train", lambda out, config, **kwargs: captured.update(c=config))
-    flags = ["--clipnorm", "0.5", "--learning-rate", "1", "--warmup-steps", "0"]
+    flags = ["--clipnorm", "0.5", "--learning-rate", "1", "--warmup-steps", "0", "--schedule",
+             "cosine"]  # fmt: skip
     assert cli(["train", *flags, "--out", str(tmp_path)]) == 0
     config = captured["c"]
     assert config.clipnorm == 0.5
