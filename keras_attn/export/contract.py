@@ -17,11 +17,15 @@ from pathlib import Path
 
 # Signature name → (inputs, outputs), each name → (dtype enum name, shape with -1 for unknown).
 STRING, FLOAT, INT32 = "DT_STRING", "DT_FLOAT", "DT_INT32"
-TRANSLATE_OUTPUTS = {
-    "translation": (STRING, [-1]),
-    "tokens": (STRING, [-1, -1]),
-    "scores": (FLOAT, [-1]),
-}
+
+
+def decoded_outputs(text_key: str) -> dict:
+    """The outputs of a decoded signature (`keras_attn.export._decoded.string_outputs`):
+    `text_key` `[-1]` string, `tokens` `[-1, -1]` string and `scores` `[-1]` float."""
+    return {text_key: (STRING, [-1]), "tokens": (STRING, [-1, -1]), "scores": (FLOAT, [-1])}
+
+
+TRANSLATE_OUTPUTS = decoded_outputs("translation")
 TRANSLATOR_SIGNATURES = {
     "serving_default": ({"text": (STRING, [-1])}, TRANSLATE_OUTPUTS),
     "translate": ({"text": (STRING, [-1])}, TRANSLATE_OUTPUTS),
@@ -44,11 +48,7 @@ def translator_signatures(with_alignment: bool = True) -> dict:
     return {k: v for k, v in TRANSLATOR_SIGNATURES.items() if k != "translate_with_alignment"}
 
 
-GENERATE_OUTPUTS = {
-    "continuation": (STRING, [-1]),
-    "tokens": (STRING, [-1, -1]),
-    "scores": (FLOAT, [-1]),
-}
+GENERATE_OUTPUTS = decoded_outputs("continuation")
 GENERATOR_SIGNATURES = {
     "serving_default": ({"prompt": (STRING, [-1])}, GENERATE_OUTPUTS),
     "generate": ({"prompt": (STRING, [-1])}, GENERATE_OUTPUTS),
@@ -70,9 +70,7 @@ def captioner_signatures(grid_shape: tuple[int, int]) -> dict:
     of image regions: `image` (encoded PNG/JPEG bytes) → `caption`, `tokens`, `scores` and
     `attention` `[-1, T_out, H', W']`."""
     outputs = {
-        "caption": (STRING, [-1]),
-        "tokens": (STRING, [-1, -1]),
-        "scores": (FLOAT, [-1]),
+        **decoded_outputs("caption"),
         "attention": (FLOAT, [-1, -1, *(int(side) for side in grid_shape)]),
     }
     inputs = {"image": (STRING, [-1])}
