@@ -1,8 +1,47 @@
-"""The string outputs the exported translator and generator build from a `DecodingResult`."""
+"""What the exported translator, captioner and generator share: the configured search and the
+string outputs they build from its `DecodingResult`."""
 
 from __future__ import annotations
 
 import tensorflow as tf
+
+from keras_attn.decoding import DecodingResult, beam_search, greedy_search
+from keras_attn.errors import ConfigError
+
+DECODERS = ("greedy", "beam")
+
+
+def check_decoder(decoder: str) -> None:
+    """Raise a `ConfigError` unless `decoder` is one of `DECODERS`."""
+    if decoder not in DECODERS:
+        raise ConfigError(
+            f"Expected decoder in {DECODERS}. Received: decoder={decoder!r}", ["decoder"]
+        )
+
+
+class ConfiguredSearch:
+    """The search of a module decoding greedily or with beam search, as configured: a mixin for
+    a `tf.Module` with a step view `_steps` and the attributes `decoder`, `beam_size` and
+    `length_penalty`."""
+
+    def _run_search(
+        self, state, batch_size, tokenizer, max_length, length_limit=None
+    ) -> DecodingResult:
+        """`beam_search` for `decoder="beam"`, else `greedy_search`, over `_steps.step` from
+        `state`, with the special ids of `tokenizer` (the target's)."""
+        tokens = dict(start_id=tokenizer.start_id, end_id=tokenizer.end_id, pad_id=tokenizer.pad_id)
+        limit = dict(max_length=max_length, length_limit=length_limit)
+        if self.decoder == "beam":
+            return beam_search(
+                self._steps.step,
+                state,
+                batch_size,
+                beam_size=self.beam_size,
+                length_penalty=self.length_penalty,
+                **limit,
+                **tokens,
+            )
+        return greedy_search(self._steps.step, state, batch_size, **limit, **tokens)
 
 
 def trim_ids(result, pad_id: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:

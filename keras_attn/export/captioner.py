@@ -9,20 +9,18 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.errors import ConfigError
-from keras_attn.export._decoded import string_outputs, trim_ids
+from keras_attn.export._decoded import ConfiguredSearch, check_decoder, string_outputs, trim_ids
 from keras_attn.export.contract import captioner_signatures, check_captioner_saved_model
 from keras_attn.export.saved_model import _archive, _publish
 from keras_attn.vision.scenes import MAX_CAPTION_WORDS, encode_png, generate_scene
 
 IMAGE_SPEC = tf.TensorSpec([None], tf.string, name="image")
-DECODERS = ("greedy", "beam")
 # The longest caption of the scene grammar and its END token.
 MAX_CAPTION_TOKENS = MAX_CAPTION_WORDS + 1
 
 
-class Captioner(tf.Module):
+class Captioner(ConfiguredSearch, tf.Module):
     """Image bytes in, captions out: the path the exported signatures wrap.
 
     image `[batch]` PNG or JPEG bytes → `tf.io.decode_image` (3 channels; an image of another
@@ -68,10 +66,7 @@ class Captioner(tf.Module):
         name: str = "captioner",
     ):
         super().__init__(name=name)
-        if decoder not in DECODERS:
-            raise ConfigError(
-                f"Expected decoder in {DECODERS}. Received: decoder={decoder!r}", ["decoder"]
-            )
+        check_decoder(decoder)
         if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
             raise ConfigError(
                 f"Expected beam_size >= 1. Received: beam_size={beam_size!r}", ["beam_size"]
@@ -114,25 +109,7 @@ class Captioner(tf.Module):
     def _caption(self, images):
         batch_size = tf.shape(images)[0]
         state = self._steps.encode(images)
-        tokens = dict(
-            start_id=self.tokenizer.start_id,
-            end_id=self.tokenizer.end_id,
-            pad_id=self.tokenizer.pad_id,
-        )
-        if self.decoder == "beam":
-            result = beam_search(
-                self._steps.step,
-                state,
-                batch_size,
-                max_length=self.max_output_length,
-                beam_size=self.beam_size,
-                length_penalty=self.length_penalty,
-                **tokens,
-            )
-        else:
-            result = greedy_search(
-                self._steps.step, state, batch_size, max_length=self.max_output_length, **tokens
-            )
+        result = self._run_search(state, batch_size, self.tokenizer, self.max_output_length)
         ids, lengths, width = trim_ids(result, self.tokenizer.pad_id)
         outputs = string_outputs("caption", self.tokenizer, ids, result.scores)
         # The words' steps only (not a shorter caption's END): (batch, T_out, L)

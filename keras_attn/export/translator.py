@@ -6,17 +6,16 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from keras_attn.decoding import DecodingResult, beam_search, greedy_search
+from keras_attn.decoding import DecodingResult
 from keras_attn.errors import ConfigError
 from keras_attn.export import buckets
-from keras_attn.export._decoded import string_outputs, trim_ids
+from keras_attn.export._decoded import ConfiguredSearch, check_decoder, string_outputs, trim_ids
 from keras_attn.formats import MAX_OUTPUT_LENGTH
 
 TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
-DECODERS = ("greedy", "beam")
 
 
-class Translator(tf.Module):
+class Translator(ConfiguredSearch, tf.Module):
     """Strings in, strings out: the path the exported signatures wrap (docs/serving.md).
 
     text `[batch]` → source tokenizer → ids `(batch, T_x)` (truncated to `max_source_length`) →
@@ -83,10 +82,7 @@ class Translator(tf.Module):
         name: str = "translator",
     ):
         super().__init__(name=name)
-        if decoder not in DECODERS:
-            raise ConfigError(
-                f"Expected decoder in {DECODERS}. Received: decoder={decoder!r}", ["decoder"]
-            )
+        check_decoder(decoder)
         if not isinstance(beam_size, int) or beam_size < 1:
             raise ConfigError(
                 f"Expected beam_size >= 1. Received: beam_size={beam_size!r}", ["beam_size"]
@@ -151,26 +147,11 @@ class Translator(tf.Module):
         one executable serves every limit.
         """
         batch_size = tf.shape(source_ids)[0]
-        limit = {"max_length": max_length}
+        length_limit = None
         if self.jit_compile:
-            limit = {"max_length": self.max_output_length, "length_limit": max_length}
+            max_length, length_limit = self.max_output_length, max_length
         state = self._steps.encode(source_ids)
-        tokens = dict(
-            start_id=self.target_tokenizer.start_id,
-            end_id=self.target_tokenizer.end_id,
-            pad_id=self.target_tokenizer.pad_id,
-        )
-        if self.decoder == "beam":
-            return beam_search(
-                self._steps.step,
-                state,
-                batch_size,
-                beam_size=self.beam_size,
-                length_penalty=self.length_penalty,
-                **limit,
-                **tokens,
-            )
-        return greedy_search(self._steps.step, state, batch_size, **limit, **tokens)
+        return self._run_search(state, batch_size, self.target_tokenizer, max_length, length_limit)
 
     def _outputs(self, ids, result):
         return string_outputs("translation", self.target_tokenizer, ids, result.scores)
