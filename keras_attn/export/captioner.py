@@ -12,7 +12,7 @@ import tensorflow as tf
 from keras_attn.errors import ConfigError
 from keras_attn.export._decoded import ConfiguredSearch, check_decoder, string_outputs, trim_ids
 from keras_attn.export.contract import captioner_signatures, check_captioner_saved_model
-from keras_attn.export.saved_model import _archive, _publish
+from keras_attn.export.saved_model import _publish
 from keras_attn.vision.scenes import MAX_CAPTION_WORDS, encode_png, generate_scene
 
 IMAGE_SPEC = tf.TensorSpec([None], tf.string, name="image")
@@ -174,16 +174,14 @@ def export_captioner(
     if images is None:
         images = sample_images(captioner.image_shape[0])
     images = list(images)
-    archive = _archive(
-        (captioner.model, captioner.tokenizer),
-        {"serving_default": captioner.caption, "caption": captioner.caption},
-    )
+    endpoints = {"serving_default": captioner.caption, "caption": captioner.caption}
     grid_shape = captioner.grid_shape
+    warmup = captioner_warmup_feeds(images, grid_shape)
+
+    def contract(path):
+        return check_captioner_saved_model(path, images, grid_shape)
+
+    tracked = (captioner.model, captioner.tokenizer)
     return _publish(
-        archive,
-        captioner.model,
-        model_base_path,
-        version,
-        (lambda path: check_captioner_saved_model(path, images, grid_shape)) if check else None,
-        captioner_warmup_feeds(images, grid_shape),
+        tracked, endpoints, model_base_path, version, contract if check else None, warmup
     )

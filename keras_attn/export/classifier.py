@@ -17,7 +17,6 @@ from pathlib import Path
 import keras
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.errors import ConfigError, PathNotFoundError
@@ -26,7 +25,8 @@ from keras_attn.export.contract import (
     check_classifier_saved_model,
     check_tagger_saved_model,
 )
-from keras_attn.export.saved_model import _archive, _publish
+from keras_attn.export.saved_model import _publish
+from keras_attn.export.saved_model import set_signature_methods as set_signature_methods
 from keras_attn.export.warmup import WARMUP_TEXTS, classifier_warmup_feeds, tagger_warmup_feeds
 from keras_attn.formats import LABELS, MODEL_FILE, RunDirectory, load_finite_model
 from keras_attn.text.tokenizer import WordPieceTokenizer
@@ -491,35 +491,6 @@ class Tagger(_TokenIdModel):
         }
 
 
-class _ClassifyMethodArchive:
-    """An `ExportArchive` whose SavedModel names the `classify` signature's method
-    `tensorflow/serving/classify` (TensorFlow 2 writes every signature as predict)."""
-
-    def __init__(self, archive):
-        self.archive = archive
-
-    def write_out(self, path: str, verbose: bool = False) -> None:
-        self.archive.write_out(path, verbose=verbose)
-        set_signature_methods(path, CLASSIFIER_METHODS)
-
-
-def set_signature_methods(path: str | os.PathLike, methods: dict[str, str]) -> None:
-    """Set the method name of the signatures `methods` names in the SavedModel at `path`.
-
-    `fingerprint.pb` (hashes of `saved_model.pb`) is removed with the change: a loader computes
-    the fingerprint of a SavedModel that has none.
-    """
-    pb = Path(path) / "saved_model.pb"
-    proto = saved_model_pb2.SavedModel()
-    proto.ParseFromString(pb.read_bytes())
-    for meta in proto.meta_graphs:
-        for key, method in methods.items():
-            if key in meta.signature_def:
-                meta.signature_def[key].method_name = method
-    pb.write_bytes(proto.SerializeToString())
-    (Path(path) / "fingerprint.pb").unlink(missing_ok=True)
-
-
 def _require(what: str, **arguments) -> None:
     """A `ConfigError` naming the `arguments` that are None (needed to build a `what`)."""
     missing = [name for name, value in arguments.items() if value is None]
@@ -593,26 +564,25 @@ def export_classifier(
     else:
         _refuse("Classifier", vocabulary=vocabulary, label_names=label_names, **options)
     texts = list(check_texts or warmup_texts or ["a short text", ""])
-    archive = _archive(
-        (classifier.model, classifier.tokenizer),
-        {
-            "serving_default": classifier.predict,
-            "predict": classifier.predict,
-            "classify": classifier.classify,
-        },
-    )
+    endpoints = {
+        "serving_default": classifier.predict,
+        "predict": classifier.predict,
+        "classify": classifier.classify,
+    }
     labels, feature = classifier.label_names, classifier.text_feature
+    warmup = None if warmup_texts is None else classifier_warmup_feeds(warmup_texts, feature)
 
     def contract(path):
         return check_classifier_saved_model(path, labels, texts, feature)
 
     return _publish(
-        _ClassifyMethodArchive(archive),
-        classifier.model,
+        (classifier.model, classifier.tokenizer),
+        endpoints,
         model_base_path,
         version,
         contract if check else None,
-        None if warmup_texts is None else classifier_warmup_feeds(warmup_texts, feature),
+        warmup,
+        signature_methods=CLASSIFIER_METHODS,
     )
 
 
@@ -657,18 +627,16 @@ def export_tagger(
     else:
         _refuse("Tagger", vocabulary=vocabulary, tag_names=tag_names, **options)
     texts = list(check_texts or warmup_texts or ["a short text", ""])
-    archive = _archive(
-        (tagger.model, tagger.tokenizer),
-        {"serving_default": tagger.tag, "tag": tagger.tag},
-    )
+    endpoints = {"serving_default": tagger.tag, "tag": tagger.tag}
     tags = tagger.tag_names
+    warmup = None if warmup_texts is None else tagger_warmup_feeds(warmup_texts)
+
+    def contract(path):
+        return check_tagger_saved_model(path, tags, texts)
+
+    tracked = (tagger.model, tagger.tokenizer)
     return _publish(
-        archive,
-        tagger.model,
-        model_base_path,
-        version,
-        (lambda path: check_tagger_saved_model(path, tags, texts)) if check else None,
-        None if warmup_texts is None else tagger_warmup_feeds(warmup_texts),
+        tracked, endpoints, model_base_path, version, contract if check else None, warmup
     )
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import overload
 
 import keras
+from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_attn.errors import ConfigError, PathExistsError, PathNotFoundError
 from keras_attn.export.contract import check_generator_saved_model, check_translator_saved_model
@@ -266,29 +267,20 @@ def _export_translator_module(
     endpoints = {"serving_default": translator.translate, "translate": translator.translate}
     if translator.with_alignment:
         endpoints["translate_with_alignment"] = translator.translate_with_alignment
-    archive = _archive(
-        (translator.model, translator.source_tokenizer, translator.target_tokenizer), endpoints
-    )
+    tracked = (translator.model, translator.source_tokenizer, translator.target_tokenizer)
     warmup = None
     if warmup_texts is not None:
         feeds = translator_warmup_feeds(warmup_texts)
         warmup = _bucket_feeds(translator, "translate", "text", translator.source_tokenizer, 0)
         warmup += [(name, feed) for name, feed in feeds.items() if name in endpoints]
+
+    def contract(path):
+        check_translator_saved_model(
+            path, check_sentences, with_alignment=translator.with_alignment
+        )
+
     return _publish(
-        archive,
-        translator.model,
-        model_base_path,
-        version,
-        (
-            (
-                lambda path: check_translator_saved_model(
-                    path, check_sentences, with_alignment=translator.with_alignment
-                )
-            )
-            if check
-            else None
-        ),
-        warmup,
+        tracked, endpoints, model_base_path, version, contract if check else None, warmup
     )
 
 
@@ -447,24 +439,22 @@ def _export_generator_module(
     warmup_prompts: Sequence[str] | None = WARMUP_TEXTS,
 ) -> Path:
     """The first form of `export_generator`."""
-    archive = _archive(
-        (generator.model, generator.tokenizer),
-        {
-            "serving_default": generator.generate,
-            "generate": generator.generate,
-            "generate_with_options": generator.generate_with_options,
-        },
-    )
+    endpoints = {
+        "serving_default": generator.generate,
+        "generate": generator.generate,
+        "generate_with_options": generator.generate_with_options,
+    }
+    warmup = None
+    if warmup_prompts is not None:
+        warmup = _bucket_feeds(generator, "generate", "prompt", generator.tokenizer, 1)
+        warmup += list(generator_warmup_feeds(warmup_prompts).items())
+
+    def contract(path):
+        check_generator_saved_model(path, check_prompts)
+
+    tracked = (generator.model, generator.tokenizer)
     return _publish(
-        archive,
-        generator.model,
-        model_base_path,
-        version,
-        (lambda path: check_generator_saved_model(path, check_prompts)) if check else None,
-        None
-        if warmup_prompts is None
-        else _bucket_feeds(generator, "generate", "prompt", generator.tokenizer, 1)
-        + list(generator_warmup_feeds(warmup_prompts).items()),
+        tracked, endpoints, model_base_path, version, contract if check else None, warmup
     )
 
 
@@ -482,19 +472,41 @@ def _bucket_feeds(module, signature_name, input_name, tokenizer, extra_tokens) -
     )
 
 
-def _archive(tracked: Sequence, endpoints: dict) -> keras.export.ExportArchive:
-    """An `ExportArchive` tracking `tracked` (in order) with one endpoint per `endpoints` item."""
+def set_signature_methods(path: str | os.PathLike, methods: dict[str, str]) -> None:
+    """Set the method name of the signatures `methods` names in the SavedModel at `path`.
+
+    `fingerprint.pb` (hashes of `saved_model.pb`) is removed with the change: a loader computes
+    the fingerprint of a SavedModel that has none.
+    """
+    pb = Path(path) / "saved_model.pb"
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString(pb.read_bytes())
+    for meta in proto.meta_graphs:
+        for key, method in methods.items():
+            if key in meta.signature_def:
+                meta.signature_def[key].method_name = method
+    pb.write_bytes(proto.SerializeToString())
+    (Path(path) / "fingerprint.pb").unlink(missing_ok=True)
+
+
+def _publish(
+    tracked: Sequence,
+    endpoints: dict,
+    model_base_path: str | os.PathLike,
+    version: int | None,
+    check: Callable[[Path], object] | None,
+    warmup_feeds: list | None,
+    signature_methods: dict[str, str] | None = None,
+) -> Path:
+    """Write an `ExportArchive` tracking `tracked` (in order; the Keras model first) with one
+    endpoint per `endpoints` item, and the warm-up requests of `warmup_feeds` (unless None), to a
+    hidden directory; name the methods of `signature_methods` (TensorFlow 2 writes every
+    signature as predict); run `check(path)` (unless None); then rename it to its version."""
     archive = keras.export.ExportArchive()
     for resource in tracked:
         archive.track(resource)
     for name, function in endpoints.items():
         archive.add_endpoint(name, function)
-    return archive
-
-
-def _publish(archive, model, model_base_path, version, check, warmup_feeds) -> Path:
-    """Write `archive` (and the warm-up requests of `warmup_feeds`, unless None) to a hidden
-    directory, run `check(path)`, then rename it to its version."""
     base = Path(model_base_path)
     if version is None:
         version = (existing_versions(base) or [0])[-1] + 1
@@ -507,9 +519,11 @@ def _publish(archive, model, model_base_path, version, check, warmup_feeds) -> P
     base.mkdir(parents=True, exist_ok=True)
     temporary = base / f".export-{version}-{os.getpid()}"
     shutil.rmtree(temporary, ignore_errors=True)
-    disable_cudnn(model)
+    disable_cudnn(tracked[0])
     try:
         archive.write_out(str(temporary), verbose=False)
+        if signature_methods:
+            set_signature_methods(temporary, signature_methods)
         if warmup_feeds is not None:
             write_warmup_requests(temporary, warmup_feeds)
         if check is not None:
