@@ -1,6 +1,9 @@
-"""Argument checks shared by the attention, Transformer and embedding layers."""
+"""Argument checks and config entries shared by the attention, Transformer, recurrent and
+embedding layers."""
 
 from __future__ import annotations
+
+import types
 
 import keras
 
@@ -34,3 +37,23 @@ def get_activation(activation):
         raise ValueError(
             f"Expected a Keras activation. Received: activation={activation!r}"
         ) from error
+
+
+def serialize_arguments(layer, *names: str) -> dict:
+    """The `get_config()` entries of the constructor arguments `names`, kept by `layer` as
+    attributes of the same name.
+
+    Activation functions are serialized by `keras.activations.serialize` (a built-in by its
+    name), layers (scores, distributions, cells) and initializers by
+    `keras.saving.serialize_keras_object`; other values (numbers, strings, None, lists, config
+    dicts) are returned as they are.
+    """
+    return {name: _serialize(getattr(layer, name)) for name in names}
+
+
+def _serialize(value):
+    if isinstance(value, types.FunctionType):
+        return keras.activations.serialize(value)
+    if isinstance(value, (keras.layers.Layer, keras.initializers.Initializer)):
+        return keras.saving.serialize_keras_object(value)
+    return value

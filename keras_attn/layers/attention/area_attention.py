@@ -5,6 +5,7 @@ from __future__ import annotations
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.attention.attention import Attention
 
 POOLINGS = ("mean", "max", "sum")
@@ -156,9 +157,5 @@ class AreaAttention(Attention):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            max_area_width=self.max_area_width,
-            key_pooling=self.key_pooling,
-            value_pooling=self.value_pooling,
-        )
+        config.update(serialize_arguments(self, "max_area_width", "key_pooling", "value_pooling"))
         return config

@@ -6,6 +6,7 @@ import keras
 
 from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.attention.base_attention import BaseAttention
 
 
@@ -72,9 +73,5 @@ class Attention(BaseAttention):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            score=scores.serialize(self.score),
-            distribution=distributions.serialize(self.distribution),
-            dropout=self.dropout,
-        )
+        config.update(serialize_arguments(self, "score", "distribution", "dropout"))
         return config

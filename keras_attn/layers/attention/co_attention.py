@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 
 
 @keras_attn_export("keras_attn.layers.CoAttention")
@@ -125,9 +126,5 @@ class CoAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            score=scores.serialize(self.score),
-            distribution=distributions.serialize(self.distribution),
-            second_level=self.second_level,
-        )
+        config.update(serialize_arguments(self, "score", "distribution", "second_level"))
         return config

@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.attention.base_attention import BaseAttention
 from keras_attn.ops.masking import merge_masks
 
@@ -197,11 +198,14 @@ class CompositionalDeAttention(BaseAttention):
     def get_config(self):
         config = super().get_config()
         config.update(
-            units=self.units,
-            affinity_scale=self.affinity_scale,
-            dissimilarity_scale=self.dissimilarity_scale,
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            centre_dissimilarity=self.centre_dissimilarity,
+            serialize_arguments(
+                self,
+                "units",
+                "affinity_scale",
+                "dissimilarity_scale",
+                "kernel_initializer",
+                "centre_dissimilarity",
+            )
         )
         return config
 

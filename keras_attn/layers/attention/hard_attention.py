@@ -8,6 +8,7 @@ from keras import ops
 from keras_attn import ops as attn_ops
 from keras_attn import scores
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.attention.base_attention import BaseAttention
 from keras_attn.ops.masking import merge_masks
 
@@ -185,10 +186,6 @@ class HardAttention(BaseAttention):
     def get_config(self):
         config = super().get_config()
         config.update(
-            score=scores.serialize(self.score),
-            estimator=self.estimator,
-            temperature=self.temperature,
-            baseline_decay=self.baseline_decay,
-            seed=self.seed,
+            serialize_arguments(self, "score", "estimator", "temperature", "baseline_decay", "seed")
         )
         return config

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.attention.context_attention_pooling import ContextAttentionPooling
 from keras_attn.layers.mask_passthrough import PooledOutputMask
 from keras_attn.layers.recurrent.bidirectional_encoder import BidirectionalEncoder
@@ -158,9 +159,6 @@ class HierarchicalAttention(PooledOutputMask, keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            word_units=self.word_units,
-            sentence_units=self.sentence_units,
-            encoder=self.encoder,
-            reset_after=self.reset_after,
+            serialize_arguments(self, "word_units", "sentence_units", "encoder", "reset_after")
         )
         return config

@@ -8,7 +8,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers._arguments import check_positive_int
+from keras_attn.layers._arguments import check_positive_int, serialize_arguments
 from keras_attn.layers.attention.multi_head_attention import MultiHeadAttention
 from keras_attn.ops.masking import apply_query_mask
 
@@ -342,9 +342,6 @@ class KernelAttention(MultiHeadAttention):
     def get_config(self):
         config = super().get_config()
         config.update(
-            num_features=self.num_features,
-            causal=self.causal,
-            seed=self.seed,
-            redraw_interval=self.redraw_interval,
+            serialize_arguments(self, "num_features", "causal", "seed", "redraw_interval")
         )
         return config

@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.attention.attention import Attention
 from keras_attn.ops.gradients import scale_gradient
 from keras_attn.ops.masking import merge_masks
@@ -227,10 +228,8 @@ class LocalAttention(Attention):
     def get_config(self):
         config = super().get_config()
         config.update(
-            mode=self.mode,
-            window=self.window,
-            units=self.units,
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            position_gradient_scale=self.position_gradient_scale,
+            serialize_arguments(
+                self, "mode", "window", "units", "kernel_initializer", "position_gradient_scale"
+            )
         )
         return config

@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 
 
@@ -98,9 +99,6 @@ class LuongAttentionalState(FirstInputMaskPassthrough, keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            units=self.units,
-            activation=keras.activations.serialize(self.activation),
-            use_bias=self.use_bias,
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            serialize_arguments(self, "units", "activation", "use_bias", "kernel_initializer")
         )
         return config

@@ -8,6 +8,7 @@ from keras import ops
 from keras_attn import ops as attn_ops
 from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.mask_passthrough import PooledOutputMask
 from keras_attn.ops.masking import apply_query_mask
 
@@ -176,8 +177,7 @@ class MultiDimensionalAttention(PooledOutputMask, keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            units=self.units,
+            serialize_arguments(self, "units", "kernel_initializer"),
             activation=keras.activations.serialize(self.activation_fn),
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
         )
         return config

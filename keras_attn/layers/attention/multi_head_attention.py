@@ -9,7 +9,7 @@ from keras import ops
 
 from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers._arguments import check_positive_int
+from keras_attn.layers._arguments import check_positive_int, serialize_arguments
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.distributions import softmax
 from keras_attn.ops.masking import apply_query_mask, merge_masks
@@ -315,14 +315,17 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            num_heads=self.num_heads,
-            key_dim=self.key_dim,
-            value_dim=self.value_dim,
-            dropout=self.dropout,
-            use_bias=self.use_bias,
+            serialize_arguments(
+                self,
+                "num_heads",
+                "key_dim",
+                "value_dim",
+                "dropout",
+                "use_bias",
+                "kernel_initializer",
+                "bias_initializer",
+            ),
             output_shape=self._output_shape,
-            kernel_initializer=keras.saving.serialize_keras_object(self.kernel_initializer),
-            bias_initializer=keras.saving.serialize_keras_object(self.bias_initializer),
         )
         return config
 

@@ -8,6 +8,7 @@ from keras import ops
 from keras_attn import ops as attn_ops
 from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 
 
 @keras_attn_export("keras_attn.layers.MultiRepresentationAttention")
@@ -122,8 +123,5 @@ class MultiRepresentationAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            units=self.units,
-            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-        )
+        config.update(serialize_arguments(self, "units", "kernel_initializer"))
         return config

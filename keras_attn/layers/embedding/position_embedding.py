@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.transformer._arguments import check_positive_int
 
 
@@ -74,8 +75,5 @@ class PositionEmbedding(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            max_length=self.max_length,
-            initializer=keras.saving.serialize_keras_object(self.initializer),
-        )
+        config.update(serialize_arguments(self, "max_length", "initializer"))
         return config

@@ -9,6 +9,7 @@ from keras import ops
 
 from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.embedding.position_embedding import PositionEmbedding
 from keras_attn.layers.embedding.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from keras_attn.layers.transformer._arguments import check_positive_int, check_rate
@@ -160,13 +161,16 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            vocabulary_size=self.vocabulary_size,
-            embedding_dim=self.embedding_dim,
-            max_length=self.max_length,
-            position_encoding=self.position_encoding,
-            scale_embeddings=self.scale_embeddings,
-            mask_zero=self.mask_zero,
-            dropout=self.dropout,
-            embeddings_initializer=keras.saving.serialize_keras_object(self.embeddings_initializer),
+            serialize_arguments(
+                self,
+                "vocabulary_size",
+                "embedding_dim",
+                "max_length",
+                "position_encoding",
+                "scale_embeddings",
+                "mask_zero",
+                "dropout",
+                "embeddings_initializer",
+            )
         )
         return config

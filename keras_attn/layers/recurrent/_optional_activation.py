@@ -10,8 +10,3 @@ import keras
 def get_optional_activation(activation) -> Callable | None:
     """None for None, `keras.activations.get(activation)` otherwise."""
     return None if activation is None else keras.activations.get(activation)
-
-
-def serialize_optional_activation(activation: Callable | None):
-    """None for None, `keras.activations.serialize(activation)` otherwise."""
-    return None if activation is None else keras.activations.serialize(activation)

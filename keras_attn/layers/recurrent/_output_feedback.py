@@ -13,10 +13,8 @@ import keras
 from keras import ops
 
 from keras_attn.errors import ConfigError
-from keras_attn.layers.recurrent._optional_activation import (
-    get_optional_activation,
-    serialize_optional_activation,
-)
+from keras_attn.layers._arguments import serialize_arguments
+from keras_attn.layers.recurrent._optional_activation import get_optional_activation
 from keras_attn.ops import sampling_schedules
 
 FEEDBACKS = ("continuous", "categorical")
@@ -220,15 +218,18 @@ class OutputFeedbackDecoder(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            output_units=self.output_units,
-            feedback=self.feedback,
-            schedule=self.schedule,
-            sampling_probability=self.sampling_probability,
-            decay=self.decay,
-            seed=self.seed,
-            units=self.units,
-            activation=keras.activations.serialize(self.activation),
-            output_activation=serialize_optional_activation(self.output_activation),
+            serialize_arguments(
+                self,
+                "output_units",
+                "feedback",
+                "schedule",
+                "sampling_probability",
+                "decay",
+                "seed",
+                "units",
+                "activation",
+                "output_activation",
+            )
         )
         return config
 

@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.attention.attention import Attention
 from keras_attn.layers.recurrent._gru_form import gru_form_kwargs
 from keras_attn.layers.recurrent._recurrent_decoder import CELLS, AttentionDecoder
@@ -196,11 +197,7 @@ class BahdanauDecoder(AttentionDecoder):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            score=scores.serialize(self.score),
-            distribution=distributions.serialize(self.distribution),
-            attention_units=self.attention_units,
-        )
+        config.update(serialize_arguments(self, "score", "distribution", "attention_units"))
         if self.attention is not None:  # A config without the key loads as a decoder by name.
             config["attention"] = keras.saving.serialize_keras_object(self.attention)
         return config

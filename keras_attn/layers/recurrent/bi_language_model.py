@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.recurrent._gru_form import check_gru_form, gru_form_kwargs
 
 _CELLS = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}
@@ -236,15 +237,18 @@ class BiLanguageModel(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            vocabulary_size=self.vocabulary_size,
-            units=self.units,
-            num_layers=self.num_layers,
-            cell=self.cell,
-            residual=self.residual,
-            dropout=self.dropout,
-            tie_embeddings=self.tie_embeddings,
-            mask_zero=self.mask_zero,
-            use_cudnn=self.use_cudnn,
-            reset_after=self.reset_after,
+            serialize_arguments(
+                self,
+                "vocabulary_size",
+                "units",
+                "num_layers",
+                "cell",
+                "residual",
+                "dropout",
+                "tie_embeddings",
+                "mask_zero",
+                "use_cudnn",
+                "reset_after",
+            )
         )
         return config

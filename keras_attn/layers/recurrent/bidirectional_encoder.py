@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.recurrent._bidirectional import bidirectional
 from keras_attn.layers.recurrent._gru_form import check_gru_form, gru_form_kwargs
 from keras_attn.layers.recurrent._recurrent_decoder import check_layer_dropout, check_num_layers
@@ -195,12 +196,9 @@ class BidirectionalEncoder(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            units=self.units,
-            cell=self.cell,
-            merge_mode=self.merge_mode,
-            dropout=self.dropout,
-            use_cudnn=self.use_cudnn,
-            reset_after=self.reset_after,
+            serialize_arguments(
+                self, "units", "cell", "merge_mode", "dropout", "use_cudnn", "reset_after"
+            )
         )
         # A one-layer encoder keeps the config it has always had; configs without these keys
         # load as one layer.

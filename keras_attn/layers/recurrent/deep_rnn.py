@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.recurrent._bidirectional import bidirectional
 from keras_attn.layers.recurrent._gru_form import check_gru_form, gru_form_kwargs
 
@@ -275,18 +276,18 @@ class DeepRNN(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        cell = self.cell
-        if isinstance(cell, keras.layers.Layer):
-            cell = keras.saving.serialize_keras_object(cell)
         config.update(
-            units=self.units,
-            num_layers=self.num_layers,
-            cell=cell,
-            bidirectional=self.bidirectional,
-            merge_mode=self.merge_mode,
-            residual=self.residual,
-            dropout=self.dropout,
-            use_cudnn=self.use_cudnn,
-            reset_after=self.reset_after,
+            serialize_arguments(
+                self,
+                "units",
+                "num_layers",
+                "cell",
+                "bidirectional",
+                "merge_mode",
+                "residual",
+                "dropout",
+                "use_cudnn",
+                "reset_after",
+            )
         )
         return config

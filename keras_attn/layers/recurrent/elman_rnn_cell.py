@@ -6,9 +6,9 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.recurrent._optional_activation import (
     get_optional_activation,
-    serialize_optional_activation,
 )
 
 
@@ -130,9 +130,6 @@ class ElmanRNNCell(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            units=self.units,
-            output_units=self.output_units,
-            activation=keras.activations.serialize(self.activation),
-            output_activation=serialize_optional_activation(self.output_activation),
+            serialize_arguments(self, "units", "output_units", "activation", "output_activation")
         )
         return config

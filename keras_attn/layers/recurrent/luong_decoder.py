@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.attention.attention import Attention
 from keras_attn.layers.attention.local_attention import (
     LocalAttention,
@@ -280,16 +281,16 @@ class LuongDecoder(AttentionDecoder):
 
     def get_config(self):
         config = super().get_config()
-        attention = self.attention
-        if not isinstance(attention, str):
-            attention = keras.saving.serialize_keras_object(attention)
         config.update(
-            score=scores.serialize(self.score),
-            distribution=distributions.serialize(self.distribution),
-            attention=attention,
-            window=self.window,
-            input_feeding=self.input_feeding,
-            attention_units=self.attention_units,
-            position_gradient_scale=self.position_gradient_scale,
+            serialize_arguments(
+                self,
+                "score",
+                "distribution",
+                "attention",
+                "window",
+                "input_feeding",
+                "attention_units",
+                "position_gradient_scale",
+            )
         )
         return config

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 
 # Added under the square roots of the cosine similarity's norms: keeps K and its gradient finite
 # for an all-zero key or memory row (an erase vector can saturate to exactly 1).
@@ -304,14 +305,17 @@ class NTMCell(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            controller_units=self.controller_units,
-            memory_size=self.memory_size,
-            memory_width=self.memory_width,
-            num_read_heads=self.num_read_heads,
-            num_write_heads=self.num_write_heads,
-            shift_range=self.shift_range,
-            output_units=self.output_units,
-            clip_value=self.clip_value,
-            memory_initial_value=self.memory_initial_value,
+            serialize_arguments(
+                self,
+                "controller_units",
+                "memory_size",
+                "memory_width",
+                "num_read_heads",
+                "num_write_heads",
+                "shift_range",
+                "output_units",
+                "clip_value",
+                "memory_initial_value",
+            )
         )
         return config

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 
 from keras_attn._initializers import clone_initializer
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.attention.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.layers.transformer._arguments import (
@@ -112,20 +113,9 @@ class TransformerLayer(FirstInputMaskPassthrough, keras.layers.Layer):
 
     def _block_arguments(self) -> dict:
         """The serialized `BLOCK_ARGUMENTS`, to make the blocks of a stack."""
-        config = self.get_config()
-        return {name: config[name] for name in BLOCK_ARGUMENTS}
+        return serialize_arguments(self, *BLOCK_ARGUMENTS)
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            num_heads=self.num_heads,
-            intermediate_dim=self.intermediate_dim,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            activation=keras.activations.serialize(self.activation),
-            normalize_first=self.normalize_first,
-            layer_norm_epsilon=self.layer_norm_epsilon,
-            kernel_initializer=keras.saving.serialize_keras_object(self.kernel_initializer),
-            bias_initializer=keras.saving.serialize_keras_object(self.bias_initializer),
-        )
+        config.update(serialize_arguments(self, *BLOCK_ARGUMENTS))
         return config

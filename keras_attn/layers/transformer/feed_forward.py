@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.transformer._arguments import (
     check_positive_int,
     check_rate,
@@ -118,12 +119,15 @@ class FeedForward(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            hidden_dim=self.hidden_dim,
-            output_dim=self.output_dim,
-            activation=keras.activations.serialize(self.activation),
-            dropout=self.dropout,
-            use_bias=self.use_bias,
-            kernel_initializer=keras.saving.serialize_keras_object(self.kernel_initializer),
-            bias_initializer=keras.saving.serialize_keras_object(self.bias_initializer),
+            serialize_arguments(
+                self,
+                "hidden_dim",
+                "output_dim",
+                "activation",
+                "dropout",
+                "use_bias",
+                "kernel_initializer",
+                "bias_initializer",
+            )
         )
         return config
