@@ -227,9 +227,7 @@ class ServingCore:
 
     def predict(self, request: predict_pb2.PredictRequest) -> predict_pb2.PredictResponse:
         """Runs a signature on the request's input tensors (`PredictionService.Predict`)."""
-        if not request.HasField("model_spec"):
-            raise invalid_argument("Missing ModelSpec")
-        servable = self.servable(request.model_spec)
+        servable = self.servable(_model_spec(request))
         signature_name = request.model_spec.signature_name or DEFAULT_SIGNATURE
         signature = servable.signature_defs.get(signature_name)
         if signature is None or servable.functions.get(signature_name) is None:
@@ -265,8 +263,7 @@ class ServingCore:
         self, request: get_model_metadata_pb2.GetModelMetadataRequest
     ) -> get_model_metadata_pb2.GetModelMetadataResponse:
         """The SignatureDefMap of a servable, packed in an Any (`GetModelMetadata`)."""
-        if not request.HasField("model_spec"):
-            raise invalid_argument("Missing ModelSpec")
+        model_spec = _model_spec(request)
         if not request.metadata_field:
             raise invalid_argument(
                 "GetModelMetadataRequest must specify at least one metadata_field"
@@ -276,7 +273,7 @@ class ServingCore:
                 # The stock server passes a printf pattern to a concatenating helper, so its
                 # message reads literally "Metadata field %s is not supported<field>".
                 raise invalid_argument(f"Metadata field %s is not supported{field}")
-        servable = self.servable(request.model_spec)
+        servable = self.servable(model_spec)
         response = get_model_metadata_pb2.GetModelMetadataResponse()
         response.model_spec.name = servable.name
         response.model_spec.version.value = servable.version
@@ -290,9 +287,7 @@ class ServingCore:
         self, request: get_model_status_pb2.GetModelStatusRequest
     ) -> get_model_status_pb2.GetModelStatusResponse:
         """The state of one version, or of every known version, of a model (`GetModelStatus`)."""
-        if not request.HasField("model_spec"):
-            raise invalid_argument("Missing ModelSpec")
-        name = request.model_spec.name
+        name = _model_spec(request).name
         states = self.source.version_states(name)
         # The stock state monitor's VersionMap is ordered by version, highest first.
         if request.model_spec.HasField("version"):
@@ -340,9 +335,7 @@ class ServingCore:
     def _run_examples(self, request, method: _ExampleMethod, response):
         """Runs the Classify/Regress signature `request` names on its tf.Examples and fills
         `response` (its `model_spec` and `result`)."""
-        if not request.HasField("model_spec"):
-            raise invalid_argument("Missing ModelSpec")
-        servable = self.servable(request.model_spec)
+        servable = self.servable(_model_spec(request))
         signature_name, signature = _find_signature(servable, request.model_spec)
         self._check_method(signature, method)
         input_alias, output_aliases = method.aliases(signature)
@@ -464,6 +457,13 @@ _EXAMPLE_METHODS = {
         REGRESS_METHOD, "regression", _regression_aliases, _fill_regression, "regression_result"
     ),
 }
+
+
+def _model_spec(request) -> model_pb2.ModelSpec:
+    """The ModelSpec of `request`; INVALID_ARGUMENT "Missing ModelSpec" when it has none."""
+    if not request.HasField("model_spec"):
+        raise invalid_argument("Missing ModelSpec")
+    return request.model_spec
 
 
 def _make_model_spec(
