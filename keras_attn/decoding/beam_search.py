@@ -7,7 +7,7 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.decoding.result import DecodingResult
-from keras_attn.decoding.search_loop import StepFn, allowed_tokens, write_column
+from keras_attn.decoding.search_loop import StepFn, allowed_tokens, write_attention, write_column
 
 
 def length_penalty_factor(lengths, alpha):
@@ -166,10 +166,8 @@ def beam_search(
             "state": state,
         }
         if with_alignment:
-            attention = ops.cast(state["attention"], "float32")
-            attention = ops.where(ops.expand_dims(was_finished, -1), 0.0, attention)
             alignments = ops.take(v["alignments"], parents, axis=0)
-            new["alignments"] = write_column(alignments, v["t"], max_length, attention)
+            new["alignments"] = write_attention(alignments, v["t"], max_length, state, was_finished)
         finished = ops.reshape(finished, (batch_size, beam_size))
         if return_all_beams:
             new["done"] = ops.all(finished, axis=-1)

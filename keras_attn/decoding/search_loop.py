@@ -20,6 +20,14 @@ def write_column(history, t, max_length, values):
     return history * (1 - column) + ops.expand_dims(values, 1) * column
 
 
+def write_attention(alignments, t, max_length, state: dict, finished):
+    """`alignments[:, t] = state["attention"]` (float32), a zero row where `finished` (the
+    sentence or hypothesis had ended before this step)."""
+    attention = ops.cast(state["attention"], "float32")  # (batch, T_x)
+    attention = ops.where(ops.expand_dims(finished, -1), 0.0, attention)
+    return write_column(alignments, t, max_length, attention)
+
+
 def allowed_tokens(vocab_size, start_id: int, pad_id: int):
     """Bool `(V,)`: every token except PAD and START (neither is ever generated)."""
     vocab = ops.arange(vocab_size, dtype="int32")
@@ -82,9 +90,7 @@ def decode_one_path(
         lengths = lengths + ops.cast(ops.logical_not(ops.logical_or(finished, is_end)), "int32")
         ids = write_column(ids, t, max_length, next_tokens)
         if with_alignment:
-            attention = ops.cast(state["attention"], "float32")
-            attention = ops.where(ops.expand_dims(finished, -1), 0.0, attention)
-            alignments = write_column(alignments, t, max_length, attention)
+            alignments = write_attention(alignments, t, max_length, state, finished)
         finished = ops.logical_or(finished, is_end)
         return t + 1, next_tokens, finished, lengths, scores, ids, alignments, state
 
