@@ -129,6 +129,16 @@ def bucket_of(size: tf.Tensor, buckets: Sequence[int]) -> tf.Tensor:
     return table[tf.minimum(index, len(buckets) - 1)]
 
 
+def compile_padded(function, *scalar_specs: tf.TensorSpec):
+    """`function(ids, *scalars)` as one XLA-compiled `tf.function(jit_compile=True)` on int32 ids
+    `(batch, length)` padded to a bucket (`pad_to_buckets`), then scalars of `scalar_specs`."""
+    return tf.function(
+        function,
+        jit_compile=True,
+        input_signature=[tf.TensorSpec([None, None], tf.int32), *scalar_specs],
+    )
+
+
 def pad_to_buckets(
     ids: tf.Tensor, batch_sizes: Sequence[int], lengths: Sequence[int], pad_id: int
 ) -> tf.Tensor:

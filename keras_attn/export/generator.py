@@ -85,14 +85,8 @@ class Generator(tf.Module):
             jit_compile, batch_buckets, length_buckets, self.max_prompt_length + 1
         )
         if self.jit_compile:
-            self._compiled_sample = tf.function(
-                self._sample,
-                jit_compile=True,
-                input_signature=[
-                    tf.TensorSpec([None, None], tf.int32),
-                    *OPTION_SPECS,
-                    tf.TensorSpec([], tf.int64),
-                ],
+            self._compiled_sample = buckets.compile_padded(
+                self._sample, *OPTION_SPECS, tf.TensorSpec([], tf.int64)
             )
 
     def _prompt_ids(self, prompt):

@@ -106,13 +106,8 @@ class Translator(ConfiguredSearch, tf.Module):
         state = steps.encode(probe)
         self.with_alignment = isinstance(state, dict) and "attention" in state
         if self.jit_compile:
-            self._compiled_search = tf.function(
-                self._search,
-                jit_compile=True,
-                input_signature=[
-                    tf.TensorSpec([None, None], tf.int32),
-                    tf.TensorSpec([], tf.int32),
-                ],
+            self._compiled_search = buckets.compile_padded(
+                self._search, tf.TensorSpec([], tf.int32)
             )
 
     def _source_ids(self, text):
