@@ -5,11 +5,11 @@ from __future__ import annotations
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.scores.score import Score
+from keras_attn.scores.dot_score import DotScore
 
 
 @keras_attn_export("keras_attn.scores.CosineScore")
-class CosineScore(Score):
+class CosineScore(DotScore):
     """Cosine similarity score `a(k_i, q) = q^T k_i / (max(|q|, eps) max(|k_i|, eps))`.
 
     The content-based similarity score with `sim` the cosine, as in the content-based
@@ -48,15 +48,6 @@ class CosineScore(Score):
             )
         self.epsilon = float(epsilon)
 
-    def build(self, query_shape, keys_shape):
-        if query_shape[-1] is not None and keys_shape[-1] is not None:
-            if query_shape[-1] != keys_shape[-1]:
-                raise ValueError(
-                    "CosineScore needs queries and keys of the same size. "
-                    f"Received: query_shape={tuple(query_shape)}, keys_shape={tuple(keys_shape)}"
-                )
-        super().build(query_shape, keys_shape)
-
     def _unit(self, x):
         """`x / max(|x|, eps)` along the last axis, normalised in float32."""
         dtype = x.dtype
@@ -69,8 +60,7 @@ class CosineScore(Score):
         return self._unit(keys)  # (batch, T_k, d), unit length or zero
 
     def score(self, query, prepared_keys):
-        # (batch, T_q, d) x (batch, T_k, d) -> (batch, T_q, T_k)
-        return ops.einsum("bqd,bkd->bqk", self._unit(query), prepared_keys)
+        return super().score(self._unit(query), prepared_keys)
 
     def get_config(self):
         config = super().get_config()

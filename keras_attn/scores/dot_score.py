@@ -28,12 +28,12 @@ class DotScore(Score):
     """
 
     def build(self, query_shape, keys_shape):
-        if query_shape[-1] is not None and keys_shape[-1] is not None:
-            if query_shape[-1] != keys_shape[-1]:
-                raise ValueError(
-                    "DotScore needs queries and keys of the same size. "
-                    f"Received: query_shape={tuple(query_shape)}, keys_shape={tuple(keys_shape)}"
-                )
+        query_size, key_size = query_shape[-1], keys_shape[-1]
+        if query_size is not None and key_size is not None and query_size != key_size:
+            raise ValueError(
+                f"{type(self).__name__} needs queries and keys of the same size. "
+                f"Received: query_shape={tuple(query_shape)}, keys_shape={tuple(keys_shape)}"
+            )
         super().build(query_shape, keys_shape)
 
     def score(self, query, prepared_keys):

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import keras
 from keras import ops
 
-from keras_attn._initializers import clone_initializer
 from keras_attn.api_export import keras_attn_export
-from keras_attn.scores.score import Score
+from keras_attn.scores.general_score import GeneralScore
 
 
 @keras_attn_export("keras_attn.scores.ResidualGeneralScore")
-class ResidualGeneralScore(Score):
+class ResidualGeneralScore(GeneralScore):
     """General score `a(k_i, q) = q^T (I + W / d) k_i`, `W` `(d, d)` learned, zero at the start.
 
     The same function class as Luong et al.'s general score `q^T W_a k_i` (`W_a = I + W / d`
@@ -45,8 +43,7 @@ class ResidualGeneralScore(Score):
     """
 
     def __init__(self, kernel_initializer="zeros", **kwargs):
-        super().__init__(**kwargs)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        super().__init__(kernel_initializer=kernel_initializer, **kwargs)
 
     def build(self, query_shape, keys_shape):
         size, key_size = query_shape[-1], keys_shape[-1]
@@ -56,23 +53,9 @@ class ResidualGeneralScore(Score):
                 f"Received: query_shape={tuple(query_shape)}, keys_shape={tuple(keys_shape)}"
             )
         self._scale = 1.0 / size
-        self.kernel = self.add_weight(
-            name="kernel",
-            shape=(size, size),
-            initializer=clone_initializer(self.kernel_initializer),
-        )
-        super().build(query_shape, keys_shape)
+        super().build(query_shape, keys_shape)  # W: (d, d)
 
     def prepare_keys(self, keys):
         # (batch, T_k, d) + (batch, T_k, d) x (d, d)^T / d -> (batch, T_k, d)
-        mixed = ops.einsum("bkj,ij->bki", keys, self.kernel)
+        mixed = super().prepare_keys(keys)
         return keys + mixed * ops.cast(self._scale, mixed.dtype)
-
-    def score(self, query, prepared_keys):
-        # (batch, T_q, d) x (batch, T_k, d) -> (batch, T_q, T_k)
-        return ops.einsum("bqd,bkd->bqk", query, prepared_keys)
-
-    def get_config(self):
-        config = super().get_config()
-        config["kernel_initializer"] = keras.initializers.serialize(self.kernel_initializer)
-        return config

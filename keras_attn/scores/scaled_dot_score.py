@@ -7,11 +7,11 @@ import math
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.scores.score import Score
+from keras_attn.scores.dot_score import DotScore
 
 
 @keras_attn_export("keras_attn.scores.ScaledDotScore")
-class ScaledDotScore(Score):
+class ScaledDotScore(DotScore):
     """Scaled dot-product score `a(k_i, q) = q^T k_i / sqrt(d_k)` (no parameters).
 
     Shapes: query `(batch, T_q, d_k)`, keys `(batch, T_k, d_k)` → scores `(batch, T_q, T_k)`.
@@ -42,17 +42,8 @@ class ScaledDotScore(Score):
                 "ScaledDotScore needs a known key size d_k. "
                 f"Received: keys_shape={tuple(keys_shape)}"
             )
-        if query_shape[-1] is not None and query_shape[-1] != keys_shape[-1]:
-            raise ValueError(
-                "ScaledDotScore needs queries and keys of the same size. "
-                f"Received: query_shape={tuple(query_shape)}, keys_shape={tuple(keys_shape)}"
-            )
         self._scale = 1.0 / math.sqrt(keys_shape[-1])
         super().build(query_shape, keys_shape)
 
     def prepare_keys(self, keys):
         return keys * ops.cast(self._scale, keys.dtype)  # (batch, T_k, d_k) / sqrt(d_k)
-
-    def score(self, query, prepared_keys):
-        # (batch, T_q, d_k) x (batch, T_k, d_k) -> (batch, T_q, T_k)
-        return ops.einsum("bqd,bkd->bqk", query, prepared_keys)
