@@ -14,6 +14,7 @@ from keras_attn.layers.transformer._arguments import (
     check_rate,
     get_activation,
 )
+from keras_attn.layers.transformer._residual import residual
 from keras_attn.layers.transformer.feed_forward import FeedForward
 
 # The arguments every block of a stack shares with the stack, in config order.
@@ -106,6 +107,23 @@ class TransformerLayer(FirstInputMaskPassthrough, keras.layers.Layer):
         )
         norm.build(shape)
         return norm
+
+    def _sublayer(self, x, sublayer, norm, training):
+        """`residual(x, sublayer, ...)` with the block's dropout and LayerNorm placement.
+
+        Returns `(y, extra)`, `extra` being what `sublayer` returns beside its output.
+        """
+        return residual(x, sublayer, norm, self.dropout_layer, self.normalize_first, training)
+
+    def _feed_forward_sublayer(self, x, training):
+        """The feed-forward network with its residual connection and LayerNorm."""
+        y, _ = self._sublayer(
+            x,
+            lambda h: (self.feed_forward(h, training=training), None),
+            self.feed_forward_norm,
+            training,
+        )
+        return y
 
     def _final_norm(self, inputs_shape):
         """The LayerNorm that ends a pre-LN stack, None for a post-LN one."""

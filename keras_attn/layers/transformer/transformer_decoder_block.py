@@ -7,7 +7,6 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.transformer._base import TransformerLayer
-from keras_attn.layers.transformer._residual import residual
 from keras_attn.ops.slots import write_slots
 
 
@@ -217,14 +216,7 @@ class TransformerDecoderBlock(TransformerLayer):
             new_cache.update(self_key=keys, self_value=values)
             return output, weights
 
-        x, self_weights = residual(
-            inputs,
-            self_attend,
-            self.self_attention_norm,
-            self.dropout_layer,
-            self.normalize_first,
-            training,
-        )
+        x, self_weights = self._sublayer(inputs, self_attend, self.self_attention_norm, training)
         scores = {"self_attention": self_weights}
 
         if self.cross_attention:
@@ -252,24 +244,10 @@ class TransformerDecoderBlock(TransformerLayer):
                     training=training,
                 )
 
-            x, cross_weights = residual(
-                x,
-                cross_attend,
-                self.cross_attention_norm,
-                self.dropout_layer,
-                self.normalize_first,
-                training,
-            )
+            x, cross_weights = self._sublayer(x, cross_attend, self.cross_attention_norm, training)
             scores["cross_attention"] = cross_weights
 
-        x, _ = residual(
-            x,
-            lambda h: (self.feed_forward(h, training=training), None),
-            self.feed_forward_norm,
-            self.dropout_layer,
-            self.normalize_first,
-            training,
-        )
+        x = self._feed_forward_sublayer(x, training)
         result = (x, scores) if return_attention_scores else (x,)
         if cached:
             return (*result, new_cache)

@@ -6,7 +6,6 @@ import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.transformer._base import TransformerLayer
-from keras_attn.layers.transformer._residual import residual
 
 
 @keras_attn_export("keras_attn.layers.TransformerEncoderBlock")
@@ -100,20 +99,6 @@ class TransformerEncoderBlock(TransformerLayer):
                 training=training,
             )
 
-        x, weights = residual(
-            inputs,
-            attend,
-            self.self_attention_norm,
-            self.dropout_layer,
-            self.normalize_first,
-            training,
-        )
-        x, _ = residual(
-            x,
-            lambda h: (self.feed_forward(h, training=training), None),
-            self.feed_forward_norm,
-            self.dropout_layer,
-            self.normalize_first,
-            training,
-        )
+        x, weights = self._sublayer(inputs, attend, self.self_attention_norm, training)
+        x = self._feed_forward_sublayer(x, training)
         return (x, weights) if return_attention_scores else x
