@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.layers.recurrent._gru_form import check_gru_form, gru_form_kwargs
@@ -294,6 +295,16 @@ class AttentionDecoder(RecurrentDecoder):
     >>> tuple(outputs.shape), np.round(np.asarray(alignments[0, 0], "float64"), 3).tolist()
     ((2, 4, 8), [0.167, 0.167, 0.167, 0.167, 0.167, 0.167])
     """
+
+    def score_and_distribution(self, score, distribution, attention_units):
+        """The score and distribution objects that `score` and `distribution` (names or objects)
+        stand for, in the decoder's dtype policy; `attention_units` sizes an additive or concat
+        score."""
+        score_kwargs = {"dtype": self.dtype_policy}
+        if score in ("additive", "concat"):
+            score_kwargs["units"] = attention_units
+        score_fn = scores.get(score, **score_kwargs)
+        return score_fn, distributions.get(distribution, dtype=self.dtype_policy)
 
     def decode(self, inputs, memory, memory_mask, initial_state: list, training=None) -> tuple:
         """Outputs `(batch, T_y, d_o)` and alignments `(batch, T_y, T_x)`: `run_steps`."""

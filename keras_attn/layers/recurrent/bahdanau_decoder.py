@@ -5,7 +5,6 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.attention.attention import Attention
@@ -135,11 +134,9 @@ class BahdanauDecoder(AttentionDecoder):
         if attention is None:
             # The attributes (and so the checkpoint and .keras layout) of a decoder built from
             # names: score_fn and distribution_fn, the attention layer only wraps them.
-            score_kwargs = {"dtype": self.dtype_policy}
-            if score in ("additive", "concat"):
-                score_kwargs["units"] = attention_units
-            self.score_fn = scores.get(score, **score_kwargs)
-            self.distribution_fn = distributions.get(distribution, dtype=self.dtype_policy)
+            self.score_fn, self.distribution_fn = self.score_and_distribution(
+                score, distribution, attention_units
+            )
             attention = Attention(
                 score=self.score_fn,
                 distribution=self.distribution_fn,

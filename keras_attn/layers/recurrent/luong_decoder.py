@@ -5,7 +5,6 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from keras_attn import distributions, scores
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers._arguments import serialize_arguments
 from keras_attn.layers.attention.attention import Attention
@@ -161,11 +160,9 @@ class LuongDecoder(AttentionDecoder):
 
     def _attention_from_name(self, name: str) -> Attention | LocalAttention:
         """The attention layer that `"global"`, `"local-m"` or `"local-p"` stands for."""
-        score_kwargs = {"dtype": self.dtype_policy}
-        if self.score in ("additive", "concat"):
-            score_kwargs["units"] = self.attention_units
-        score_fn = scores.get(self.score, **score_kwargs)
-        distribution_fn = distributions.get(self.distribution, dtype=self.dtype_policy)
+        score_fn, distribution_fn = self.score_and_distribution(
+            self.score, self.distribution, self.attention_units
+        )
         mode = ATTENTIONS[name]
         if mode is None:
             return Attention(
