@@ -29,6 +29,13 @@ def check_positive_float(name: str, value) -> float:
     return float(value)
 
 
+def check_choice(name: str, value, choices):
+    """`value`; a ValueError quoting it and the accepted values unless it is in `choices`."""
+    if value not in choices:
+        raise ValueError(f"Expected {name} in {list(choices)}. Received: {name}={value!r}")
+    return value
+
+
 def get_activation(activation):
     """`keras.activations.get(activation)`, with an error that quotes the argument."""
     try:

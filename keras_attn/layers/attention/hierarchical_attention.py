@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers._arguments import serialize_arguments
+from keras_attn.layers._arguments import check_choice, serialize_arguments
 from keras_attn.layers.attention.context_attention_pooling import ContextAttentionPooling
 from keras_attn.layers.mask_passthrough import PooledOutputMask
 from keras_attn.layers.recurrent.bidirectional_encoder import BidirectionalEncoder
@@ -85,13 +85,9 @@ class HierarchicalAttention(PooledOutputMask, keras.layers.Layer):
                 raise ValueError(
                     f"Expected {name} to be a positive integer. Received: {name}={value!r}"
                 )
-        if encoder not in _ENCODERS:
-            raise ValueError(
-                f"Expected encoder in {list(_ENCODERS)}. Received: encoder={encoder!r}"
-            )
         self.word_units = word_units
         self.sentence_units = sentence_units
-        self.encoder = encoder
+        self.encoder = check_choice("encoder", encoder, _ENCODERS)
         self.reset_after = reset_after
         self.word_encoder, self.word_attention = self._level("word", word_units)
         self.sentence_encoder, self.sentence_attention = self._level("sentence", sentence_units)

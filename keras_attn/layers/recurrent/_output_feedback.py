@@ -13,7 +13,7 @@ import keras
 from keras import ops
 
 from keras_attn.errors import ConfigError
-from keras_attn.layers._arguments import serialize_arguments
+from keras_attn.layers._arguments import check_choice, serialize_arguments
 from keras_attn.layers.recurrent._optional_activation import get_optional_activation
 from keras_attn.ops import sampling_schedules
 
@@ -71,10 +71,7 @@ class OutputFeedbackDecoder(keras.layers.Layer):
                 "Expected output_units to be a positive integer. "
                 f"Received: output_units={output_units!r}"
             )
-        if feedback not in FEEDBACKS:
-            raise ValueError(
-                f"Expected feedback in {list(FEEDBACKS)}. Received: feedback={feedback!r}"
-            )
+        check_choice("feedback", feedback, FEEDBACKS)
         _check_schedule(schedule, decay)
         if sampling_probability is not None and not 0.0 <= sampling_probability <= 1.0:
             raise ValueError(

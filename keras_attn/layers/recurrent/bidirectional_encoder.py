@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers._arguments import serialize_arguments
+from keras_attn.layers._arguments import check_choice, serialize_arguments
 from keras_attn.layers.recurrent._bidirectional import bidirectional
 from keras_attn.layers.recurrent._gru_form import check_gru_form, gru_form_kwargs
 from keras_attn.layers.recurrent._recurrent_decoder import check_layer_dropout, check_num_layers
@@ -97,13 +97,9 @@ class BidirectionalEncoder(keras.layers.Layer):
             raise ValueError(f"Expected units to be a positive integer. Received: units={units!r}")
         if cell not in _CELLS:
             raise ValueError(f"Expected cell in {sorted(_CELLS)}. Received: cell={cell!r}")
-        if merge_mode not in _MERGE_MODES:
-            raise ValueError(
-                f"Expected merge_mode in {list(_MERGE_MODES)}. Received: merge_mode={merge_mode!r}"
-            )
         self.units = units
         self.cell = cell
-        self.merge_mode = merge_mode
+        self.merge_mode = check_choice("merge_mode", merge_mode, _MERGE_MODES)
         self.dropout = float(dropout)
         self.use_cudnn = use_cudnn
         self.reset_after = check_gru_form(cell, reset_after, use_cudnn)

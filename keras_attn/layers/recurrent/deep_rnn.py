@@ -8,7 +8,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers._arguments import serialize_arguments
+from keras_attn.layers._arguments import check_choice, serialize_arguments
 from keras_attn.layers.recurrent._bidirectional import bidirectional
 from keras_attn.layers.recurrent._gru_form import check_gru_form, gru_form_kwargs
 
@@ -128,10 +128,7 @@ class DeepRNN(keras.layers.Layer):
                 f"Expected units to be a positive integer or a list of them. Received: "
                 f"units={units!r}"
             )
-        if merge_mode not in _MERGE_MODES:
-            raise ValueError(
-                f"Expected merge_mode in {list(_MERGE_MODES)}. Received: merge_mode={merge_mode!r}"
-            )
+        check_choice("merge_mode", merge_mode, _MERGE_MODES)
         depth = len(layers_units)
         self._layers_units = layers_units
         self._bidirectional = _per_layer("bidirectional", bidirectional, depth, bool)

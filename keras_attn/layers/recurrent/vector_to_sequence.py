@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers._arguments import check_choice
 from keras_attn.layers.recurrent._output_feedback import OutputFeedbackDecoder
 from keras_attn.layers.recurrent.elman_rnn_cell import ElmanRNNCell
 
@@ -109,11 +110,7 @@ class VectorToSequence(OutputFeedbackDecoder):
             raise ValueError(
                 f"Expected length to be None or a positive integer. Received: length={length!r}"
             )
-        if conditioning not in _CONDITIONINGS:
-            raise ValueError(
-                f"Expected conditioning in {list(_CONDITIONINGS)}. "
-                f"Received: conditioning={conditioning!r}"
-            )
+        check_choice("conditioning", conditioning, _CONDITIONINGS)
         self.length = length
         self.conditioning = conditioning
 
