@@ -136,20 +136,12 @@ class BaseAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         return (context, weights) if return_attention_scores else context
 
     def _compute_attention(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        attention_mask=None,
-        training=None,
-        **options,
+        self, query, value, key, *, query_mask, value_mask, training, attention_mask=None, **options
     ):
         """The whole pipeline: `(context, weights)`, the weights before dropout.
 
-        `options` are extra call arguments of a structure (e.g. `query_positions`), handed to
-        `_calculate_weights`.
+        Takes `call`'s arguments (`key` may be None); `options` are extra call arguments of a
+        structure (e.g. `query_positions`), handed to `_calculate_weights`.
         """
         key = value if key is None else key
         key, value, value_mask = self._prepare_memory(key, value, value_mask)
