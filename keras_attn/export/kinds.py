@@ -22,6 +22,7 @@ from keras_attn.errors import ConfigError
 from keras_attn.formats import MAX_OUTPUT_LENGTH, RunDirectory, load_finite_model
 
 if TYPE_CHECKING:
+    from keras_attn.export.translator import Translator
     from keras_attn.models.family import Family
 
 # The beam-search options and the values `decoder="beam"` gives those not set.
@@ -69,6 +70,9 @@ class ExportOptions:
             "batch_buckets": self.batch_buckets,
             "length_buckets": self.length_buckets,
         }
+
+
+_NO_OPTIONS = ExportOptions()
 
 
 @dataclass(frozen=True)
@@ -168,23 +172,31 @@ class TranslatorKind(ExportKind):
 
     def write(self, run, family, model_base_path, version, check, options) -> Path:
         from keras_attn.export.saved_model import export_translator
-        from keras_attn.export.translator import Translator
 
-        length = options.output_length(MAX_OUTPUT_LENGTH)
-        model = load_finite_model(run)
-        source_tokenizer, target_tokenizer = run.tokenizers()
-        translator = Translator(
-            model,
-            family.decoding_steps(model, length),
-            source_tokenizer,
-            target_tokenizer,
-            max_source_length=run.read_config_fields()["max_length"],
-            max_output_length=length,
-            decoder=options.decoder,
-            **options.beam(),
-            **options.compiled(),
-        )
+        translator = run_translator(run, family, load_finite_model(run), options)
         return export_translator(translator, model_base_path, version=version, check=check)
+
+
+def run_translator(
+    run: RunDirectory, family: Family, model, options: ExportOptions = _NO_OPTIONS
+) -> Translator:
+    """The `Translator` of `model`, a translator run's model (as trained, or as loaded from
+    `run`): the run's tokenizers, sources cut to the run's `max_length` tokens, decoded by the
+    family's step view for `options.output_length(MAX_OUTPUT_LENGTH)` tokens, with the decoder,
+    beam and compilation options of `options` (default: greedy, not compiled)."""
+    from keras_attn.export.translator import Translator
+
+    length = options.output_length(MAX_OUTPUT_LENGTH)
+    return Translator(
+        model,
+        family.decoding_steps(model, length),
+        *run.tokenizers(),
+        max_source_length=run.read_config_fields()["max_length"],
+        max_output_length=length,
+        decoder=options.decoder,
+        **options.beam(),
+        **options.compiled(),
+    )
 
 
 class GeneratorKind(ExportKind):
