@@ -3,8 +3,6 @@ embedding layers."""
 
 from __future__ import annotations
 
-import types
-
 import keras
 
 
@@ -50,17 +48,17 @@ def serialize_arguments(layer, *names: str) -> dict:
     """The `get_config()` entries of the constructor arguments `names`, kept by `layer` as
     attributes of the same name.
 
-    Activation functions are serialized by `keras.activations.serialize` (a built-in by its
-    name), layers (scores, distributions, cells) and initializers by
-    `keras.saving.serialize_keras_object`; other values (numbers, strings, None, lists, config
-    dicts) are returned as they are.
+    Layers (scores, distributions, cells) and initializers are serialized by
+    `keras.saving.serialize_keras_object`, other callables (activations) by
+    `keras.activations.serialize` (a built-in by its name); other values (numbers, strings,
+    None, lists, config dicts) are returned as they are.
     """
     return {name: _serialize(getattr(layer, name)) for name in names}
 
 
 def _serialize(value):
-    if isinstance(value, types.FunctionType):
-        return keras.activations.serialize(value)
     if isinstance(value, (keras.layers.Layer, keras.initializers.Initializer)):
         return keras.saving.serialize_keras_object(value)
+    if callable(value):
+        return keras.activations.serialize(value)
     return value

@@ -44,6 +44,24 @@ def test_serialize_arguments_serializes_each_kind_as_keras_does():
     assert config["kernel_initializer"]["config"] == {"value": 0.5}
 
 
+@keras.saving.register_keras_serializable(package="test_arguments")
+class _HalfActivation:
+    """A custom activation object, serialized by Keras through its config."""
+
+    def __call__(self, x):
+        return x / 2
+
+    def get_config(self):
+        return {}
+
+
+def test_serialize_arguments_serializes_an_activation_object_as_keras_activations_does():
+    arguments = _Arguments(activation=_HalfActivation())
+    config = serialize_arguments(arguments, "activation")
+    assert config == {"activation": keras.activations.serialize(arguments.activation)}
+    assert config["activation"]["registered_name"] == "test_arguments>_HalfActivation"
+
+
 def test_serialize_arguments_keeps_the_order_of_names():
     arguments = _Arguments(b=1, a=2)
     assert list(serialize_arguments(arguments, "a", "b")) == ["a", "b"]
