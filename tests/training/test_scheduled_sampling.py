@@ -7,6 +7,7 @@ flags and their errors; a run killed with SIGKILL and resumed equals the uninter
 exported model of such a run is the teacher-forced run's architecture.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -31,6 +32,7 @@ from keras_attn.training.scheduled_sampling import (
     ScheduledSampling,
     sampling_epsilon,
 )
+from keras_attn.training.tasks import get_task
 from keras_attn.training.trainer import RunDirectory, read_train_log, train
 from tests.training.test_resume import LAUNCHER, checkpoint_values
 
@@ -372,12 +374,13 @@ def test_sigkill_then_resume_equals_the_uninterrupted_run_and_exports(tmp_path, 
         rtol=1e-6, atol=1e-7,
     )  # fmt: skip
 
-    # The exported model is the teacher-forced model's: same architecture, the contract holds.
-    forced = tmp_path / "forced"
-    options = dict(TINY, corpus=str(tiny_corpus), steps=1, scheduled_sampling=None,
-                   sampling_constant=None)  # fmt: skip
-    train(forced, TrainConfig(**options), progress=False, log=quiet)
-    ours, theirs = (RunDirectory(path).load_model() for path in (run, forced))
+    # The exported model is the teacher-forced model's (the model the trainer's task builds for
+    # this run's config without scheduled sampling): same architecture, the contract holds.
+    saved = RunDirectory(run)
+    forced = dataclasses.replace(saved.read_config(), scheduled_sampling=None,
+                                 sampling_constant=None)  # fmt: skip
+    family = get_family(forced.model)
+    ours, theirs = saved.load_model(), get_task(family.task).build_model(saved, forced, family)
     assert architecture(ours) == architecture(theirs)
     assert [tuple(v.shape) for v in ours.weights] == [tuple(v.shape) for v in theirs.weights]
     base = tmp_path / "models"
