@@ -108,6 +108,7 @@ def configs(args: argparse.Namespace, directory: Path) -> dict[str, TrainConfig]
         "batch_size": args.batch_size,
         "learning_rate": args.learning_rate,
         "warmup_steps": args.warmup_steps,
+        "schedule": "cosine",
         "max_length": args.max_length,
         "checkpoint_every": max(args.pretrain_steps, args.finetune_steps),
         **{name: getattr(args, name) for name in SIZES},

@@ -14,7 +14,6 @@ import dataclasses
 import hashlib
 import importlib.util
 import inspect
-import math
 import sys
 import typing
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from typing import Any
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.errors import ConfigError
+from keras_attn.options import OPTION_METADATA, check_option, option_kind
 
 # Kinds and the training task (`keras_attn.training.tasks`) of each; a pre-training family
 # names its task ("masked_lm" or "denoising").
@@ -48,10 +48,6 @@ KIND_TASKS = {
 EXPORTED_KINDS = ("translator", "generator", "captioner", "classifier", "tagger")
 # The kinds exported with a decoding loop over the family's step view.
 DECODED_KINDS = ("translator", "generator", "captioner")
-# The metadata keys an option field may have.
-OPTION_METADATA = ("help", "choices", "min")
-# The option types a flag can carry.
-OPTION_TYPES = (bool, int, float, str)
 
 # Every family `get_family` knows, by name: the built-in ones and those registered since.
 MODEL_FAMILIES: dict[str, Family] = {}
@@ -82,8 +78,10 @@ class Family:
             captioner with a `steps` view the export. Derived from `task` when only that is
             given.
         options: a dataclass type whose fields are the family's hyperparameters, each with its
-            default and `metadata` `{"help": str, "choices": tuple (optional), "min": number
-            (optional)}`; the values, defaults filled in, are `build`'s keyword arguments, and
+            default and `metadata` `{"help": str, and optionally "choices": tuple, a range
+            ("min", "above", "max", "below": numbers) and "float32": bool}` (see
+            `keras_attn.options`); the values, defaults filled in, are `build`'s keyword
+            arguments, and
             each field is a `keras-attn train` flag (`attention_units` -> `--attention-units`).
             None for a built-in family, whose options are the `TrainConfig` fields named by
             `hyperparameters`.
@@ -281,9 +279,8 @@ def option_fields(options: type) -> dict[str, tuple[dataclasses.Field, type]]:
     hints = typing.get_type_hints(options)
     fields = {}
     for field in dataclasses.fields(options):
-        kinds = [t for t in (typing.get_args(hints[field.name]) or (hints[field.name],))]
-        kinds = [t for t in kinds if t is not type(None)]
-        if len(kinds) != 1 or kinds[0] not in OPTION_TYPES:
+        kind = option_kind(hints[field.name])
+        if kind is None:
             raise ConfigError(
                 f"option {field.name} of {options.__name__} has type {hints[field.name]}: an "
                 "option is a bool, int, float or str (or None)",
@@ -300,30 +297,8 @@ def option_fields(options: type) -> dict[str, tuple[dataclasses.Field, type]]:
                 f"expected keys: {', '.join(OPTION_METADATA)}",
                 ["options"],
             )
-        fields[field.name] = (field, kinds[0])
+        fields[field.name] = (field, kind)
     return fields
-
-
-def check_option(name: str, value: Any, kind: type, metadata: Any) -> Any:
-    """`value` of option `name` as a `kind` (an int is a float too), checked against the
-    `choices` and `min` of `metadata`; a ConfigError naming `name` otherwise."""
-    if value is None:
-        return None
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ConfigError(f"{name} must be a {kind.__name__}, got {value!r}", [name])
-    if kind is float and not math.isfinite(value):
-        raise ConfigError(f"{name} must be a finite number, got {value}", [name])
-    choices = metadata.get("choices")
-    if choices is not None and value not in choices:
-        raise ConfigError(
-            f"{name} must be one of {', '.join(map(str, choices))}, got {value!r}", [name]
-        )
-    least = metadata.get("min")
-    if least is not None and value < least:
-        raise ConfigError(f"{name} must be >= {least}, got {value}", [name])
-    return value
 
 
 @keras_attn_export("keras_attn.models.get_family")

@@ -23,6 +23,7 @@ from typing import Any
 
 from keras_attn.errors import ConfigError, UserError
 from keras_attn.formats import CONFIG_FILE, MODEL_SOURCE, RunDirectory
+from keras_attn.options import describe_range
 from keras_attn.training import paths
 from keras_attn.training.config import (
     CALL_LIMITS,
@@ -206,8 +207,8 @@ def _family_parser(parser: argparse.ArgumentParser, family, label: str) -> argpa
                 f"option {option} of model family {label} would hide {flag(option)} "
                 "of keras-attn train: rename it"
             )
-        least = field.metadata.get("min")
-        bounds = "" if least is None else f"at least {least}; "
+        wanted = describe_range(kind, field.metadata)
+        bounds = "" if wanted is None else f"{wanted}; "
         text = f"{field.metadata.get('help') or ''} ({bounds}default: {field.default})".strip()
         kwargs = {
             "dest": OPTION + option,

@@ -13,11 +13,12 @@ the model families when it runs.
 from __future__ import annotations
 
 import dataclasses
-import math
+import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from keras_attn.errors import ConfigError
+from keras_attn.options import OPTION_METADATA, check_option, option_kind
 from keras_attn.training.precision import POLICIES, check_policy_name
 
 if TYPE_CHECKING:
@@ -38,17 +39,22 @@ OPTIMIZERS = ("adam", "sgd")
 SCHEDULES = ("cosine", "inverse-sqrt", "halving")
 SAMPLING_SCHEDULES = ("linear", "exponential", "inverse-sigmoid")
 
-FLOAT32_MAX = float(2**128 - 2**104)  # the largest finite float32, about 3.403e38
 
-
-def option(default: Any, help: str | None = None, choices: Any = None, flag: bool = True) -> Any:
-    """A `TrainConfig` field: its default, and the help text and choices of its flag.
+def option(
+    default: Any, help: str | None = None, choices: Any = None, flag: bool = True, **bounds: Any
+) -> Any:
+    """A `TrainConfig` field: its default, the help text and choices of its flag, and the range
+    of its values (`bounds`: `min`, `above`, `max`, `below`, `float32`; see
+    `keras_attn.options`), which `TrainConfig.validate` checks.
 
     `help` may name other options as `{field_name}`; the command line writes them as flags.
     `flag=False`: a field no flag of its own sets.
     """
+    unknown = set(bounds) - set(OPTION_METADATA)
+    if unknown:
+        raise TypeError(f"option() got unknown bounds {sorted(unknown)}")
     return dataclasses.field(
-        default=default, metadata={"help": help, "choices": choices, "flag": flag}
+        default=default, metadata={"help": help, "choices": choices, "flag": flag, **bounds}
     )
 
 
@@ -108,27 +114,41 @@ class TrainConfig:
         None,
         "train on the first N examples of the training split only (default: all); those over "
         "{max_length} are then left out: metrics.json's training_examples counts what was used",
+        above=0,
     )
     examples_per_class: int | None = option(
-        None, "classification: keep N training sentences per class (default: all)"
+        None,
+        "classification: keep N training sentences per class (default: all)",
+        above=0,
     )
-    steps: int = option(2000, "total training steps")
+    steps: int = option(2000, "total training steps", above=0)
     batch_size: int = option(
-        64, "examples per training step (with several replicas: over all of them together)"
+        64,
+        "examples per training step (with several replicas: over all of them together)",
+        above=0,
     )
     learning_rate: float | None = option(
-        None, "peak learning rate (default: the model family's, docs/training.md lists them)"
+        None,
+        "peak learning rate (default: the model family's, docs/training.md lists them)",
+        above=0,
+        float32=True,
     )
     warmup_steps: int | None = option(
-        None, "steps until the peak learning rate (default: the model family's)"
+        None,
+        "steps until the peak learning rate (default: the model family's)",
+        min=0,
     )
     encoder_learning_rate: float | None = option(
         None,
         "a second optimizer for the encoder (bertsum): its peak learning rate (default: one "
         "optimizer for the whole model)",
+        above=0,
+        float32=True,
     )
     encoder_warmup_steps: int | None = option(
-        None, "the encoder optimizer's warm-up steps (default: {warmup_steps})"
+        None,
+        "the encoder optimizer's warm-up steps (default: {warmup_steps})",
+        min=0,
     )
     schedule: str | None = option(
         None,
@@ -141,9 +161,12 @@ class TrainConfig:
     decay_start: int | None = option(None, "{schedule} halving: first halving's step")
     decay_every: int | None = option(None, "{schedule} halving: steps between halvings")
     optimizer: str = option("adam", "adam, or sgd: plain stochastic gradient descent", OPTIMIZERS)
-    clipnorm: float = option(5.0, "clip the gradient's global norm (0: off)")
+    clipnorm: float = option(5.0, "clip the gradient's global norm (0: off)", min=0, float32=True)
     label_smoothing: float = option(
-        0.0, "move this much target probability mass to the uniform distribution (0: off)"
+        0.0,
+        "move this much target probability mass to the uniform distribution (0: off)",
+        min=0,
+        below=1,
     )
     mixed_precision: str = option(
         "auto",
@@ -154,15 +177,20 @@ class TrainConfig:
         "config.json and metrics.json, and a resumed run keeps it",
         POLICIES,
     )
-    seed: int = option(0, "seed of the initial weights, dropout, data order and noising")
-    max_length: int = option(80, "longest tokenized sentence")
-    vocab_size: int = option(2000, "WordPiece size per side")
+    seed: int = option(
+        0, "seed of the initial weights, dropout, data order and noising", min=0, max=2**32 - 1
+    )
+    max_length: int = option(80, "longest tokenized sentence", above=0)
+    vocab_size: int = option(2000, "WordPiece size per side", above=0)
     embedding_dim: int = option(
         128,
         "token embedding width (rnn-plain, rnn-attention, rnn-luong, show-attend-tell, text-cnn)",
+        above=0,
     )
     units: int = option(
-        256, "recurrent state width (rnn-plain, rnn-attention, rnn-luong, show-attend-tell)"
+        256,
+        "recurrent state width (rnn-plain, rnn-attention, rnn-luong, show-attend-tell)",
+        above=0,
     )
     cell: str = option(
         "lstm", "recurrent cell (rnn-plain, rnn-attention, rnn-luong)", ("lstm", "gru")
@@ -173,7 +201,7 @@ class TrainConfig:
         "is Keras' and cuDNN's (reset gate after the recurrent product; the fused cuDNN kernel "
         "on a GPU); off is Cho et al.'s equations (reset gate before it; no cuDNN kernel)",
     )
-    dropout: float = option(0.1, "dropout rate")
+    dropout: float = option(0.1, "dropout rate", min=0, below=1)
     score: str | None = option(
         None,
         "alignment score (default: additive for rnn-attention, general for rnn-luong)",
@@ -188,7 +216,7 @@ class TrainConfig:
         "soft or hard (default: soft)",
         (*ATTENTIONS, *IMAGE_ATTENTIONS),
     )
-    window: int | None = option(None, "local window half width D, rnn-luong (default: 10)")
+    window: int | None = option(None, "local window half width D, rnn-luong (default: 10)", above=0)
     input_feeding: bool | None = option(
         None, "feed h~_{{t-1}} to the decoder cell, rnn-luong (default: on)"
     )
@@ -196,6 +224,8 @@ class TrainConfig:
         None,
         "local-p only: a factor on the gradients of the position predictor (W_p, v_p), its "
         "learning rate relative to the rest under {optimizer} sgd (default: 1)",
+        above=0,
+        float32=True,
     )
     context_feeding: bool | None = option(
         None,
@@ -206,10 +236,11 @@ class TrainConfig:
         None,
         "depth: blocks per stack, transformer/gpt (default: 2); recurrent layers of the "
         "encoder and of the decoder, rnn-plain/rnn-attention/rnn-luong (default: 1)",
+        above=0,
     )
-    d_model: int | None = option(None, "model width, transformer/gpt (default: 128)")
-    num_heads: int | None = option(None, "attention heads, transformer/gpt (default: 4)")
-    ff_dim: int | None = option(None, "feed-forward width, transformer/gpt (default: 512)")
+    d_model: int | None = option(None, "model width, transformer/gpt (default: 128)", above=0)
+    num_heads: int | None = option(None, "attention heads, transformer/gpt (default: 4)", above=0)
+    ff_dim: int | None = option(None, "feed-forward width, transformer/gpt (default: 512)", above=0)
     normalize_first: bool | None = option(
         None, "pre-LN blocks instead of post-LN, transformer (default: post-LN)"
     )
@@ -217,12 +248,16 @@ class TrainConfig:
         None,
         "bart-translator: a new source embedding and encoder of this many blocks in front of "
         "the pre-trained encoder (Lewis et al.'s translation fine-tuning; default: 0, none)",
+        min=0,
     )
-    decoder_layers: int | None = option(None, "bertsum: decoder blocks (default: {num_layers})")
+    decoder_layers: int | None = option(
+        None, "bertsum: decoder blocks (default: {num_layers})", above=0
+    )
     penalty: float | None = option(
         None,
         "show-attend-tell: weight lambda of the doubly stochastic attention regulariser "
         "(default: 1.0; 0: off)",
+        min=0,
     )
     side: str | None = option(
         None,
@@ -234,6 +269,8 @@ class TrainConfig:
         None,
         "bert: share of tokens the masked LM predicts (default: 0.15); bart: share masked "
         "(default: 0.3)",
+        above=0,
+        below=1,
     )
     noises: str | None = option(
         None,
@@ -257,20 +294,24 @@ class TrainConfig:
     sampling_floor: float | None = option(
         None, "{scheduled_sampling} linear: the least epsilon_i, in [0, 1) (default: 0)"
     )
-    checkpoint_every: int = option(200, "steps between checkpoints")
+    checkpoint_every: int = option(200, "steps between checkpoints", above=0)
     eval_sentences: int = option(
-        1000, "dev sentences (pre-training: dev examples) the final evaluation scores (0: skip)"
+        1000,
+        "dev sentences (pre-training: dev examples) the final evaluation scores (0: skip)",
+        min=0,
     )
     max_minutes: float | None = option(
         None,
         "stop the training loop after this many minutes of wall-clock time (checkpointed, "
         "evaluated and resumable like a finished run); a limit of this call only, which a "
         "resumed run does not keep (default: none)",
+        above=0,
     )
     max_cpu_minutes: float | None = option(
         None,
         "the same limit in CPU time of this process (all threads): a budget that other jobs "
         "on a shared machine do not eat into (default: none)",
+        above=0,
     )
 
     @classmethod
@@ -298,11 +339,12 @@ class TrainConfig:
         if any(getattr(self, name) is None for name in TUNING):  # checked as the run takes them
             with_family_tuning(self, family).validate(family)
             return
-        # NaN fails every comparison, so each float is checked with isfinite, not only with `<`.
-        for name in ("penalty", "sampling_constant", "sampling_floor"):
-            value = getattr(self, name)
-            if value is not None and not math.isfinite(value):
-                raise ConfigError(f"{name} must be a finite number, got {value}", [name])
+        check_policy_name(self.mixed_precision)
+        hints = typing.get_type_hints(TrainConfig)
+        for field in dataclasses.fields(self):  # each value against its field's metadata
+            kind = option_kind(hints[field.name])
+            if kind is not None:
+                check_option(field.name, getattr(self, field.name), kind, field.metadata)
         for name in FAMILY_OPTIONS:
             if getattr(self, name) is not None and name not in family.hyperparameters:
                 raise ConfigError(
@@ -316,12 +358,6 @@ class TrainConfig:
                 f"(its options are the fields {', '.join(family.hyperparameters)})",
                 ["options", "model"],
             )
-        positive = ("window", "num_layers", "d_model", "num_heads", "ff_dim", "decoder_layers")
-        for name in (*positive, "train_examples", "examples_per_class"):
-            if getattr(self, name) is not None and getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}", [name])
-        if self.penalty is not None and not self.penalty >= 0.0:
-            raise ConfigError(f"penalty must be >= 0, got {self.penalty}", ["penalty"])
         if self.attention is not None:
             allowed = family.attentions or ATTENTIONS
             if self.attention not in allowed:
@@ -342,71 +378,9 @@ class TrainConfig:
                 f"cell={self.cell!r}",
                 ["gru_reset_after", "cell"],
             )
-        check_policy_name(self.mixed_precision)
-        sizes = ("steps", "batch_size", "max_length", "vocab_size", "checkpoint_every", "units")
-        for name in (*sizes, "embedding_dim"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}", [name])
-        if not 0 <= self.seed < 2**32:
-            raise ConfigError(f"seed must be between 0 and {2**32 - 1}, got {self.seed}", ["seed"])
-        if self.eval_sentences < 0:
+        if self.schedule == "inverse-sqrt" and self.warmup_steps < 1:
             raise ConfigError(
-                f"eval_sentences must be >= 0, got {self.eval_sentences}", ["eval_sentences"]
-            )
-        # NaN fails every comparison, so each float is checked with isfinite, not only with `<`.
-        if self.new_source_encoder_layers is not None and self.new_source_encoder_layers < 0:
-            raise ConfigError(
-                f"new_source_encoder_layers must be >= 0, got {self.new_source_encoder_layers}",
-                ["new_source_encoder_layers"],
-            )
-        if self.encoder_warmup_steps is not None and self.encoder_warmup_steps < 0:
-            raise ConfigError(
-                f"encoder_warmup_steps must be >= 0, got {self.encoder_warmup_steps}",
-                ["encoder_warmup_steps"],
-            )
-        if self.mask_rate is not None and not (
-            math.isfinite(self.mask_rate) and 0 < self.mask_rate < 1
-        ):
-            raise ConfigError(f"mask_rate must be in (0, 1), got {self.mask_rate}", ["mask_rate"])
-        rates = (
-            "learning_rate",
-            "encoder_learning_rate",
-            "position_gradient_scale",
-            "max_minutes",
-            "max_cpu_minutes",
-        )
-        for name in rates:
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"{name} must be a positive finite number, got {value}", [name])
-        if not (math.isfinite(self.clipnorm) and self.clipnorm >= 0):
-            raise ConfigError(
-                f"clipnorm must be a finite number >= 0 (0 disables clipping), got {self.clipnorm}",
-                ["clipnorm"],
-            )
-        for name in (
-            "learning_rate",
-            "encoder_learning_rate",
-            "clipnorm",
-            "position_gradient_scale",
-        ):
-            value = getattr(self, name)
-            if value is not None and value > FLOAT32_MAX:  # these are applied in float32
-                raise ConfigError(
-                    f"{name} must be at most {FLOAT32_MAX:.4g} (the largest float32), got {value}",
-                    [name],
-                )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}", ["dropout"])
-        if self.schedule not in SCHEDULES:
-            raise ConfigError(
-                f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}",
-                ["schedule"],
-            )
-        if self.warmup_steps < 0 or (self.schedule == "inverse-sqrt" and self.warmup_steps < 1):
-            least = 1 if self.schedule == "inverse-sqrt" else 0
-            raise ConfigError(
-                f"warmup_steps must be >= {least} with schedule={self.schedule!r}, "
+                f"warmup_steps must be >= 1 with schedule={self.schedule!r}, "
                 f"got {self.warmup_steps}",
                 ["warmup_steps", "schedule"],
             )
@@ -425,16 +399,6 @@ class TrainConfig:
                 "decay_start and decay_every apply to schedule='halving' only, not "
                 f"{self.schedule}",
                 halving,
-            )
-        if self.optimizer not in OPTIMIZERS:
-            raise ConfigError(
-                f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}",
-                ["optimizer"],
-            )
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ConfigError(
-                f"label_smoothing must be in [0, 1), got {self.label_smoothing}",
-                ["label_smoothing"],
             )
         for name in TASK_ONLY_OPTIONS:
             if getattr(self, name) is not None and name not in TASK_OPTIONS.get(family.task, ()):

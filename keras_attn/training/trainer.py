@@ -42,8 +42,7 @@ from keras_attn.models.families import ModelFamily, load_model_file
 from keras_attn.training import paths, precision
 from keras_attn.training import strategy as strategies
 from keras_attn.training.checkpoints import restore_newest
-from keras_attn.training.config import (  # noqa: F401  (FLOAT32_MAX: re-exported)
-    FLOAT32_MAX,
+from keras_attn.training.config import (
     TrainConfig,
     resumed_config,
     with_family_tuning,

@@ -138,8 +138,8 @@ def test_option_values_fill_defaults_and_check_type_choices_and_least_value():
         "width must be >= 2, got 1": {"width": 1},
         "width must be a int, got 2.5": {"width": 2.5},
         "width must be a int, got True": {"width": True},
-        "rate must be >= 0.0, got -0.5": {"rate": -0.5},
-        "rate must be a finite number, got nan": {"rate": float("nan")},
+        "rate must be a finite number >= 0, got -0.5": {"rate": -0.5},
+        "rate must be a finite number >= 0, got nan": {"rate": float("nan")},
         "mode must be one of a, b, got 'c'": {"mode": "c"},
         "tied must be a bool, got 1": {"tied": 1},
     }
@@ -241,7 +241,7 @@ def test_the_options_of_a_model_files_family_are_flags(registry, tmp_path, capsy
         parse("--model-file", str(path), "--help")
     text = " ".join(capsys.readouterr().out.split())
     assert f"options of model family tiny-family ({path}):" in text
-    assert "--units UNITS width 100% (at least 2; default: 16)" in text
+    assert "--units UNITS width 100% (>= 2; default: 16)" in text
     assert "--mode {a,b} (default: a)" in text and "--tied, --no-tied tie them" in text
 
     mistakes = {

@@ -267,7 +267,8 @@ ALL = {"scheduled_sampling", "sampling_constant", "sampling_floor"}
         ({"scheduled_sampling": "linear", "sampling_floor": 1.0}, ALL,
          r"sampling_floor in \[0, 1\). Received: 1.0"),
         ({"scheduled_sampling": "linear", "sampling_floor": -0.1}, ALL, "Received: -0.1"),
-        ({"scheduled_sampling": "cosine"}, ALL, "Received: scheduled_sampling='cosine'"),
+        ({"scheduled_sampling": "cosine"}, {"scheduled_sampling"},
+         "scheduled_sampling must be one of linear, exponential, inverse-sigmoid, got 'cosine'"),
     ],
 )  # fmt: skip
 def test_bad_options_are_config_errors_naming_the_fields(options, fields, match):
