@@ -9,6 +9,7 @@ them in `MODEL_FAMILIES`, beside the families registered with `register_family`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import keras
@@ -104,21 +105,8 @@ gpt_classifier_model = _headed(gpt, gpt_classifier, "`gpt_classifier` on a `gpt`
 bart_classifier_model = _headed(bart, bart_classifier, "`bart_classifier` on a `bart`.")
 
 
-def bertsum_model(
-    source_vocabulary_size: int,
-    target_vocabulary_size: int,
-    num_layers: int = 2,
-    d_model: int = 128,
-    num_heads: int = 4,
-    ff_dim: int = 512,
-    decoder_layers: int | None = None,
-    dropout: float = 0.1,
-) -> keras.Model:
-    """`bertsum_translator` whose encoder has the layers of `bert_pretraining_model`."""
-    return bertsum_translator(
-        source_vocabulary_size, target_vocabulary_size, num_layers, d_model, num_heads, ff_dim,
-        decoder_layers, dropout=dropout, num_segments=BERT_SEGMENTS,
-    )  # fmt: skip
+# `bertsum_translator` whose encoder has the layers of `bert_pretraining_model`.
+bertsum_model = functools.partial(bertsum_translator, num_segments=BERT_SEGMENTS)
 
 
 def _new_source_encoder(hyperparameters: dict) -> bool:
@@ -148,6 +136,22 @@ def _classifier_family(build: Callable[..., keras.Model], backbone: str) -> Mode
         task="classification",
         backbone=backbone,
         **FINE_TUNING,
+    )
+
+
+def _pre_training_family(
+    build: Callable[..., keras.Model], task: str, backbone: str, steps: Callable | None = None
+) -> ModelFamily:
+    """A pre-trainable Transformer `backbone` trained on `task`; its step view, if any, sized to
+    the decoding length."""
+    return ModelFamily(
+        build=build,
+        steps=steps,
+        sized_steps=steps is not None,
+        hyperparameters=TRANSFORMER_OPTIONS,
+        task=task,
+        backbone=backbone,
+        **TRANSFORMER_TUNING,
     )
 
 
@@ -193,15 +197,7 @@ BUILT_IN_FAMILIES: dict[str, ModelFamily] = {
         sized_steps=True,
         **TRANSFORMER_TUNING,
     ),
-    "gpt": ModelFamily(
-        build=gpt,
-        steps=GPTSteps,
-        hyperparameters=("num_layers", "d_model", "num_heads", "ff_dim", "dropout"),
-        sized_steps=True,
-        task="language_model",
-        backbone="gpt",
-        **TRANSFORMER_TUNING,
-    ),
+    "gpt": _pre_training_family(gpt, "language_model", "gpt", steps=GPTSteps),
     "show-attend-tell": ModelFamily(
         build=show_attend_tell,
         steps=ShowAttendTellSteps,
@@ -209,23 +205,8 @@ BUILT_IN_FAMILIES: dict[str, ModelFamily] = {
         task="captioning",
         attentions=("soft", "hard"),
     ),
-    "bert": ModelFamily(
-        build=bert_pretraining_model,
-        steps=None,
-        hyperparameters=TRANSFORMER_OPTIONS,
-        task="masked_lm",
-        backbone="bert",
-        **TRANSFORMER_TUNING,
-    ),
-    "bart": ModelFamily(
-        build=bart,
-        steps=TransformerTranslatorSteps,
-        hyperparameters=TRANSFORMER_OPTIONS,
-        sized_steps=True,
-        task="denoising",
-        backbone="bart",
-        **TRANSFORMER_TUNING,
-    ),
+    "bert": _pre_training_family(bert_pretraining_model, "masked_lm", "bert"),
+    "bart": _pre_training_family(bart, "denoising", "bart", steps=TransformerTranslatorSteps),
     "bart-translator": ModelFamily(
         build=bart_translator,
         steps=TransformerTranslatorSteps,

@@ -68,7 +68,9 @@ def check_schedule(schedule: str, constant: float | None, floor: float | None) -
 def sampling_epsilon(
     schedule: str, step, constant: float | None = None, floor: float | None = None
 ) -> tf.Tensor:
-    """`epsilon_i`, the probability of feeding the gold previous token at training step `i`.
+    """`epsilon_i`, the probability of feeding the gold previous token at training step `i`:
+    `keras_attn.ops.sampling_schedules.teacher_forcing_probability` in float64, its arguments
+    checked first.
 
     Args:
         schedule: `"linear"`, `"exponential"` or `"inverse-sigmoid"` (see the module docstring).
@@ -77,18 +79,8 @@ def sampling_epsilon(
             `k` (inverse sigmoid); None: `DEFAULT_CONSTANTS[schedule]`.
         floor: linear only, the minimum `epsilon` (default 0).
 
-    Returns:
-        A float64 scalar tensor in [0, 1].
-
     Raises:
         ConfigError: as `check_schedule`.
-
-    Example:
-
-    >>> round(float(sampling_epsilon("linear", 2000, 2e-4)), 6)
-    0.6
-    >>> round(float(sampling_epsilon("inverse-sigmoid", 0, 10.0)), 6)
-    0.909091
     """
     check_schedule(schedule, constant, floor)
     return sampling_schedules.teacher_forcing_probability(
