@@ -39,6 +39,7 @@ from keras_attn.models.families import get_family
 from keras_attn.serving.server import ModelServer
 from keras_attn.training.tasks.classification import _Formatter
 from keras_attn.training.trainer import RunDirectory, TrainConfig, train
+from tests.export.conftest import RUN_LABELS, write_tiny_run
 
 WORDS = "the a big small red cat dog bird fish table chair book lamp cup sees has near old".split()
 VOCAB = ["[PAD]", "[UNK]", "[START]", "[END]", *WORDS]
@@ -218,17 +219,6 @@ def test_mistakes_are_config_errors_naming_the_argument():
 # --- run directories, export, contract, serving ----------------------------------------------
 
 
-def labelled_file(path):
-    rng = np.random.default_rng(0)
-    lines = set()
-    while len(lines) < 120:
-        label = ("animal", "thing")[int(rng.integers(2))]
-        noun = rng.choice(WORDS[5:9] if label == "animal" else WORDS[9:14])
-        lines.add(f"{' '.join(rng.choice(WORDS[:5], 3))} {noun}\t{label}")
-    path.write_text("".join(f"{line}\n" for line in sorted(lines)))
-    return path
-
-
 def tagged_file(path):
     rng = np.random.default_rng(1)
     lines = set()
@@ -256,25 +246,22 @@ TINY = dict(
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A `text-cnn` and a `bert-tagger` run: two training steps each (untrained weights do)."""
+    """A `text-cnn` run as `keras-attn train` writes it, untrained (`write_tiny_run`: labelled
+    `RUN_LABELS`), and a `bert-tagger` run trained two steps on `tagged_file`: its tag names and
+    the WordPiece vocabulary learnt from the file (untrained weights would do)."""
     folder = tmp_path_factory.mktemp("classifier_runs")
-    configs = {
-        "text-cnn": TrainConfig(
-            model="text-cnn", corpus=str(labelled_file(folder / "l.tsv")), embedding_dim=8, **TINY
-        ),
-        "bert-tagger": TrainConfig(
-            model="bert-tagger",
-            corpus=str(tagged_file(folder / "t.tsv")),
-            num_layers=1,
-            d_model=16,
-            num_heads=2,
-            ff_dim=32,
-            **TINY,
-        ),
-    }
-    for name, config in configs.items():
-        train(folder / name, config, progress=False, log=lambda line: None)
-    return {name: folder / name for name in configs}
+    write_tiny_run(folder / "text-cnn", "text-cnn", max_length=MAX_LENGTH, embedding_dim=8)
+    config = TrainConfig(
+        model="bert-tagger",
+        corpus=str(tagged_file(folder / "t.tsv")),
+        num_layers=1,
+        d_model=16,
+        num_heads=2,
+        ff_dim=32,
+        **TINY,
+    )
+    train(folder / "bert-tagger", config, progress=False, log=lambda line: None)
+    return {name: folder / name for name in ("text-cnn", "bert-tagger")}
 
 
 def training_formatter(run):
@@ -289,7 +276,7 @@ RUN_TEXTS = ["the big cat sees a red dog", "", "a lamp 31337 near 12 old cups", 
 
 def test_a_text_cnn_run_classifies_as_its_training_formats(runs):
     module = classifier_from_run(runs["text-cnn"])
-    assert isinstance(module, Classifier) and module.label_names == ["animal", "thing"]
+    assert isinstance(module, Classifier) and module.label_names == list(RUN_LABELS)
     formatter = training_formatter(runs["text-cnn"])
     ids = formatter.sentences(RUN_TEXTS)
     assert len(ids[-1]) == MAX_LENGTH  # the long text is cut as in training
