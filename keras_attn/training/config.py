@@ -40,6 +40,10 @@ SCHEDULES = ("cosine", "inverse-sqrt", "halving")
 SAMPLING_SCHEDULES = ("linear", "exponential", "inverse-sigmoid")
 
 
+# The range of a rate applied in float32: positive, finite, at most the largest float32.
+RATE = {"above": 0, "float32": True}
+
+
 def option(
     default: Any, help: str | None = None, choices: Any = None, flag: bool = True, **bounds: Any
 ) -> Any:
@@ -130,8 +134,7 @@ class TrainConfig:
     learning_rate: float | None = option(
         None,
         "peak learning rate (default: the model family's, docs/training.md lists them)",
-        above=0,
-        float32=True,
+        **RATE,
     )
     warmup_steps: int | None = option(
         None,
@@ -142,8 +145,7 @@ class TrainConfig:
         None,
         "a second optimizer for the encoder (bertsum): its peak learning rate (default: one "
         "optimizer for the whole model)",
-        above=0,
-        float32=True,
+        **RATE,
     )
     encoder_warmup_steps: int | None = option(
         None,
@@ -224,8 +226,7 @@ class TrainConfig:
         None,
         "local-p only: a factor on the gradients of the position predictor (W_p, v_p), its "
         "learning rate relative to the rest under {optimizer} sgd (default: 1)",
-        above=0,
-        float32=True,
+        **RATE,
     )
     context_feeding: bool | None = option(
         None,

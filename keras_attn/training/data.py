@@ -171,10 +171,8 @@ class BatchPlan(BatchOrder):
 
     Args:
         sources, targets: tokenized examples (targets with START … END); `sources` may be None.
-        batch_size: examples per batch.
-        seed: data order seed.
-        pool_batches: batches per length-sorted pool.
-        pad_id: padding id.
+        batch_size, seed, pool_batches, pad_id: as `BatchOrder`'s (the targets' lengths order
+            the pools).
     """
 
     def __init__(

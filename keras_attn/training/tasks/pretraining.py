@@ -99,7 +99,23 @@ def _tokenize_documents(tokenizer, documents) -> list[tuple[str, list[np.ndarray
     return result
 
 
-class MaskedLanguageModelTask(Task):
+class _PreTrainingTask(Task):
+    """What the two pre-training objectives share: monolingual text (`load_pretraining_text`),
+    one vocabulary learnt from its sentences, and a model built from that vocabulary's size."""
+
+    def load_data(self, config: TrainConfig, family: ModelFamily) -> dict:
+        return load_pretraining_text(config)
+
+    def vocabulary_text(self, name: str, config: TrainConfig, family: ModelFamily, train) -> list:
+        return _sentences(train)
+
+    def build_model(
+        self, run: RunDirectory, config: TrainConfig, family: ModelFamily
+    ) -> keras.Model:
+        return family.build(run.tokenizer().vocab_size, **config.model_hyperparameters(family))
+
+
+class MaskedLanguageModelTask(_PreTrainingTask):
     """BERT pre-training: masked LM on `[CLS] A [SEP] B [SEP]` pairs plus next-sentence
     prediction (Devlin et al., 2018, arXiv:1810.04805, section 3.1).
 
@@ -116,14 +132,8 @@ class MaskedLanguageModelTask(Task):
     accuracy, on the dev documents masked with a fixed seed.
     """
 
-    def load_data(self, config: TrainConfig, family: ModelFamily) -> dict:
-        return load_pretraining_text(config)
-
     def vocabularies(self, config: TrainConfig, family: ModelFamily) -> dict[str, list[str]]:
         return {VOCAB: list(BERT_RESERVED_TOKENS)}
-
-    def vocabulary_text(self, name: str, config: TrainConfig, family: ModelFamily, train) -> list:
-        return _sentences(train)
 
     def _examples(self, run: RunDirectory, config: TrainConfig, documents, seed: int):
         """`(token_ids, segment_ids, nsp_label)` examples of `documents`: next-sentence pairs
@@ -184,11 +194,6 @@ class MaskedLanguageModelTask(Task):
 
     def describe(self, plan: ExamplePlan) -> str:
         return f"{plan.num_examples} training examples (sentence pairs or single sentences)"
-
-    def build_model(
-        self, run: RunDirectory, config: TrainConfig, family: ModelFamily
-    ) -> keras.Model:
-        return family.build(run.tokenizer().vocab_size, **config.model_hyperparameters(family))
 
     def loss(self, labels, outputs, config: TrainConfig) -> tuple:
         mlm = masked_cross_entropy(labels["mlm"], outputs["mlm_logits"])
@@ -262,7 +267,7 @@ def _chunks(sentences: list[np.ndarray], budget: int) -> list[list[np.ndarray]]:
     return chunks
 
 
-class DenoisingTask(Task):
+class DenoisingTask(_PreTrainingTask):
     """(m)BART pre-training: rebuild a document from its noised version (Lewis et al., 2019,
     arXiv:1910.13461; Liu et al., 2020, arXiv:2001.08210).
 
@@ -287,7 +292,7 @@ class DenoisingTask(Task):
             )
         except ValueError as error:
             raise ConfigError(str(error), ["noises"]) from error
-        return load_pretraining_text(config)
+        return super().load_data(config, family)
 
     def languages(self, config: TrainConfig) -> list[str]:
         """The language tags of a multilingual (`side="both"`) run's vocabulary."""
@@ -300,9 +305,6 @@ class DenoisingTask(Task):
 
     def vocabularies(self, config: TrainConfig, family: ModelFamily) -> dict[str, list[str]]:
         return {VOCAB: bart_reserved_tokens(self.languages(config))}
-
-    def vocabulary_text(self, name: str, config: TrainConfig, family: ModelFamily, train) -> list:
-        return _sentences(train)
 
     def _examples(self, run: RunDirectory, config: TrainConfig, documents) -> list:
         """`(language id or None, chunk)` examples of `documents`."""
@@ -357,11 +359,6 @@ class DenoisingTask(Task):
 
     def describe(self, plan: ExamplePlan) -> str:
         return f"{plan.num_examples} training passages"
-
-    def build_model(
-        self, run: RunDirectory, config: TrainConfig, family: ModelFamily
-    ) -> keras.Model:
-        return family.build(run.tokenizer().vocab_size, **config.model_hyperparameters(family))
 
     def loss(self, labels, outputs, config: TrainConfig) -> tuple:
         loss = masked_cross_entropy(labels, outputs, label_smoothing=config.label_smoothing)
