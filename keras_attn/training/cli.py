@@ -297,8 +297,13 @@ def _requested(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
     given_names = getattr(args, GIVEN, ())
     option_names = getattr(args, FAMILY_OPTIONS, None)
     options = None
-    if option_names is not None:
-        options = {name: getattr(args, OPTION + name) for name in option_names}
+    if option_names is not None:  # the options given; the others are the defaults, or with
+        # --init-from the other run's (`resolve_init_config`)
+        options = {
+            name: getattr(args, OPTION + name)
+            for name in option_names
+            if OPTION + name in given_names
+        }
     if args.distribute == "multiworker":
         found = paths.RESUMABLE if args.resume and RunDirectory(args.out).exists() else paths.NEW
     else:
@@ -307,11 +312,8 @@ def _requested(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
         saved = TrainConfig.from_fields(RunDirectory(args.out).read_config_fields())
         given = {name: getattr(args, name) for name in given_names if not name.startswith(OPTION)}
         changes = {**dict.fromkeys(CALL_LIMITS), **given}
-        given_options = {
-            name: options[name] for name in option_names or () if OPTION + name in given_names
-        }
-        if given_options:
-            changes["options"] = {**(saved.options or {}), **given_options}
+        if options:
+            changes["options"] = {**(saved.options or {}), **options}
         config = dataclasses.replace(saved, **changes)
         resumed_config(saved, config, args.out)
         return config, True

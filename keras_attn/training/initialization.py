@@ -69,7 +69,8 @@ def resolve_init_config(
     The family options (`num_layers`, `d_model`, ...) that both runs' families take and that
     `config` leaves at None get the pre-trained run's values, so the new model has the shapes
     of the old one; a value given that differs from the pre-trained one is a `ConfigError`
-    naming both runs (`out` is this one's directory).
+    naming both runs (`out` is this one's directory). A family with an options dataclass takes
+    every option of the other run's `options` that `config.options` does not give.
     """
     theirs = check_origin(init_run.path, "init_from")
     family = config.family()
@@ -88,8 +89,19 @@ def resolve_init_config(
                 f"shape; leave {name} unset to take it)",
                 [name, "init_from", "model"],
             )
-    if changes:
-        log(f"from init_from {init_run.path}: " + ", ".join(f"{k}={v}" for k, v in changes.items()))
+    taken = {}
+    if family.options is not None:  # an options dataclass: every option `config` does not give
+        given = config.options or {}
+        taken = {
+            name: value
+            for name, value in (theirs.get("options") or {}).items()
+            if name in family.option_names and name not in given
+        }
+        if taken:
+            changes["options"] = {**taken, **given}
+    took = {**{k: v for k, v in changes.items() if k != "options"}, **taken}
+    if took:
+        log(f"from init_from {init_run.path}: " + ", ".join(f"{k}={v}" for k, v in took.items()))
     return dataclasses.replace(config, **changes)
 
 

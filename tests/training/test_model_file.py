@@ -101,3 +101,29 @@ def test_the_exported_translator_of_a_model_file_run_answers(trained, tmp_path):
         served = client.predict(texts, "translate")
     assert list(served["translation"]) == [t.decode("utf-8") for t in out["translation"].numpy()]
     np.testing.assert_allclose(served["scores"], out["scores"].numpy(), rtol=1e-6)
+
+
+def test_init_from_takes_the_options_it_is_not_given_from_the_other_run(
+    trained, tmp_path, tiny_corpus
+):
+    """Fine-tuning a run of one's own family keeps its shapes: the options not given are the
+    other run's (units 16, sparsemax), not the family's defaults (units 128, softmax)."""
+    forget_the_family()
+    run = tmp_path / "tuned"
+    flags = [
+        "--model-file", str(trained / MODEL_SOURCE), "--init-from", str(trained), "--corpus",
+        str(tiny_corpus), "--steps", "2", "--batch-size", "16", "--dropout", "0.2",
+        "--eval-sentences", "0", "--quiet", "--out", str(run),
+    ]  # fmt: skip
+    assert cli(["train", *flags]) == 0
+    options = json.loads((run / "config.json").read_text())["options"]
+    assert options == {
+        "embedding_dim": 8, "units": 16, "cell": "lstm", "distribution": "sparsemax",
+        "dropout": 0.2,
+    }  # fmt: skip
+    tuned, origin = RunDirectory(run).load_model(), RunDirectory(trained).load_model()
+    embedding = "source_embedding"
+    assert tuned.get_layer("decoder").units == 16
+    assert tuned.get_layer(embedding).get_weights()[0].shape == (
+        origin.get_layer(embedding).get_weights()[0].shape
+    )
