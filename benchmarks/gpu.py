@@ -342,7 +342,7 @@ def make_optimizer(policy: str, optimizer: keras.optimizers.Optimizer):
 
 
 def ours_translator(size: Size) -> keras.Model:
-    from keras_attn.models.transformer_translator import transformer_translator
+    from keras_attn.models import transformer_translator
 
     return transformer_translator(
         size.vocab_size,

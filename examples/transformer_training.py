@@ -53,7 +53,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_attn.models.transformer_translator import transformer_translator
+from keras_attn.models import transformer_translator
 from keras_attn.text import synthetic
 from keras_attn.text.tokenizer import WordPieceTokenizer
 from keras_attn.text.vocab import build_wordpiece_vocab

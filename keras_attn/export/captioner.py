@@ -37,7 +37,7 @@ class Captioner(ConfiguredSearch, tf.Module):
     `caption_pixels` is the same on uint8 `(batch, H, W, 3)` images (in-process evaluation).
 
     Args:
-        model: a `keras_attn.models.show_attend_tell.show_attend_tell` model (tracked so that the
+        model: a `keras_attn.models.show_attend_tell` model (tracked so that the
             SavedModel holds its variables).
         steps: its `keras_attn.models.ShowAttendTellSteps`.
         tokenizer: the caption `keras_attn.text.tokenizer.WordPieceTokenizer`.

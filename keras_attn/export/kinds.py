@@ -217,7 +217,7 @@ class GeneratorKind(ExportKind):
     def write(self, run, family, model_base_path, version, check, options) -> Path:
         from keras_attn.export.generator import Generator
         from keras_attn.export.saved_model import export_generator
-        from keras_attn.models.gpt import EMBEDDING
+        from keras_attn.models.gpt.model import EMBEDDING
 
         config = run.read_config_fields()
         length = options.output_length(MAX_OUTPUT_LENGTH)

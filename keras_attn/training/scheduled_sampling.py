@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from keras_attn.errors import ConfigError
 from keras_attn.models.families import ModelFamily
-from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
+from keras_attn.models.rnn.steps import RNNTranslatorSteps
 from keras_attn.ops import sampling_schedules
 from keras_attn.ops.sampling_schedules import DEFAULT_CONSTANTS, SCHEDULES
 

@@ -17,8 +17,8 @@ from keras_attn.export.captioner import Captioner, export_captioner, sample_imag
 from keras_attn.export.cli import export_run
 from keras_attn.export.contract import ContractError, check_captioner_saved_model
 from keras_attn.formats import RunDirectory
-from keras_attn.models.show_attend_tell import show_attend_tell
-from keras_attn.models.show_attend_tell_steps import ShowAttendTellSteps
+from keras_attn.models.show_attend_tell.model import show_attend_tell
+from keras_attn.models.show_attend_tell.steps import ShowAttendTellSteps
 from keras_attn.serving.client import parse_response_outputs
 from keras_attn.testing.server_process import serve_in_subprocess
 from keras_attn.text.tokenizer import WordPieceTokenizer

@@ -14,7 +14,7 @@ from keras_attn.cli import main as cli
 from keras_attn.export.prefix_steps import PrefixSteps
 from keras_attn.export.translator import Translator
 from keras_attn.formats import LABELS, VOCAB
-from keras_attn.models.bart import bart
+from keras_attn.models.bart.model import bart
 from keras_attn.models.families import (
     bert_classifier_model,
     bert_pretraining_model,

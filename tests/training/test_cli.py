@@ -97,7 +97,7 @@ def test_python_dash_m_reports_config_errors_in_one_line(tmp_path):
 def test_the_choices_of_the_flags_are_the_registries_names():
     from keras_attn.distributions import DISTRIBUTIONS
     from keras_attn.layers.recurrent.luong_decoder import ATTENTIONS
-    from keras_attn.models.show_attend_tell import ATTENTIONS as IMAGE_ATTENTIONS
+    from keras_attn.models.show_attend_tell.model import ATTENTIONS as IMAGE_ATTENTIONS
     from keras_attn.scores import SCORES
     from keras_attn.training import config, optimizers, scheduled_sampling, schedules, strategy
     from keras_attn.training.cli import STRATEGIES

@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.errors import ConfigError, PathNotFoundError
-from keras_attn.models.bertsum import BERTSUM_ENCODER_LAYERS
+from keras_attn.models.bert.bertsum import BERTSUM_ENCODER_LAYERS
 from keras_attn.models.families import get_family
 from keras_attn.training.initialization import initialize_from
 from keras_attn.training.tasks import get_task

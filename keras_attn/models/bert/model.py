@@ -9,7 +9,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.pooling.token_pooling import TokenPooling
 from keras_attn.layers.transformer.transformer_encoder import TransformerEncoder
-from keras_attn.models._transformer_parts import (
+from keras_attn.models.transformer.parts import (
     check_heads_divide_width,
     float32_logits,
     learned_position_embedding,

@@ -1,4 +1,5 @@
-"""The `cnn-rnn` family: a convolutional encoder under Bahdanau's attention RNN decoder.
+"""The model of the `cnn-rnn` family: a convolutional encoder under Bahdanau's attention RNN
+decoder.
 
 The encoder is the one of Gehring et al. (2017): embeddings plus positions, then a stack of
 convolutions with gated linear units and scaled residual connections; an RNN decoder attends to
@@ -9,7 +10,6 @@ layer names of `rnn_attention_translator`, so `keras_attn.models.RNNTranslatorSt
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import keras
@@ -17,8 +17,7 @@ from keras import ops
 
 from keras_attn.layers.embedding.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from keras_attn.layers.recurrent.bahdanau_decoder import BahdanauDecoder
-from keras_attn.models.family import Family, register_family
-from keras_attn.models.rnn_translator import (
+from keras_attn.models.rnn.attention import (
     BRIDGE,
     DECODER,
     ENCODER,
@@ -28,7 +27,7 @@ from keras_attn.models.rnn_translator import (
     stack_options,
     translator_inputs,
 )
-from keras_attn.models.rnn_translator_steps import SOURCE_DROPOUT, RNNTranslatorSteps
+from keras_attn.models.rnn.steps import SOURCE_DROPOUT
 
 ACTIVATIONS = ("glu", "relu")
 POSITIONS = ("learned", "sinusoidal")
@@ -318,37 +317,3 @@ def cnn_translator(
     outputs = decoder(target, memory, initial_state=initial_state)
     logits = project_outputs(outputs, target_vocabulary_size, dropout)
     return keras.Model({"source_ids": source_ids, "target_ids": target_ids}, logits, name=name)
-
-
-def _option(default, text: str, **metadata) -> dataclasses.Field:
-    return dataclasses.field(default=default, metadata={"help": text, **metadata})
-
-
-@dataclasses.dataclass(frozen=True)
-class CNNTranslatorOptions:
-    """The hyperparameters of the `cnn-rnn` family: `cnn_translator`'s keyword arguments."""
-
-    embedding_dim: int = _option(128, "width of the source and target embeddings", min=1)
-    units: int = _option(256, "width of the convolutions, the memory and the decoder", min=1)
-    kernel_width: int = _option(3, "width of each convolution", min=1)
-    num_layers: int = _option(4, "convolution blocks of the encoder", min=1)
-    activation: str = _option("glu", "the convolutions' activation", choices=ACTIVATIONS)
-    positions: str = _option("learned", "position vectors of the encoder", choices=POSITIONS)
-    max_positions: int = _option(512, "positions a learned table holds", min=1)
-    cell: str = _option("lstm", "the decoder's recurrent cell", choices=CELLS)
-    decoder_layers: int = _option(1, "stacked decoder layers", min=1)
-    dropout: float = _option(0.1, "dropout on embeddings, convolutions and outputs", min=0.0)
-
-
-CNN_TRANSLATOR = register_family(
-    Family(
-        name="cnn-rnn",
-        kind="translator",
-        options=CNNTranslatorOptions,
-        build=cnn_translator,
-        steps=RNNTranslatorSteps,
-        learning_rate=2e-3,
-        warmup_steps=200,
-        schedule="cosine",
-    )
-)

@@ -9,7 +9,7 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.errors import ConfigError
-from keras_attn.models.gpt import DECODER, EMBEDDING
+from keras_attn.models.gpt.model import DECODER, EMBEDDING
 
 
 @keras_attn_export("keras_attn.models.GPTSteps")

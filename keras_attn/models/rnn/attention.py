@@ -8,7 +8,7 @@ from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.recurrent.bahdanau_decoder import BahdanauDecoder
 from keras_attn.layers.recurrent.bidirectional_encoder import BidirectionalEncoder
 
-# Layer names the decoding adapter (`keras_attn.models.rnn_steps`) looks up after a reload.
+# Layer names the decoding adapter (`keras_attn.models.rnn.steps`) looks up after a reload.
 SOURCE_EMBEDDING = "source_embedding"
 ENCODER = "encoder"
 BRIDGE = "bridge_{}"

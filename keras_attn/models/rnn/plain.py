@@ -6,7 +6,7 @@ import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.recurrent.plain_decoder import PlainDecoder
-from keras_attn.models.rnn_translator import DECODER, encoder_decoder_translator, stack_options
+from keras_attn.models.rnn.attention import DECODER, encoder_decoder_translator, stack_options
 
 
 @keras_attn_export("keras_attn.models.rnn_plain_translator")

@@ -8,8 +8,8 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.models import rnn_translator as names
-from keras_attn.models import show_attend_tell as captioner_names
+from keras_attn.models.rnn import attention as names
+from keras_attn.models.show_attend_tell import model as captioner_names
 
 # The dropout layers the RNN translator builders put after each embedding and before the
 # output projection (`show_attend_tell` has the output one only).

@@ -14,7 +14,7 @@ from keras_attn.scores.additive_score import AdditiveScore
 
 ATTENTIONS = ("soft", "hard")
 
-# Layer names the decoding view (`keras_attn.models.show_attend_tell_steps`) looks up.
+# Layer names the decoding view (`keras_attn.models.show_attend_tell.steps`) looks up.
 ENCODER = "encoder"
 EMBEDDING = "embedding"
 DECODER = "decoder"
@@ -28,7 +28,7 @@ def _positive_int(value, name: str) -> int:
     return value
 
 
-@keras_attn_export("keras_attn.models.show_attend_tell.doubly_stochastic_penalty")
+@keras_attn_export("keras_attn.models.doubly_stochastic_penalty")
 def doubly_stochastic_penalty(alphas, mask=None):
     """`sum_i (1 - sum_t alpha_ti)^2` per example: Xu et al.'s doubly stochastic regulariser.
 
@@ -59,7 +59,7 @@ def doubly_stochastic_penalty(alphas, mask=None):
     return ops.sum(ops.square(1.0 - ops.sum(alphas, axis=1)), axis=-1)
 
 
-@keras_attn_export("keras_attn.models.show_attend_tell.ShowAttendTellDecoder")
+@keras_attn_export("keras_attn.models.ShowAttendTellDecoder")
 class ShowAttendTellDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
     """The LSTM caption decoder of Show, Attend and Tell, attending over image regions.
 
@@ -312,7 +312,7 @@ def _image_shape(image_size) -> tuple[int, int]:
     return tuple(image_size)
 
 
-@keras_attn_export("keras_attn.models.show_attend_tell.show_attend_tell")
+@keras_attn_export("keras_attn.models.show_attend_tell")
 def show_attend_tell(
     vocabulary_size: int,
     image_size: int | tuple[int, int],

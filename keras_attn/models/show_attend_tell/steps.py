@@ -5,10 +5,10 @@ from __future__ import annotations
 import keras
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.models.rnn_translator_steps import RNNTranslatorSteps
+from keras_attn.models.rnn.steps import RNNTranslatorSteps
 
 
-@keras_attn_export("keras_attn.models.show_attend_tell_steps.ShowAttendTellSteps")
+@keras_attn_export("keras_attn.models.ShowAttendTellSteps")
 def ShowAttendTellSteps(model: keras.Model, training: bool = False) -> RNNTranslatorSteps:
     """The `RNNTranslatorSteps` view of a Show, Attend and Tell captioner.
 
@@ -32,7 +32,7 @@ def ShowAttendTellSteps(model: keras.Model, training: bool = False) -> RNNTransl
     Example:
 
     >>> import numpy as np
-    >>> from keras_attn.models.show_attend_tell import show_attend_tell
+    >>> from keras_attn.models import show_attend_tell
     >>> model = show_attend_tell(12, 16, embedding_dim=4, units=8, encoder_filters=(4, 4))
     >>> steps = ShowAttendTellSteps(model)
     >>> state = steps.encode(np.zeros((2, 16, 16, 3), "uint8"))

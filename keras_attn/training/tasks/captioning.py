@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from keras_attn.formats import VOCAB, RunDirectory
 from keras_attn.models.families import ModelFamily
-from keras_attn.models.show_attend_tell import show_attend_tell
+from keras_attn.models.show_attend_tell.model import show_attend_tell
 from keras_attn.text.vocab import RESERVED_TOKENS, save_vocab
 from keras_attn.training.config import TrainConfig
 from keras_attn.training.data import ExamplePlan, pad

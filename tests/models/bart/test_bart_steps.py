@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from keras_attn.decoding import beam_search, greedy_search, sample
 from keras_attn.models import BartSteps
-from keras_attn.models.bart import bart, bart_translator
+from keras_attn.models.bart.model import bart, bart_translator
 
 START, END = 2, 3
 VOCAB, SOURCE_VOCAB = 30, 40

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from keras_attn.models import bart, bart_classifier
-from keras_attn.models.bart import bart_translator, bart_translator_first_stage_variables
+from keras_attn.models.bart.model import bart_translator, bart_translator_first_stage_variables
 
 VOCAB, START = 30, 2
 

@@ -5,8 +5,8 @@ import tensorflow as tf
 
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.models import BertSumSteps
-from keras_attn.models.bert import bert
-from keras_attn.models.bertsum import BERTSUM_ENCODER_LAYERS, bertsum_translator
+from keras_attn.models.bert.bertsum import BERTSUM_ENCODER_LAYERS, bertsum_translator
+from keras_attn.models.bert.model import bert
 
 START, END = 2, 3
 SOURCE_VOCAB, TARGET_VOCAB = 40, 30

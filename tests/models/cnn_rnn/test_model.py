@@ -16,11 +16,8 @@ from keras_attn.cli import main as cli
 from keras_attn.errors import ConfigError
 from keras_attn.formats import RunDirectory
 from keras_attn.models import RNNTranslatorSteps, get_family
-from keras_attn.models.cnn_translator import (
-    CNNTranslatorOptions,
-    ConvolutionalEncoder,
-    cnn_translator,
-)
+from keras_attn.models.cnn_rnn.family import CNNTranslatorOptions
+from keras_attn.models.cnn_rnn.model import ConvolutionalEncoder, cnn_translator
 from keras_attn.models.family import MODEL_FAMILIES
 from keras_attn.testing import run_layer_test
 from tests.numpy_reference import sigmoid
@@ -259,3 +256,9 @@ def test_keras_attn_train_then_export(tmp_path, tiny_corpus):  # noqa: F811
     tokens = out["tokens"].numpy()
     real = tokens != b""
     np.testing.assert_allclose(alignment.sum(axis=-1)[real], 1.0, rtol=1e-4)
+
+
+def test_the_module_older_keras_files_record_still_holds_the_encoder():
+    from keras_attn.models import cnn_translator as recorded
+
+    assert recorded.ConvolutionalEncoder is ConvolutionalEncoder

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.models import GPTSteps, gpt, gpt_classifier
-from keras_attn.models.gpt import DECODER, EMBEDDING
+from keras_attn.models.gpt.model import DECODER, EMBEDDING
 
 START, END, VOCAB = 2, 3, 24
 

@@ -158,7 +158,7 @@ def test_train_flag_reaches_the_rnn_builders():
 
 def test_the_readme_command_of_luong_et_al_builds_their_four_layer_shape():
     """The README's `keras-attn train ... --num-layers 4` line parses and validates."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
     lines = readme.replace("\\\n", " ").splitlines()
     (command,) = [line for line in lines if "--num-layers 4" in line and "rnn-luong" in line]
     words = shlex.split(command)

@@ -7,12 +7,12 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.decoding import beam_search, greedy_search
-from keras_attn.models.show_attend_tell import (
+from keras_attn.models.show_attend_tell.model import (
     ShowAttendTellDecoder,
     doubly_stochastic_penalty,
     show_attend_tell,
 )
-from keras_attn.models.show_attend_tell_steps import ShowAttendTellSteps
+from keras_attn.models.show_attend_tell.steps import ShowAttendTellSteps
 from keras_attn.testing import run_layer_test
 from keras_attn.vision.scenes import CAPTION_WORDS, caption_ids, scene_splits
 from tests import numpy_reference as ref
@@ -378,3 +378,11 @@ def test_attention_maps_are_laid_out_like_the_image():
     maps = outputs["attention"].numpy()[0, 0]  # (4, 4)
     np.testing.assert_allclose(maps.reshape(-1), state["attention"].numpy()[0], atol=1e-6)
     assert len(np.unique(np.round(maps, 6))) > 4, "the maps vary over the grid"
+
+
+def test_the_package_keeps_the_names_older_keras_files_record():
+    import importlib
+
+    # (`keras_attn.models.show_attend_tell`, the attribute, is the builder function.)
+    recorded = importlib.import_module("keras_attn.models.show_attend_tell")
+    assert recorded.ShowAttendTellDecoder is ShowAttendTellDecoder

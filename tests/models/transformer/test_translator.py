@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.models import TransformerTranslatorSteps, transformer_translator
-from keras_attn.models.transformer_translator import (
+from keras_attn.models.transformer.translator import (
     DECODER,
     ENCODER,
     SOURCE_EMBEDDING,

@@ -1,0 +1,2 @@
+"""BART (Lewis et al., 2020): builders and the `bart`, `bart-translator` and `bart-classifier`
+families."""

@@ -1,0 +1,40 @@
+"""The `bart` (pre-training: denoising), `bart-translator` and `bart-classifier` families."""
+
+from __future__ import annotations
+
+from keras_attn.models.bart.model import bart, bart_classifier, bart_translator
+from keras_attn.models.family import Family
+from keras_attn.models.transformer.family import (
+    FINE_TUNING,
+    TRANSFORMER_OPTIONS,
+    classifier_family,
+    headed,
+    pre_training_family,
+)
+from keras_attn.models.transformer.steps import TransformerTranslatorSteps
+
+bart_classifier_model = headed(bart, bart_classifier, "`bart_classifier` on a `bart`.")
+
+
+def _new_source_encoder(hyperparameters: dict) -> bool:
+    return bool(hyperparameters.get("new_source_encoder_layers"))
+
+
+BART = pre_training_family(bart, "denoising", "bart", steps=TransformerTranslatorSteps)
+BART_TRANSLATOR = Family(
+    build=bart_translator,
+    steps=TransformerTranslatorSteps,
+    hyperparameters=(*TRANSFORMER_OPTIONS, "new_source_encoder_layers"),
+    sized_steps=True,
+    # The plain fine-tune keeps BART's one vocabulary on both sides; a new source encoder
+    # reads a source vocabulary of its own.
+    shares_vocabulary=lambda hp: not _new_source_encoder(hp),
+    vocabulary_origin=lambda hp: (
+        {"target": "single"}
+        if _new_source_encoder(hp)
+        else {"source": "single", "target": "single"}
+    ),
+    backbone="bart",
+    **FINE_TUNING,
+)
+BART_CLASSIFIER = classifier_family(bart_classifier_model, "bart")
