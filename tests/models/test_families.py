@@ -1,10 +1,56 @@
+import functools
+import importlib
+import pkgutil
+
 import numpy as np
 import pytest
 
+import keras_attn.models
 from keras_attn.cli import main as cli
 from keras_attn.errors import ConfigError
-from keras_attn.models import GPTSteps
-from keras_attn.models.families import MODEL_FAMILIES, get_family
+from keras_attn.models import Family, GPTSteps, RNNTranslatorSteps, TransformerTranslatorSteps
+from keras_attn.models.families import BUILT_IN_FAMILIES, MODEL_FAMILIES, get_family
+
+# The families registered by their own folder rather than through `BUILT_IN_FAMILIES`.
+SELF_REGISTERED = ("cnn-rnn",)
+# Step views that several folders' families decode with: each family is built to their layer
+# names (`bart` and `bertsum` to the Transformer translator's, `cnn-rnn` to the RNN one's).
+SHARED_STEP_VIEWS = (RNNTranslatorSteps, TransformerTranslatorSteps)
+
+
+def folder(module: str) -> str:
+    """`keras_attn.models.bert.bertsum` -> `bert`."""
+    parts = module.split(".")
+    assert parts[:2] == ["keras_attn", "models"] and len(parts) == 4, module
+    return parts[2]
+
+
+def defining_modules() -> dict[str, str]:
+    """Family name -> the `keras_attn.models.<folder>.family` module that defines it."""
+    found = {}
+    for info in pkgutil.iter_modules(keras_attn.models.__path__):
+        if info.ispkg:
+            module = importlib.import_module(f"keras_attn.models.{info.name}.family")
+            for value in vars(module).values():
+                if isinstance(value, Family):
+                    names = [n for n, f in BUILT_IN_FAMILIES.items() if f is value]
+                    for name in names or [value.name]:
+                        found[name] = module.__name__
+    return found
+
+
+def test_every_built_in_family_is_defined_in_a_folder_of_its_own():
+    assert sorted(defining_modules()) == sorted([*BUILT_IN_FAMILIES, *SELF_REGISTERED])
+
+
+@pytest.mark.parametrize("name", [*BUILT_IN_FAMILIES, *SELF_REGISTERED])
+def test_a_familys_builder_step_view_and_definition_share_its_folder(name):
+    family = MODEL_FAMILIES[name]
+    home = folder(defining_modules()[name])
+    build = family.build.func if isinstance(family.build, functools.partial) else family.build
+    assert folder(build.__module__) == home
+    if family.steps is not None:
+        assert folder(family.steps.__module__) == home or family.steps in SHARED_STEP_VIEWS
 
 
 def test_gpt_family_builds_a_language_model_and_its_cached_view():
