@@ -85,10 +85,10 @@ def evaluation_pairs(splits, args) -> list:
     return splits["test"][: args.test_sentences] if args.test_sentences else splits["test"]
 
 
-# RNNs at peak 3e-3, the Transformers at 1e-3; all on the inverse-sqrt schedule with
-# `--warmup-steps` 100, which does not depend on the step target (a time budget leaves it unknown):
-# the built-in families' own defaults, what `keras-attn train` takes with no tuning flag
-# (tests/experiments/test_quality_smoke.py keeps the two the same).
+# RNNs at peak 3e-3, the Transformers at 1e-3, with `--warmup-steps` 100: the built-in families'
+# own defaults (tests/experiments/test_quality_smoke.py keeps them the same); all on the
+# inverse-sqrt schedule, which does not depend on the step target (a time budget leaves it
+# unknown).
 RNN = {"learning_rate": 3e-3}
 TRANSFORMER = {"learning_rate": 1e-3}
 # Luong et al. (2015, section 4.1): SGD at rate 1.0 on the loss summed over a sentence's target
