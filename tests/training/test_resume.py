@@ -202,10 +202,9 @@ def test_sigkill_at_every_kind_of_moment_then_resume_equals_the_uninterrupted_ru
     assert tf.train.latest_checkpoint(str(run / "checkpoints")) is None
     killed(run, {"checkpoint": 2 * EVERY, "recorded": False})  # mid-checkpoint
     assert tf.train.latest_checkpoint(str(run / "checkpoints")).endswith(f"ckpt-{EVERY}")
-    # (Right after a checkpoint is recorded: the test above.) From checkpoint EVERY, past two
-    # more checkpoints, killed at a random moment.
+    killed(run, {"checkpoint": 3 * EVERY, "recorded": True})  # right after a checkpoint
     delay = random.Random(0).uniform(0.0, 0.3)
-    killed_mid_step(run, after_rows=3 * EVERY + 2, delay=delay)
+    killed_mid_step(run, after_rows=3 * EVERY + 2, delay=delay)  # at a random moment
     assert not (run / "model.keras").exists()
     killed(run, {"before_replace": "model.keras"})  # all steps done, writing the model
     killed(run, {"before_replace": "metrics.json"})
