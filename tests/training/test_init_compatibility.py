@@ -26,7 +26,9 @@ from keras_attn.training.tasks import get_task
 from keras_attn.training.trainer import RunDirectory, TrainConfig, train
 
 FAMILIES = [
-    name for name, f in MODEL_FAMILIES.items() if f.build.__module__.startswith("keras_attn")
+    name
+    for name, f in MODEL_FAMILIES.items()
+    if getattr(f.build, "func", f.build).__module__.startswith("keras_attn")
 ]
 # The families whose runs start from each other's weights: one pre-trained model each.
 GROUPS = (
