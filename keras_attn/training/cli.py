@@ -333,7 +333,7 @@ def run_train(args: argparse.Namespace) -> int:
     restore) propagates as a `keras_attn.errors.ConfigError`, which `keras-attn` reports in one
     line with exit status 2.
     """
-    config, resumed = _requested(args)
+    config = requested_config(args)
     from keras_attn.training.trainer import TrainingDiverged, train
 
     try:
