@@ -71,7 +71,15 @@ class CellRNN(keras.layers.RNN):
 class ElmanFamilyRNN(CellRNN):
     """`CellRNN` over an `ElmanRNNCell` subclass: hidden size, output size and activations."""
 
-    cell_arguments = ("units", "output_units", "activation", "output_activation")
+    cell_arguments = (
+        "units",
+        "output_units",
+        "activation",
+        "output_activation",
+        "kernel_initializer",
+        "recurrent_initializer",
+        "bias_initializer",
+    )
 
     def __init__(
         self,
@@ -79,6 +87,9 @@ class ElmanFamilyRNN(CellRNN):
         output_units: int | None = None,
         activation="tanh",
         output_activation=None,
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer="orthogonal",
+        bias_initializer="zeros",
         **kwargs,
     ):
         cell_kwargs = {
@@ -86,6 +97,9 @@ class ElmanFamilyRNN(CellRNN):
             "output_units": output_units,
             "activation": activation,
             "output_activation": output_activation,
+            "kernel_initializer": kernel_initializer,
+            "recurrent_initializer": recurrent_initializer,
+            "bias_initializer": bias_initializer,
         }
         super().__init__(cell_kwargs, **kwargs)
 
@@ -93,3 +107,6 @@ class ElmanFamilyRNN(CellRNN):
     output_units = cell_argument("output_units")
     activation = cell_argument("activation")
     output_activation = cell_argument("output_activation")
+    kernel_initializer = cell_argument("kernel_initializer")
+    recurrent_initializer = cell_argument("recurrent_initializer")
+    bias_initializer = cell_argument("bias_initializer")

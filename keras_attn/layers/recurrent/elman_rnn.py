@@ -28,6 +28,9 @@ class ElmanRNN(ElmanFamilyRNN):
         output_units: size of the output projection, or None for `o = h`.
         activation: hidden activation.
         output_activation: activation of the projection; needs `output_units`.
+        kernel_initializer, recurrent_initializer, bias_initializer: those of the cell's weights
+            (see `ElmanRNNCell`; `activation="relu", recurrent_initializer="identity"` is
+            Le et al.'s IRNN).
         return_sequences: return `o^(1..T)` `(batch, T, q)` instead of `o^(T)` `(batch, q)`.
         return_state: also return `h^(T)` `(batch, units)`.
         go_backwards: read the sequence from `T` to 1 (as `keras.layers.Bidirectional` does).

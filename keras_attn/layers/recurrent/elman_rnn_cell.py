@@ -32,6 +32,11 @@ class ElmanRNNCell(keras.layers.Layer):
         output_units: size `q` of the output projection; None for no projection (`o = h`).
         activation: the hidden activation.
         output_activation: applied to the projection; needs `output_units`.
+        kernel_initializer: initializer of `W_x` (and of `W_out`).
+        recurrent_initializer: initializer of `W_h`; orthogonal by default. `"identity"` with
+            `activation="relu"` is Le et al.'s IRNN: at initialisation the state is carried
+            over unchanged, so gradients through time neither vanish nor explode.
+        bias_initializer: initializer of `b` (and of `b_out`).
 
     Call arguments:
         inputs: `x^(t)` `(batch, d)`.
@@ -50,7 +55,8 @@ class ElmanRNNCell(keras.layers.Layer):
 
     References:
         Elman, 1990, "Finding structure in time", Cognitive Science 14(2); Goodfellow, Bengio
-        and Courville, 2016, "Deep Learning", section 10.2.
+        and Courville, 2016, "Deep Learning", section 10.2; Le, Jaitly and Hinton, 2015, "A
+        simple way to initialize recurrent networks of rectified linear units" (IRNN).
     """
 
     def __init__(
@@ -59,6 +65,9 @@ class ElmanRNNCell(keras.layers.Layer):
         output_units: int | None = None,
         activation="tanh",
         output_activation=None,
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer="orthogonal",
+        bias_initializer="zeros",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -78,6 +87,9 @@ class ElmanRNNCell(keras.layers.Layer):
         self.output_units = output_units
         self.activation = keras.activations.get(activation)
         self.output_activation = get_optional_activation(output_activation)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.state_size = self.feedback_size
         self.output_size = units if output_units is None else output_units
 
@@ -92,22 +104,26 @@ class ElmanRNNCell(keras.layers.Layer):
 
     def build(self, input_shape):
         self.kernel = self.add_weight(
-            shape=(input_shape[-1], self.units), initializer="glorot_uniform", name="kernel"
+            shape=(input_shape[-1], self.units),
+            initializer=self.kernel_initializer,
+            name="kernel",
         )
         self.recurrent_kernel = self.add_weight(
             shape=(self.feedback_size, self.units),
-            initializer="orthogonal",
+            initializer=self.recurrent_initializer,
             name="recurrent_kernel",
         )
-        self.bias = self.add_weight(shape=(self.units,), initializer="zeros", name="bias")
+        self.bias = self.add_weight(
+            shape=(self.units,), initializer=self.bias_initializer, name="bias"
+        )
         if self.output_units is not None:
             self.output_kernel = self.add_weight(
                 shape=(self.units, self.output_units),
-                initializer="glorot_uniform",
+                initializer=self.kernel_initializer,
                 name="output_kernel",
             )
             self.output_bias = self.add_weight(
-                shape=(self.output_units,), initializer="zeros", name="output_bias"
+                shape=(self.output_units,), initializer=self.bias_initializer, name="output_bias"
             )
         self.built = True
 
@@ -130,6 +146,15 @@ class ElmanRNNCell(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(
-            serialize_arguments(self, "units", "output_units", "activation", "output_activation")
+            serialize_arguments(
+                self,
+                "units",
+                "output_units",
+                "activation",
+                "output_activation",
+                "kernel_initializer",
+                "recurrent_initializer",
+                "bias_initializer",
+            )
         )
         return config

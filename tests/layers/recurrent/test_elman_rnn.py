@@ -156,3 +156,13 @@ def test_harness(mask_kwarg):
         atol=1e-5,
         rtol=1e-5,
     )
+
+
+def test_irnn_initializers_pass_to_the_cell_and_round_trip():
+    layer = ElmanRNN(4, activation="relu", recurrent_initializer="identity", bias_initializer="ones")
+    layer(X)
+    np.testing.assert_array_equal(layer.cell.recurrent_kernel.numpy(), np.eye(4))
+    np.testing.assert_array_equal(layer.cell.bias.numpy(), np.ones(4))
+    clone = ElmanRNN.from_config(layer.get_config())
+    assert isinstance(clone.recurrent_initializer, keras.initializers.Identity)
+    assert isinstance(clone.cell.bias_initializer, keras.initializers.Ones)

@@ -40,3 +40,39 @@ def test_bad_arguments():
         ElmanRNNCell(1.5)
     with pytest.raises(ValueError, match="output_activation='relu'"):
         ElmanRNNCell(3, output_activation="relu")
+
+
+def test_initializers_reach_the_weights_and_round_trip():
+    cell = ElmanRNNCell(
+        3,
+        output_units=2,
+        kernel_initializer="ones",
+        recurrent_initializer="identity",
+        bias_initializer=keras.initializers.Constant(0.5),
+    )
+    cell(np.ones((1, 4), "float32"), [np.zeros((1, 3), "float32")])
+    np.testing.assert_array_equal(cell.kernel.numpy(), np.ones((4, 3)))
+    np.testing.assert_array_equal(cell.recurrent_kernel.numpy(), np.eye(3))
+    np.testing.assert_array_equal(cell.bias.numpy(), np.full(3, 0.5))
+    np.testing.assert_array_equal(cell.output_kernel.numpy(), np.ones((3, 2)))
+    np.testing.assert_array_equal(cell.output_bias.numpy(), np.full(2, 0.5))
+    clone = ElmanRNNCell.from_config(cell.get_config())
+    assert isinstance(clone.recurrent_initializer, keras.initializers.Identity)
+    assert clone.bias_initializer.get_config() == {"value": 0.5}
+
+
+def test_irnn_carries_a_nonnegative_state_unchanged_at_initialisation():
+    """Le et al. (2015): with ReLU, W_h = I and b = 0, h^(t) = relu(x^(t) W_x + h^(t-1)), so a
+    zero input leaves a nonnegative state as it is (and dh^(t)/dh^(t-1) = I), step after step;
+    the default orthogonal W_h with tanh does not."""
+    irnn = keras.layers.RNN(
+        ElmanRNNCell(5, activation="relu", recurrent_initializer="identity"),
+        return_sequences=True,
+    )
+    h0 = np.abs(RNG.normal(size=(2, 5))).astype("float32")
+    zeros = np.zeros((2, 30, 4), "float32")
+    states = irnn(zeros, initial_state=[h0]).numpy()
+    np.testing.assert_allclose(states, np.broadcast_to(h0[:, None], states.shape), rtol=1e-6)
+    plain = keras.layers.RNN(ElmanRNNCell(5), return_sequences=True)
+    faded = plain(zeros, initial_state=[h0]).numpy()
+    assert np.abs(faded[:, -1]).max() < 0.5 * np.abs(h0).max()
