@@ -297,3 +297,28 @@ def test_projection_methods_compute_in_the_compute_dtype(policy):
         keras.ops.convert_to_numpy(keras.ops.cast(output, "float32")),
         keras.ops.convert_to_numpy(keras.ops.cast(expected, "float32")),
     )
+
+
+def test_self_attention_ignores_order_until_positions_are_added():
+    """Self-attention does not see order (Vaswani et al., 2017, section 3.5): permuting the
+    input sequence permutes the output rows the same way, and the attention weights with them.
+    Adding a sinusoidal position encoding first breaks this."""
+    from keras_attn.layers import SinusoidalPositionEncoding
+
+    layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    layer(X, X)
+    randomise(layer, seed=4)
+    order = np.array([2, 0, 1])
+    out, weights = (t.numpy() for t in layer(X, X, return_attention_scores=True))
+    permuted, permuted_weights = (
+        t.numpy() for t in layer(X[:, order], X[:, order], return_attention_scores=True)
+    )
+    np.testing.assert_allclose(permuted, out[:, order], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        permuted_weights, weights[:, :, order][:, :, :, order], rtol=1e-5, atol=1e-6
+    )
+    encode = SinusoidalPositionEncoding()
+    with_positions = layer(X + encode(X), X + encode(X)).numpy()
+    moved = X[:, order]
+    moved_with_positions = layer(moved + encode(moved), moved + encode(moved)).numpy()
+    assert np.abs(moved_with_positions - with_positions[:, order]).max() > 1e-2

@@ -166,3 +166,24 @@ def test_irnn_initializers_pass_to_the_cell_and_round_trip():
     clone = ElmanRNN.from_config(layer.get_config())
     assert isinstance(clone.recurrent_initializer, keras.initializers.Identity)
     assert isinstance(clone.cell.bias_initializer, keras.initializers.Ones)
+
+
+def test_bidirectional_output_reads_both_directions_states():
+    """The bidirectional RNN's output equations: h^(t) = [h_fwd^(t); h_bwd^(t)] and
+    o^(t) = g(h^(t); theta_out) with one g for both directions, here a Dense over
+    `Bidirectional(ElmanRNN(return_sequences=True))`; o^(1) already depends on x^(T)."""
+    inputs = keras.Input((5, 3))
+    bi = keras.layers.Bidirectional(ElmanRNN(4, return_sequences=True))
+    output = keras.layers.Dense(2, activation="sigmoid")
+    model = keras.Model(inputs, output(bi(inputs)))
+    randomize(model)
+    ones = np.ones_like(MASK)
+    forward, _ = numpy_elman(bi.forward_layer.cell, X, ones)
+    backward, _ = numpy_elman(bi.backward_layer.cell, X, ones, reverse=True)
+    hidden = np.concatenate([forward, backward], -1)  # (2, 5, 8)
+    kernel, bias = (w.numpy() for w in output.weights)
+    expected = ref.sigmoid(hidden @ kernel + bias)
+    np.testing.assert_allclose(model(X).numpy(), expected, **TOL)
+    later = X.copy()
+    later[:, -1] += 1.0  # only x^(T) changes: o^(1) changes through h_bwd^(1)
+    assert np.abs(model(later).numpy()[:, 0] - expected[:, 0]).min() > 1e-4
