@@ -22,7 +22,7 @@ from keras_attn.layers.embedding import (
     SinusoidalPositionEncoding,
     TokenAndPositionEmbedding,
 )
-from keras_attn.layers.pooling import TokenPooling
+from keras_attn.layers.pooling import NeighbourhoodPooling1D, TokenPooling
 from keras_attn.layers.recurrent import (
     BahdanauDecoder,
     BidirectionalEncoder,
@@ -75,6 +75,7 @@ __all__ = [
     "MultiDimensionalAttention",
     "MultiHeadAttention",
     "MultiRepresentationAttention",
+    "NeighbourhoodPooling1D",
     "NeuralTuringMachine",
     "NTMCell",
     "PlainDecoder",

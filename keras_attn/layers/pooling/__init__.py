@@ -1,5 +1,6 @@
-"""Pooling of a sequence of hidden states into one vector per sequence."""
+"""Pooling: one vector per sequence, or sub-sampling over windows of neighbouring steps."""
 
+from keras_attn.layers.pooling.neighbourhood_pooling import NeighbourhoodPooling1D
 from keras_attn.layers.pooling.token_pooling import TokenPooling
 
-__all__ = ["TokenPooling"]
+__all__ = ["NeighbourhoodPooling1D", "TokenPooling"]

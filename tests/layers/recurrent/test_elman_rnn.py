@@ -159,7 +159,9 @@ def test_harness(mask_kwarg):
 
 
 def test_irnn_initializers_pass_to_the_cell_and_round_trip():
-    layer = ElmanRNN(4, activation="relu", recurrent_initializer="identity", bias_initializer="ones")
+    layer = ElmanRNN(
+        4, activation="relu", recurrent_initializer="identity", bias_initializer="ones"
+    )
     layer(X)
     np.testing.assert_array_equal(layer.cell.recurrent_kernel.numpy(), np.eye(4))
     np.testing.assert_array_equal(layer.cell.bias.numpy(), np.ones(4))
