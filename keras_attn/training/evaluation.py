@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attn.training.data import pad
-from keras_attn.training.metrics import corpus_bleu, exact_match
+from keras_attn.training.metrics import corpus_bleu, exact_match, rouge
 
 
 def translate_all(translator, sentences: Sequence[str], batch_size: int = 256) -> list[str]:
@@ -25,7 +25,8 @@ def translate_all(translator, sentences: Sequence[str], batch_size: int = 256) -
 def evaluate_pairs(
     translator, pairs: Sequence[tuple[str, str]], normalize, batch_size: int = 256
 ) -> dict:
-    """BLEU and exact match of `translator` on `(source, reference)` pairs.
+    """BLEU, exact match and ROUGE (`keras_attn.training.metrics.rouge`: a translator trained on
+    `document TAB summary` pairs is a summariser) of `translator` on `(source, reference)` pairs.
 
     References go through `normalize` (the tokenizer's normalisation, e.g. lower-casing), which is
     the form the detokenizer produces.
@@ -36,6 +37,7 @@ def evaluate_pairs(
     return {
         "bleu": corpus_bleu(hypotheses, references),
         "exact_match": exact_match(hypotheses, references),
+        **rouge(hypotheses, references),
         "sentences": len(pairs),
         "hypotheses": hypotheses,
         "references": references,

@@ -1,7 +1,10 @@
-"""Translation quality: BLEU (sacrebleu), exact match, and a padding-masked token accuracy."""
+"""Translation and summary quality: BLEU (sacrebleu), ROUGE, exact match, and the padding-masked
+token accuracy and cross-entropy of training."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Sequence
 
 import sacrebleu
@@ -22,6 +25,73 @@ def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     if not references:
         return 0.0
     return sum(h == r for h, r in zip(hypotheses, references, strict=True)) / len(references)
+
+
+# The scores `rouge` returns.
+ROUGE_SCORES = ("rouge1", "rouge2", "rougeL")
+
+
+def rouge_tokens(text: str) -> list[str]:
+    """ROUGE's tokens of a text: lower-cased runs of letters and digits (accents kept)."""
+    return re.findall(r"[^\W_]+", text.lower())
+
+
+def _f_measure(overlap: float, hypothesis_count: int, reference_count: int) -> float:
+    """F1 of an overlap, given the hypothesis' and reference's counts (0 if either is empty)."""
+    if not overlap:
+        return 0.0
+    precision, recall = overlap / hypothesis_count, overlap / reference_count
+    return 2 * precision * recall / (precision + recall)
+
+
+def _ngrams(tokens: list[str], n: int) -> Counter:
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+
+def _lcs_length(a: list[str], b: list[str]) -> int:
+    """Length of the longest common subsequence of two token lists (dynamic programming)."""
+    previous = [0] * (len(b) + 1)
+    for token in a:
+        current = [0]
+        for j, other in enumerate(b):
+            current.append(previous[j] + 1 if token == other else max(previous[j + 1], current[j]))
+        previous = current
+    return previous[-1]
+
+
+def rouge(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float]:
+    """ROUGE-1, ROUGE-2 and ROUGE-L (Lin, 2004) of summaries against one reference each.
+
+    For each pair, with the tokens of `rouge_tokens`:
+
+        ROUGE-N = F1 of the clipped n-gram overlap: overlap = sum_g min(c_hyp(g), c_ref(g)),
+                  precision = overlap / |n-grams of hyp|, recall = overlap / |n-grams of ref|
+        ROUGE-L = F1 of the longest common subsequence: P = LCS / |hyp|, R = LCS / |ref|
+
+    and each score is the mean over the pairs, in percent (the F-measures of the summarisation
+    tables of Lewis et al., 2020 and Liu & Lapata, 2019).
+
+    Returns:
+        `{"rouge1", "rouge2", "rougeL"}`, each in [0, 100].
+
+    Raises:
+        ValueError: the lists differ in length, or are empty.
+    """
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+    if not references:
+        raise ValueError("ROUGE needs at least one summary")
+    totals = dict.fromkeys(ROUGE_SCORES, 0.0)
+    for hypothesis, reference in zip(hypotheses, references, strict=True):
+        hyp, ref = rouge_tokens(hypothesis), rouge_tokens(reference)
+        for n in (1, 2):
+            hyp_grams, ref_grams = _ngrams(hyp, n), _ngrams(ref, n)
+            overlap = sum((hyp_grams & ref_grams).values())
+            totals[f"rouge{n}"] += _f_measure(
+                overlap, sum(hyp_grams.values()), sum(ref_grams.values())
+            )
+        totals["rougeL"] += _f_measure(_lcs_length(hyp, ref), len(hyp), len(ref))
+    return {name: 100.0 * total / len(references) for name, total in totals.items()}
 
 
 def masked_token_accuracy(labels, logits, pad_id: int = 0):

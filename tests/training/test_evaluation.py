@@ -2,9 +2,11 @@ import math
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_attn.models import gpt
-from keras_attn.training.evaluation import evaluate_perplexity
+from keras_attn.training.evaluation import evaluate_pairs, evaluate_perplexity
+from keras_attn.training.metrics import corpus_bleu, rouge
 
 
 def log_softmax(x):
@@ -34,3 +36,22 @@ def test_perplexity_is_exp_of_the_mean_next_token_nll():
 def test_no_sequences():
     with pytest.raises(ValueError, match="No sequences"):
         evaluate_perplexity(None, [])
+
+
+def test_pairs_are_scored_on_the_translations_of_their_sources():
+    class Reverser:
+        """A stand-in translator: the source's words in reverse order."""
+
+        def translate(self, batch):
+            words = [b" ".join(reversed(text.split())) for text in batch.numpy()]
+            return {"translation": tf.constant(words)}
+
+    pairs = [("a b c", "C B A"), ("x y", "x y"), ("el gato", "gato el")]
+    scores = evaluate_pairs(Reverser(), pairs, str.lower, batch_size=2)
+    hypotheses, references = ["c b a", "y x", "gato el"], ["c b a", "x y", "gato el"]
+    assert scores["hypotheses"] == hypotheses and scores["references"] == references
+    assert scores["exact_match"] == pytest.approx(2 / 3)
+    assert scores["bleu"] == pytest.approx(corpus_bleu(hypotheses, references))
+    expected = rouge(hypotheses, references)
+    assert {name: scores[name] for name in expected} == pytest.approx(expected)
+    assert expected["rouge1"] == pytest.approx(100.0) and expected["rouge2"] < 100.0

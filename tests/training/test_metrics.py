@@ -7,6 +7,8 @@ from keras_attn.training.metrics import (
     exact_match,
     masked_cross_entropy,
     masked_token_accuracy,
+    rouge,
+    rouge_tokens,
 )
 
 
@@ -17,6 +19,85 @@ def test_bleu_and_exact_match():
     assert exact_match(["the black cat sleeps.", "where is a dog?"], refs) == 0.5
     with pytest.raises(ValueError):
         exact_match(["x"], refs)
+
+
+def test_rouge_on_lins_example():
+    """Lin (2004), section 3: against "police killed the gunman", "police kill the gunman" and
+    "the gunman kill police" share one bigram each (ROUGE-2 1/3 both), but the first keeps the
+    sentence order: ROUGE-L 3/4 against 2/4."""
+    reference = "Police killed the gunman."
+    for hypothesis, unigrams, rouge_l in [
+        ("police kill the gunman", 3 / 4, 3 / 4),
+        ("the gunman kill police", 3 / 4, 2 / 4),
+    ]:
+        scores = rouge([hypothesis], [reference])
+        assert scores["rouge1"] == pytest.approx(100 * unigrams)
+        assert scores["rouge2"] == pytest.approx(100 / 3)
+        assert scores["rougeL"] == pytest.approx(100 * rouge_l)
+    both = rouge(["police kill the gunman", "the gunman kill police"], [reference] * 2)
+    assert both["rougeL"] == pytest.approx(100 * (3 / 4 + 2 / 4) / 2)  # the mean over pairs
+
+
+def brute_force_rouge(hypothesis, reference):
+    """F1s from the definitions, by enumeration: clipped n-gram matches, and the longest
+    subsequence of the hypothesis that is also one of the reference."""
+    import itertools
+    from collections import Counter
+
+    hyp, ref = rouge_tokens(hypothesis), rouge_tokens(reference)
+
+    def f1(overlap, a, b):
+        return 0.0 if overlap == 0 else 2 * overlap / (a + b)
+
+    scores = {}
+    for n in (1, 2):
+        grams = [Counter(tuple(t[i : i + n]) for i in range(len(t) - n + 1)) for t in (hyp, ref)]
+        overlap = sum(min(count, grams[1][g]) for g, count in grams[0].items())
+        scores[f"rouge{n}"] = 100 * f1(overlap, sum(grams[0].values()), sum(grams[1].values()))
+
+    def is_subsequence(part, whole):
+        remaining = iter(whole)
+        return all(token in remaining for token in part)
+
+    lcs = max(
+        (size for size in range(len(hyp) + 1) for part in itertools.combinations(hyp, size)
+         if is_subsequence(part, ref)),
+        default=0,
+    )  # fmt: skip
+    scores["rougeL"] = 100 * f1(lcs, len(hyp), len(ref))
+    return scores
+
+
+def test_rouge_equals_its_definition_on_random_summaries():
+    rng = np.random.default_rng(3)
+    words = ["el", "gato", "negro", "duerme", "sí", "a", "b"]
+    for _ in range(40):
+        hypothesis = " ".join(rng.choice(words, rng.integers(0, 8)))
+        reference = " ".join(rng.choice(words, rng.integers(1, 8)))
+        expected = brute_force_rouge(hypothesis, reference)
+        got = rouge([hypothesis], [reference])
+        for name in expected:
+            assert got[name] == pytest.approx(expected[name]), (hypothesis, reference, name)
+
+
+def test_rouge_tokens_and_bad_input():
+    assert rouge_tokens("¿Dónde está el NIÑO? it's_2") == [
+        "dónde",
+        "está",
+        "el",
+        "niño",
+        "it",
+        "s",
+        "2",
+    ]
+    assert rouge(["same words here"], ["Same words, here!"]) == pytest.approx(
+        {"rouge1": 100.0, "rouge2": 100.0, "rougeL": 100.0}
+    )
+    assert rouge([""], ["a b"]) == {"rouge1": 0.0, "rouge2": 0.0, "rougeL": 0.0}
+    with pytest.raises(ValueError, match="2 hypotheses for 1 references"):
+        rouge(["a", "b"], ["a"])
+    with pytest.raises(ValueError, match="at least one"):
+        rouge([], [])
 
 
 def test_masked_cross_entropy_ignores_padding():

@@ -138,6 +138,7 @@ def test_mixed_precision_runs_export_and_translate(tmp_path, tiny_corpus, policy
     config = TrainConfig(steps=3, mixed_precision=policy, corpus=str(tiny_corpus), **TINY)
     metrics = train(run, config, progress=False)
     assert metrics["precision"] == policy and np.isfinite(metrics["final_loss"])
+    assert all(0 <= metrics[f"dev_{name}"] <= 100 for name in ("rouge1", "rouge2", "rougeL"))
     model = RunDirectory(run).load_model()
     assert model.get_layer("decoder").compute_dtype == policy.split("_")[1]
     assert all(w.dtype == "float32" for w in model.trainable_weights)

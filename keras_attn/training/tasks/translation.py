@@ -12,7 +12,11 @@ from keras_attn.text.normalization import normalize_text
 from keras_attn.text.vocab import RESERVED_TOKENS
 from keras_attn.training.config import TrainConfig
 from keras_attn.training.data import BatchPlan, tokenize_pairs
-from keras_attn.training.metrics import masked_cross_entropy, masked_token_accuracy
+from keras_attn.training.metrics import (
+    ROUGE_SCORES,
+    masked_cross_entropy,
+    masked_token_accuracy,
+)
 from keras_attn.training.scheduled_sampling import ScheduledSampling, sampling_epsilon
 from keras_attn.training.tasks.base import Task
 
@@ -105,8 +109,13 @@ class TranslationTask(Task):
         return {
             "dev_bleu": round(scores["bleu"], 2),
             "dev_exact_match": round(scores["exact_match"], 4),
+            **{f"dev_{name}": round(scores[name], 2) for name in ROUGE_SCORES},
             "dev_sentences": scores["sentences"],
         }
 
     def summary(self, metrics: dict) -> str:
-        return f"dev BLEU {metrics['dev_bleu']:.2f}, exact match {metrics['dev_exact_match']:.1%}"
+        rouge = "/".join(f"{metrics[f'dev_{name}']:.1f}" for name in ROUGE_SCORES)
+        return (
+            f"dev BLEU {metrics['dev_bleu']:.2f}, exact match {metrics['dev_exact_match']:.1%}, "
+            f"ROUGE-1/2/L {rouge}"
+        )
