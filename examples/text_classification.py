@@ -27,7 +27,13 @@ the same number per class. The four classifiers:
 Prints the test accuracy of each and writes to `--out`: `saliency_<model>.png` (per token
 |∂ logit of the predicted class / ∂ input embedding|, Simonyan et al., 2013, arXiv:1312.6034),
 `han_attention.png` (HAN word and clause weights), both for one test sentence per class (the
-first with two clauses or more, if any), and `results.md`.
+first with two clauses or more, if any), `tsne_text_cnn.png` and `results.md`.
+
+`tsne_text_cnn.png` is the t-SNE map (van der Maaten & Hinton, 2008; scikit-learn's `TSNE`) of
+the CNN's document embeddings, its max-pooled features, of the test sentences, before and after
+training, coloured by class; the script prints the silhouette of the classes (Rousseeuw, 1987;
+from -1 to 1, higher when each class forms its own cluster) of both models, in the embeddings
+(cosine distance) and in the 2-D map.
 
 References:
     Kim, 2014, "Convolutional neural networks for sentence classification", arXiv:1408.5882.
@@ -38,6 +44,9 @@ References:
     understanding", arXiv:1810.04805.
     Simonyan et al., 2013, "Deep inside convolutional networks: visualising image
     classification models and saliency maps", arXiv:1312.6034.
+    van der Maaten & Hinton, 2008, "Visualizing data using t-SNE", JMLR 9.
+    Rousseeuw, 1987, "Silhouettes: a graphical aid to the interpretation and validation of
+    cluster analysis", J. Comput. Appl. Math. 20.
 """
 
 from __future__ import annotations
@@ -53,9 +62,12 @@ import keras
 import matplotlib
 import numpy as np
 import tensorflow as tf
+from sklearn.manifold import TSNE
+from sklearn.metrics import silhouette_score
 
 from keras_attn.models import bert, bert_classifier, char_cnn, han_classifier, text_cnn
 from keras_attn.models.han_classifier import han_attention_weights
+from keras_attn.models.text_cnn.model import FEATURES as TEXT_CNN_FEATURES
 from keras_attn.text.characters import ZHANG_ALPHABET, encode_characters
 from keras_attn.text.classification import TASK_ALIASES, TASKS
 from keras_attn.text.corpora import SIDES, CorpusNotInstalledError, load_corpus
@@ -230,6 +242,27 @@ def embedding_saliency(model: keras.Model, inputs: np.ndarray, layer_names: list
     gradients = tape.gradient(chosen, watched)
     saliency = tf.concat([tf.abs(g) for g in gradients], axis=-1)
     return predictions.numpy(), saliency.numpy()
+
+
+def document_embeddings(model: keras.Model, inputs: np.ndarray) -> np.ndarray:
+    """The text CNN's document vectors: its max-pooled convolution features, `(n, features)`."""
+    features = keras.Model(model.inputs, model.get_layer(TEXT_CNN_FEATURES).output)
+    return np.asarray(features.predict(inputs, batch_size=256, verbose=0), np.float64)
+
+
+def plot_tsne(path, maps, labels, class_names, title):
+    """One scatter plot per `(caption, 2-D points)` of `maps`, points coloured by class."""
+    fig, axes = plt.subplots(1, len(maps), figsize=(5.5 * len(maps), 5))
+    for ax, (caption, points) in zip(np.atleast_1d(axes), maps, strict=True):
+        for k, name in enumerate(class_names):
+            ax.scatter(*points[labels == k].T, s=8, label=name)
+        ax.set_title(caption, fontsize=10)
+        ax.set_xticks([]), ax.set_yticks([])
+    np.atleast_1d(axes)[0].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def train(model, x, y, epochs, batch_size, learning_rate, seed):
@@ -416,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
         x_test = inputs[name](test_tokens, test_texts)
         keras.utils.set_random_seed(args.seed)  # initial weights follow --seed
         model, embedding_layers, learning_rate = build(name)
+        if name == "text_cnn":
+            untrained = document_embeddings(model, x_test)
         seconds = train(
             model, x_train, y_train, args.epochs, args.batch_size, learning_rate, args.seed
         )
@@ -426,6 +461,27 @@ def main(argv: list[str] | None = None) -> int:
             f"trained in {seconds:.0f} s)",
             flush=True,
         )
+        if name == "text_cnn":
+            maps = []
+            for state, vectors in (("untrained", untrained), ("trained", None)):
+                if vectors is None:
+                    vectors = document_embeddings(model, x_test)
+                tsne = TSNE(2, perplexity=min(30.0, (len(vectors) - 1) / 3), random_state=args.seed)
+                points = tsne.fit_transform(vectors)
+                cosine = float(silhouette_score(vectors, y_test, metric="cosine"))
+                in_map = float(silhouette_score(points, y_test))
+                print(
+                    f"text_cnn document embeddings, {state}: class silhouette {cosine:.3f} "
+                    f"(cosine), {in_map:.3f} in the t-SNE map"
+                )
+                maps.append((f"{state} (silhouette in the map {in_map:.2f})", points))
+            plot_tsne(
+                out / "tsne_text_cnn.png",
+                maps,
+                y_test,
+                class_names,
+                "t-SNE of the text CNN's document embeddings (test sentences)",
+            )
         predictions, saliency = embedding_saliency(model, x_test[shown], embedding_layers)
         per_position = np.linalg.norm(saliency, axis=-1)  # (n, *positions)
         rows = []
@@ -484,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     lines += [f"| {n} | {p:,} | {s:.0f} | {a:.3f} |" for n, p, s, a in results]
     (out / "results.md").write_text("\n".join(lines) + "\n")
-    print(f"wrote {out}/ (saliency_*.png, han_attention.png, results.md)")
+    print(f"wrote {out}/ (saliency_*.png, han_attention.png, tsne_text_cnn.png, results.md)")
     print(f"done in {time.perf_counter() - started:.0f} s")
     return 0
 
