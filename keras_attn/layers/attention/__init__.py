@@ -1,4 +1,5 @@
-"""Attention structures: global, local, hard, area, multi-head, kernel, pooling, co-attention."""
+"""Attention structures: global, local, hard, area, multi-head, kernel, pooling, co-attention,
+and DRAW's Gaussian read and write."""
 
 from keras_attn.layers.attention.area_attention import AreaAttention
 from keras_attn.layers.attention.attention import Attention
@@ -6,6 +7,7 @@ from keras_attn.layers.attention.base_attention import BaseAttention
 from keras_attn.layers.attention.co_attention import CoAttention
 from keras_attn.layers.attention.compositional_de_attention import CompositionalDeAttention
 from keras_attn.layers.attention.context_attention_pooling import ContextAttentionPooling
+from keras_attn.layers.attention.draw_attention import DrawRead, DrawWrite
 from keras_attn.layers.attention.hard_attention import HardAttention
 from keras_attn.layers.attention.hierarchical_attention import HierarchicalAttention
 from keras_attn.layers.attention.kernel_attention import KernelAttention
@@ -22,6 +24,8 @@ __all__ = [
     "CoAttention",
     "CompositionalDeAttention",
     "ContextAttentionPooling",
+    "DrawRead",
+    "DrawWrite",
     "HardAttention",
     "HierarchicalAttention",
     "KernelAttention",
