@@ -164,6 +164,14 @@ class TrainConfig:
     decay_every: int | None = option(None, "{schedule} halving: steps between halvings")
     optimizer: str = option("adam", "adam, or sgd: plain stochastic gradient descent", OPTIMIZERS)
     clipnorm: float = option(5.0, "clip the gradient's global norm (0: off)", min=0, float32=True)
+    weight_decay: float = option(
+        0.0,
+        "decoupled weight decay (Loshchilov & Hutter, 2019; with {optimizer} adam, AdamW): "
+        "each step also takes lr * this share off every weight, biases and normalisation "
+        "scales and offsets excepted (0: off)",
+        min=0,
+        below=1,
+    )
     label_smoothing: float = option(
         0.0,
         "move this much target probability mass to the uniform distribution (0: off)",

@@ -626,6 +626,11 @@ def learning_rate_schedule(config: TrainConfig) -> keras.optimizers.schedules.Le
     return warmup_cosine_schedule(config.learning_rate, config.warmup_steps, config.steps)
 
 
+# Variables weight decay leaves alone, by a part of their names: biases, and the scale and offset
+# of layer normalisation (as BERT's and most Transformers' training does).
+NO_WEIGHT_DECAY = ["bias", "gamma", "beta"]
+
+
 def build_optimizer(config: TrainConfig, policy: str) -> keras.optimizers.Optimizer:
     """Adam (or plain SGD, `optimizer="sgd"`) on `learning_rate_schedule(config)`, the gradient
     clipped to norm `config.clipnorm`.
@@ -637,6 +642,11 @@ def build_optimizer(config: TrainConfig, policy: str) -> keras.optimizers.Optimi
     unscales the gradient before the inner optimizer clips it. The gradient it gets is already
     summed over replicas (see `keras_attn.training.optimizers`).
 
+    With `weight_decay` `lambda`, each step first shrinks every weight, `w <- w - lr · lambda · w`,
+    apart from the gradient's update (decoupled weight decay: Loshchilov & Hutter, 2019,
+    arXiv:1711.05101; with Adam this is AdamW); biases and the scales and offsets of
+    normalisation layers (`NO_WEIGHT_DECAY`, matched in the variables' names) keep theirs.
+
     Plain SGD is `w <- w - lr · g`: the step is proportional to the gradient, where Adam moves
     every weight by about `lr` whatever its gradient's size. Luong et al. (2015,
     arXiv:1508.04025) trained with it (`schedule="halving"`) on a loss summed over each
@@ -644,8 +654,12 @@ def build_optimizer(config: TrainConfig, policy: str) -> keras.optimizers.Optimi
     carry over unchanged.
     """
     optimizer = OPTIMIZERS[config.optimizer](
-        learning_rate_schedule(config), global_clipnorm=config.clipnorm or None
+        learning_rate_schedule(config),
+        global_clipnorm=config.clipnorm or None,
+        weight_decay=config.weight_decay or None,
     )
+    if config.weight_decay:
+        optimizer.exclude_from_weight_decay(var_names=NO_WEIGHT_DECAY)
     if policy == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     return optimizer

@@ -189,6 +189,34 @@ def test_clipnorm_flag_clips_the_global_gradient_norm(tmp_path, monkeypatch):
     assert unclipped.global_clipnorm is None and unclipped.clipnorm is None
 
 
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_weight_decay_shrinks_weights_but_not_biases_and_norms(tmp_path, monkeypatch, optimizer):
+    """Loshchilov & Hutter (2019): w <- w - lr · lambda · w besides the gradient's step; with a
+    zero gradient (Adam's and SGD's steps are then zero) only the decay moves the weights."""
+    import keras
+
+    from keras_attn.training import trainer
+
+    captured = {}
+    monkeypatch.setattr(trainer, "train", lambda out, config, **kwargs: captured.update(c=config))
+    flags = ["--weight-decay", "0.1", "--optimizer", optimizer, "--learning-rate", "0.5",
+             "--warmup-steps", "0"]  # fmt: skip
+    assert cli(["train", *flags, "--out", str(tmp_path)]) == 0
+    config = captured["c"]
+    assert config.weight_decay == 0.1
+    names = ("kernel", "bias", "gamma", "beta", "embeddings")
+    variables = [keras.Variable(np.full(3, 2.0), name=name) for name in names]
+    built = trainer.build_optimizer(config, "float32")
+    built.apply([np.zeros(3, "float32")] * len(names), variables)
+    rate = float(trainer.learning_rate_schedule(config)(0))
+    decayed = 2.0 * (1 - rate * 0.1)
+    expected = {"kernel": decayed, "bias": 2.0, "gamma": 2.0, "beta": 2.0, "embeddings": decayed}
+    for name, variable in zip(names, variables, strict=True):
+        np.testing.assert_allclose(variable.numpy(), expected[name], rtol=1e-6, err_msg=name)
+    plain = trainer.build_optimizer(dataclasses.replace(config, weight_decay=0.0), "float32")
+    assert plain.weight_decay is None
+
+
 def test_sgd_flag_takes_plain_clipped_gradient_steps(tmp_path, monkeypatch):
     """--optimizer sgd: w <- w - lr(s) · g, g clipped to the global norm; no per-weight scaling."""
     import keras
