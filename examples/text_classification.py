@@ -68,9 +68,10 @@ from sklearn.metrics import silhouette_score
 from keras_attn.models import bert, bert_classifier, char_cnn, han_classifier, text_cnn
 from keras_attn.models.han_classifier import han_attention_weights
 from keras_attn.models.text_cnn.model import FEATURES as TEXT_CNN_FEATURES
+from keras_attn.text.augmentation import THESAURI, augment_examples, load_thesaurus
 from keras_attn.text.characters import ZHANG_ALPHABET, encode_characters
 from keras_attn.text.classification import TASK_ALIASES, TASKS
-from keras_attn.text.corpora import SIDES, CorpusNotInstalledError, load_corpus
+from keras_attn.text.corpora import SIDES, CorpusNotInstalledError, language_codes, load_corpus
 from keras_attn.text.synthetic import generate_pairs
 
 matplotlib.use("Agg")
@@ -129,6 +130,29 @@ def load_task(
         np.asarray(test_labels),
         class_names,
     )
+
+
+def augment_task(task, class_names, texts, labels, copies, seed):
+    """The training sentences with `copies` thesaurus copies of each sentence whose class is in
+    English or Spanish (`keras_attn.text.augmentation`), shuffled again."""
+    thesauri = {}
+    out_texts, out_labels = list(texts), list(labels)
+    classes = TASKS[TASK_ALIASES[task]]
+    for label, name in enumerate(class_names):
+        languages = {language_codes(corpus)[SIDES.index(side)] for corpus, side in classes[name]}
+        if len(languages) != 1 or next(iter(languages)) not in THESAURI:
+            continue  # no thesaurus for its language (German)
+        language = languages.pop()
+        if language not in thesauri:
+            thesauri[language] = load_thesaurus(language)
+        members = [text for text, y in zip(texts, labels, strict=True) if y == label]
+        added, _ = augment_examples(
+            members, [label] * len(members), thesauri[language], copies, seed
+        )
+        out_texts += added[len(members) :]
+        out_labels += [label] * (len(added) - len(members))
+    order = np.random.default_rng(seed).permutation(len(out_texts))
+    return [out_texts[i] for i in order], np.asarray(out_labels)[order]
 
 
 def build_vocabulary(token_lists: list[list[str]], size: int) -> dict[str, int]:
@@ -347,7 +371,17 @@ def parse_args(argv):
     )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--augment",
+        type=int,
+        default=0,
+        help="thesaurus augmentation (Zhang et al., 2015): add this many copies of each English "
+        "or Spanish training sentence with words replaced by synonyms (make corpora installs the "
+        "thesauri; default: 0, none)",
+    )
     args = parser.parse_args(argv)
+    if args.augment < 0:
+        parser.error("--augment must be >= 0")
     for name, (default, quick) in sizes.items():
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else default)
@@ -375,6 +409,14 @@ def main(argv: list[str] | None = None) -> int:
     except CorpusNotInstalledError as error:
         print(f"text_classification.py: error: {error}", file=sys.stderr)
         return 2
+    if args.augment:
+        try:
+            train_texts, y_train = augment_task(
+                args.task, class_names, train_texts, y_train, args.augment, args.seed
+            )
+        except CorpusNotInstalledError as error:
+            print(f"text_classification.py: error: {error}", file=sys.stderr)
+            return 2
     counts = ", ".join(f"{name} {int((y_train == k).sum())}" for k, name in enumerate(class_names))
     print(f"task {args.task}: train {len(train_texts)} ({counts}), test {len(test_texts)}")
     train_tokens = [tokenize(text) for text in train_texts]

@@ -81,3 +81,18 @@ def test_runs_small_and_both_word_models_learn(tmp_path, capsys):
     ):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| text_cnn |" in (tmp_path / "results.md").read_text()
+
+
+def test_augmentation_adds_synonym_copies_to_the_classes_with_a_thesaurus(monkeypatch):
+    example = load_example()
+    tables = {"en": {"dog": ["hound"]}, "es": {"perro": ["can"]}}
+    monkeypatch.setattr(example, "load_thesaurus", tables.__getitem__)
+    texts = ["the dog runs", "a cat", "el perro corre", "der Hund läuft"]
+    labels = np.array([1, 1, 2, 0])  # language-id classes: German, English, Spanish
+    names = ["German", "English", "Spanish"]
+    out_texts, out_labels = example.augment_task("language", names, texts, labels, 2, seed=0)
+    pairs = sorted(zip(out_texts, out_labels.tolist(), strict=True))
+    assert pairs == sorted(
+        [*zip(texts, labels.tolist(), strict=True), ("the hound runs", 1), ("the hound runs", 1),
+         ("el can corre", 2), ("el can corre", 2)]
+    )  # fmt: skip
