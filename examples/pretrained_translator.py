@@ -111,7 +111,7 @@ def configs(args: argparse.Namespace, directory: Path) -> dict[str, TrainConfig]
         "schedule": "cosine",
         "max_length": args.max_length,
         "checkpoint_every": max(args.pretrain_steps, args.finetune_steps),
-        **{name: getattr(args, name) for name in SIZES},
+        "options": {name: getattr(args, name) for name in SIZES},
     }
     translator = {
         **shared,

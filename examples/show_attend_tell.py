@@ -44,21 +44,21 @@ ARMS = ("soft", "hard")
 
 def train_config(attention: str, args: argparse.Namespace) -> TrainConfig:
     """A show-attend-tell run with `attention` at the example's budget."""
-    tiny = {"embedding_dim": 8, "units": 16} if args.quick else {}
+    sizes = (
+        {"embedding_dim": 8, "units": 16} if args.quick else {"embedding_dim": 128, "units": 256}
+    )
     return TrainConfig(
         model="show-attend-tell",
         corpus="scenes-32" if args.quick else "scenes",
-        attention=attention,
+        options={"attention": attention, "penalty": 0.05, **sizes},
         train_examples=32 if args.quick else DEFAULT_SPLIT_SIZES["train"],
         steps=args.steps,
         batch_size=8 if args.quick else 32,
         learning_rate=3e-3,
         warmup_steps=min(100, max(1, args.steps // 10)),
-        penalty=0.05,
         seed=args.seed,
         eval_sentences=8 if args.quick else 100,
         checkpoint_every=args.steps,
-        **tiny,
     )
 
 

@@ -111,12 +111,14 @@ def arm_config(arm: Arm, args: argparse.Namespace) -> TrainConfig:
         label_smoothing=args.label_smoothing if arm.label_smoothing else 0.0,
         mixed_precision="float32",
         seed=args.seed,
-        num_layers=args.num_layers,
-        d_model=args.d_model,
-        num_heads=args.num_heads,
-        ff_dim=args.ff_dim,
-        dropout=args.dropout,
-        normalize_first=arm.normalize_first,
+        options={
+            "num_layers": args.num_layers,
+            "d_model": args.d_model,
+            "num_heads": args.num_heads,
+            "ff_dim": args.ff_dim,
+            "dropout": args.dropout,
+            "normalize_first": arm.normalize_first,
+        },
     )
 
 

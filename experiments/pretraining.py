@@ -114,7 +114,7 @@ FULL = Scale(
     classification_steps=150,
     translation_steps=250,
     eval_sentences=100,
-    text_cnn={"embedding_dim": 128},
+    text_cnn={"embedding_dim": 128, "dropout": 0.1},
 )
 QUICK = Scale(
     pretraining_corpora="synthetic",
@@ -133,7 +133,7 @@ QUICK = Scale(
     classification_steps=4,
     translation_steps=4,
     eval_sentences=10,
-    text_cnn={"embedding_dim": 16},
+    text_cnn={"embedding_dim": 16, "dropout": 0.1},
 )
 
 
@@ -270,7 +270,7 @@ def pretraining_config(run: Pretraining, scale: Scale, args: argparse.Namespace)
         checkpoint_every=max(1, short_steps(args)),
         max_cpu_minutes=args.pretraining_cpu_minutes,
         train_examples=scale.pretraining_documents,
-        **scale.model,
+        options=scale.model,
     )
 
 
@@ -288,10 +288,7 @@ def finetuning_config(
             "encoder_learning_rate_factor"
         )
         settings["encoder_warmup_steps"] = args.warmup_steps * options.pop("encoder_warmup_factor")
-    if arm.model == "text-cnn":
-        settings.update(scale.text_cnn)
-    else:
-        settings.update(scale.model)
+    family_options = scale.text_cnn if arm.model == "text-cnn" else scale.model
     if arm.init:
         settings["init_from"] = str(out / "pretrain" / arm.init)
     if arm.vocab:
@@ -315,6 +312,7 @@ def finetuning_config(
         checkpoint_every=steps,
         **settings,
         **options,
+        options=family_options,
     )
 
 

@@ -55,7 +55,13 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
-from keras_attn.models.families import MODEL_FAMILIES, ModelFamily, register_family  # noqa: E402
+from keras_attn.models.families import (  # noqa: E402
+    MODEL_FAMILIES,
+    ModelFamily,
+    get_family,
+    register_family,
+)
+from keras_attn.models.transformer.options import TransformerOptions  # noqa: E402
 from keras_attn.training.metrics import corpus_bleu  # noqa: E402
 
 KERAS_HUB_FAMILY = "keras-hub-transformer"
@@ -402,7 +408,7 @@ def register_keras_hub_family() -> None:
             ModelFamily(
                 build=keras_hub_translator,
                 steps=FullPassSteps,
-                hyperparameters=("num_layers", "d_model", "num_heads", "ff_dim", "dropout"),
+                options=TransformerOptions,
                 sized_steps=True,
             ),
         )
@@ -458,7 +464,8 @@ def translate_test(run_dir: Path, pairs, batch_size: int = 200) -> dict:
 
 
 def arm_config(arm: Arm, corpus: str, args, train_pairs: int | None = None):
-    """The arm's `TrainConfig`: the shared budget, batch, schedule and seed, then its options.
+    """The arm's `TrainConfig`: the shared budget, batch, schedule and seed, then its options
+    (the run's and its family's, the family's defaults filled in).
 
     An arm on the halving schedule needs `train_pairs` (the corpus' training split): it halves
     after `SGD_HALVING[0]` passes of `train_pairs // batch_size` steps, then every
@@ -479,6 +486,11 @@ def arm_config(arm: Arm, corpus: str, args, train_pairs: int | None = None):
         steps_per_pass = max(train_pairs // args.batch_size, 1)
         settings["decay_start"] = SGD_HALVING[0] * steps_per_pass
         settings["decay_every"] = SGD_HALVING[1] * steps_per_pass
+    fields = {field.name for field in dataclasses.fields(TrainConfig)}
+    family_options = {name: value for name, value in settings.items() if name not in fields}
+    settings = {name: value for name, value in settings.items() if name in fields}
+    if arm.model == KERAS_HUB_FAMILY:
+        register_keras_hub_family()
     return TrainConfig(
         model=arm.model,
         corpus=corpus,
@@ -489,6 +501,7 @@ def arm_config(arm: Arm, corpus: str, args, train_pairs: int | None = None):
         checkpoint_every=args.max_steps,
         **{"max_cpu_minutes" if args.clock == "cpu" else "max_minutes": args.budget_minutes},
         **settings,
+        options=get_family(arm.model).option_values(family_options),
     )
 
 

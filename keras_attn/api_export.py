@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-import keras
-
 PACKAGE = "keras_attn"
 
 T = TypeVar("T")
@@ -21,8 +19,12 @@ def keras_attn_export(path: str | list[str]):
     class as `keras_attn>ClassName` without `custom_objects`. `path` is kept on the symbol as
     `_keras_attn_api` so the public namespaces can be checked against what is exported.
 
+    This module imports Keras only to register a class, so a module that exports no Keras class
+    (`keras_attn.models.family`) imports neither Keras nor TensorFlow.
+
     Example:
 
+    >>> import keras
     >>> @keras_attn_export("keras_attn.layers.Thing")
     ... class Thing(keras.layers.Layer):
     ...     pass
@@ -34,6 +36,8 @@ def keras_attn_export(path: str | list[str]):
     def decorator(symbol: T) -> T:
         symbol._keras_attn_api = tuple(paths)
         if isinstance(symbol, type) and hasattr(symbol, "get_config"):
+            import keras
+
             keras.saving.register_keras_serializable(package=PACKAGE)(symbol)
         return symbol
 

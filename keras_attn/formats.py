@@ -103,7 +103,7 @@ class RunDirectory:
             keras_attn.errors.ConfigError: the family is not known (nor registered by the run's
                 model file).
         """
-        from keras_attn.models.family import get_family, load_model_file
+        from keras_attn.models.families import get_family, load_model_file
 
         if self.file(MODEL_SOURCE).exists():
             load_model_file(self.file(MODEL_SOURCE))

@@ -9,6 +9,7 @@ nor Keras (the command line reads it before either is loaded).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import typing
 from typing import Any
@@ -23,6 +24,12 @@ OPTION_METADATA = ("help", "choices", "min", "above", "max", "below", "float32")
 OPTION_TYPES = (bool, int, float, str)
 
 FLOAT32_MAX = float(2**128 - 2**104)  # the largest finite float32, about 3.403e38
+
+
+def option_field(default: Any, help: str, **metadata: Any) -> Any:
+    """A field of an options dataclass: its default, its help text and the rest of its metadata
+    (`choices`, a range, `float32`; see `OPTION_METADATA`)."""
+    return dataclasses.field(default=default, metadata={"help": help, **metadata})
 
 
 def describe_range(kind: type, metadata: Any) -> str | None:

@@ -25,6 +25,8 @@ from keras_attn.formats import CONFIG_FILE, MODEL_FILE
 from keras_attn.models import TransformerTranslatorSteps
 from keras_attn.models.families import BUILT_IN_FAMILIES, MODEL_FAMILIES, get_family
 from keras_attn.models.family import EXPORTED_KINDS
+from keras_attn.models.rnn.options import RNNLuongOptions
+from keras_attn.options import option_field
 from keras_attn.training.config import TrainConfig
 
 ROOT = Path(keras_attn.__file__).parent
@@ -132,7 +134,7 @@ def test_each_kind_of_branch_is_found(code, reason):
         'if backbone in ("bart", "gpt"):\n    pass',
         "axis = 'T' if self.language_model else 'T_y'",
         'message = f"a {family.task} model, not model={model!r}"',
-        "allowed = family.attentions or ATTENTIONS",
+        "names = family.option_names or ()",
         "if getattr(family.steps, 'supports_scheduled_sampling', False):\n    pass",
         "isinstance(module, Tagger)",
     ],
@@ -219,16 +221,19 @@ def test_a_new_family_of_no_exported_kind_is_refused_in_one_line(
 
 def test_a_family_declares_its_attentions(family_like):
     family_like("my-captioner", "show-attend-tell")
-    TrainConfig(model="my-captioner", attention="hard").validate()
+    TrainConfig(model="my-captioner", options={"attention": "hard"}).validate()
     with pytest.raises(ConfigError) as error:
-        TrainConfig(model="my-captioner", attention="local-m").validate()
-    assert str(error.value) == (
-        "attention='local-m' does not apply to model='my-captioner' (its attentions: soft, hard)"
-    )
-    family_like("my-luong", "rnn-luong", attentions=("global",))
-    TrainConfig(model="my-luong", attention="global").validate()
-    with pytest.raises(ConfigError, match=r"\(its attentions: global\)"):
-        TrainConfig(model="my-luong", attention="local-p").validate()
+        TrainConfig(model="my-captioner", options={"attention": "local-m"}).validate()
+    assert str(error.value) == "attention must be one of soft, hard, got 'local-m'"
+
+    @dataclasses.dataclass(frozen=True)
+    class GlobalOnly(RNNLuongOptions):
+        attention: str = option_field("global", "global only", choices=("global",))
+
+    family_like("my-luong", "rnn-luong", options=GlobalOnly)
+    TrainConfig(model="my-luong", options={"attention": "global"}).validate()
+    with pytest.raises(ConfigError, match="attention must be one of global, got 'local-p'"):
+        TrainConfig(model="my-luong", options={"attention": "local-p"}).validate()
 
 
 class SampledTransformerSteps(TransformerTranslatorSteps):

@@ -20,7 +20,16 @@ ROOT = Path(keras_attn.__file__).parent
 # `_private` every private Keras/TensorFlow access; `_serializables` imports the subpackages that
 # register Keras objects by name (importlib), not through an import statement.
 LAYERS = (
-    ("api_export", "registry", "errors", "options", "_initializers", "_private", "_serializables"),
+    (
+        "api_export",
+        "registry",
+        "errors",
+        "options",
+        "_initializers",
+        "_private",
+        "_serializables",
+        "_lazy",
+    ),
     ("ops",),
     ("distributions", "scores"),
     ("layers",),

@@ -72,6 +72,24 @@ def test_keras_reads_a_saved_model_after_a_plain_import_keras_attn(tmp_path, ker
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    "first", ["keras_attn.models.rnn.attention", "keras_attn.models.cnn_rnn.model"]
+)
+def test_a_model_module_imported_first_imports_and_registration_follows(first):
+    """A model module that imports Keras first must not meet the model modules registration
+    imports half built (`keras_attn._serializables` waits while one is being imported)."""
+    probe = (
+        f"import importlib, keras_attn; importlib.import_module({first!r}); "
+        "import keras, keras_attn.models.families; "
+        "print(keras.saving.get_registered_object('keras_attn>ConvolutionalEncoder').__name__)"
+    )
+    output = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert output.returncode == 0, output.stderr[-2000:]
+    assert output.stdout.split() == ["ConvolutionalEncoder"]
+
+
 def exported_symbols():
     found = {}
     for info in pkgutil.walk_packages(keras_attn.__path__, prefix="keras_attn."):

@@ -14,7 +14,7 @@ The names above are imported when first used, so importing `keras_attn.export.cl
 the command line's parser) imports no TensorFlow.
 """
 
-import importlib
+from keras_attn import _lazy
 
 _LAZY = {
     "PrefixSteps": "keras_attn.export.prefix_steps",
@@ -23,13 +23,4 @@ _LAZY = {
 }
 
 __all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = _lazy.lazy_names(__name__, _LAZY)

@@ -1,89 +1,71 @@
 """Functional-API builders for the sequence models of the papers cited in docs, and their
-decoding views."""
+decoding views.
 
-from keras_attn import _serializables
-from keras_attn.models.bart.model import (
-    bart,
-    bart_classifier,
-    bart_translator,
-    bart_translator_first_stage_variables,
-)
-from keras_attn.models.bert.bertsum import bertsum_translator
-from keras_attn.models.bert.model import (
-    bert,
-    bert_classifier,
-    bert_pretraining,
-    bert_token_classifier,
-)
-from keras_attn.models.char_cnn import char_cnn
-from keras_attn.models.families import ModelFamily
-from keras_attn.models.family import (
-    Family,
-    get_family,
-    load_model_file,
-    register_family,
-)
-from keras_attn.models.gpt.model import gpt, gpt_classifier
-from keras_attn.models.gpt.steps import GPTSteps
-from keras_attn.models.han_classifier import han_attention_weights, han_classifier
-from keras_attn.models.rnn.attention import rnn_attention_translator
-from keras_attn.models.rnn.luong import rnn_luong_translator
-from keras_attn.models.rnn.plain import rnn_plain_translator
-from keras_attn.models.rnn.steps import (
-    LuongTranslatorSteps,
-    PlainTranslatorSteps,
-    RNNTranslatorSteps,
-)
-from keras_attn.models.show_attend_tell.model import (
-    ShowAttendTellDecoder,
-    doubly_stochastic_penalty,
-    show_attend_tell,
-)
-from keras_attn.models.show_attend_tell.steps import ShowAttendTellSteps
-from keras_attn.models.text_cnn.model import text_cnn
-from keras_attn.models.transformer.steps import (
-    BartSteps,
-    BertSumSteps,
-    TransformerTranslatorSteps,
-)
-from keras_attn.models.transformer.translator import transformer_translator
+Each public name is imported the first time it is used, so that importing a family's options
+(`keras_attn.models.rnn.options`, which `keras-attn train` reads) imports neither Keras nor
+TensorFlow.
+"""
 
-__all__ = [
-    "BartSteps",
-    "BertSumSteps",
-    "Family",
-    "GPTSteps",
-    "LuongTranslatorSteps",
-    "ModelFamily",
-    "PlainTranslatorSteps",
-    "RNNTranslatorSteps",
-    "ShowAttendTellDecoder",
-    "ShowAttendTellSteps",
-    "TransformerTranslatorSteps",
-    "bart",
-    "bart_classifier",
-    "bart_translator",
-    "bart_translator_first_stage_variables",
-    "bert",
-    "bert_classifier",
-    "bert_pretraining",
-    "bert_token_classifier",
-    "bertsum_translator",
-    "char_cnn",
-    "doubly_stochastic_penalty",
-    "get_family",
-    "gpt",
-    "gpt_classifier",
-    "han_attention_weights",
-    "han_classifier",
-    "load_model_file",
-    "register_family",
-    "rnn_attention_translator",
-    "rnn_luong_translator",
-    "rnn_plain_translator",
-    "show_attend_tell",
-    "text_cnn",
-    "transformer_translator",
-]
+import sys
+import types
+
+from keras_attn import _lazy, _serializables
+
+# Public name -> the module that defines it.
+_EXPORTS = {
+    "BartSteps": "keras_attn.models.transformer.steps",
+    "BertSumSteps": "keras_attn.models.transformer.steps",
+    "Family": "keras_attn.models.family",
+    "GPTSteps": "keras_attn.models.gpt.steps",
+    "LuongTranslatorSteps": "keras_attn.models.rnn.steps",
+    "ModelFamily": "keras_attn.models.families",
+    "PlainTranslatorSteps": "keras_attn.models.rnn.steps",
+    "RNNTranslatorSteps": "keras_attn.models.rnn.steps",
+    "ShowAttendTellDecoder": "keras_attn.models.show_attend_tell.model",
+    "ShowAttendTellSteps": "keras_attn.models.show_attend_tell.steps",
+    "TransformerTranslatorSteps": "keras_attn.models.transformer.steps",
+    "bart": "keras_attn.models.bart.model",
+    "bart_classifier": "keras_attn.models.bart.model",
+    "bart_translator": "keras_attn.models.bart.model",
+    "bart_translator_first_stage_variables": "keras_attn.models.bart.model",
+    "bert": "keras_attn.models.bert.model",
+    "bert_classifier": "keras_attn.models.bert.model",
+    "bert_pretraining": "keras_attn.models.bert.model",
+    "bert_token_classifier": "keras_attn.models.bert.model",
+    "bertsum_translator": "keras_attn.models.bert.bertsum",
+    "char_cnn": "keras_attn.models.char_cnn",
+    "doubly_stochastic_penalty": "keras_attn.models.show_attend_tell.model",
+    "get_family": "keras_attn.models.families",
+    "gpt": "keras_attn.models.gpt.model",
+    "gpt_classifier": "keras_attn.models.gpt.model",
+    "han_attention_weights": "keras_attn.models.han_classifier",
+    "han_classifier": "keras_attn.models.han_classifier",
+    "load_model_file": "keras_attn.models.families",
+    "register_family": "keras_attn.models.families",
+    "rnn_attention_translator": "keras_attn.models.rnn.attention",
+    "rnn_luong_translator": "keras_attn.models.rnn.luong",
+    "rnn_plain_translator": "keras_attn.models.rnn.plain",
+    "show_attend_tell": "keras_attn.models.show_attend_tell.model",
+    "text_cnn": "keras_attn.models.text_cnn.model",
+    "transformer_translator": "keras_attn.models.transformer.translator",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = _lazy.lazy_names(__name__, _EXPORTS)
+
+
+class _Models(types.ModuleType):
+    """The package, whose builders keep their names when their folder of the same name is
+    imported (`keras_attn.models.bart` is the builder, `keras_attn.models.bart.model` its
+    module's)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return  # the import system naming a submodule: the builder stays
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Models
+
 
 _serializables.imported(__name__)

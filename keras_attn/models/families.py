@@ -43,7 +43,6 @@ from keras_attn.models.gpt.family import (
 from keras_attn.models.rnn.family import (
     RNN_ATTENTION,
     RNN_LUONG,
-    RNN_OPTIONS,  # noqa: F401  (re-exported)
     RNN_PLAIN,
     RNN_TUNING,  # noqa: F401  (re-exported)
 )
@@ -52,7 +51,6 @@ from keras_attn.models.text_cnn.family import TEXT_CNN
 from keras_attn.models.transformer.family import (  # noqa: F401  (re-exported)
     FINE_TUNING,
     TRANSFORMER,
-    TRANSFORMER_OPTIONS,
     TRANSFORMER_TUNING,
 )
 

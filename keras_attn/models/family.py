@@ -2,7 +2,8 @@
 
 A family is one object: its name, its kind (what it is trained and exported as), an options
 dataclass whose fields are its hyperparameters (the field metadata gives the help, choices and
-least value of each `keras-attn train` flag), a builder, and for the generating kinds a
+range of each `keras-attn train` flag; an optional `validate` method checks them together), a
+builder, and for the generating kinds a
 step-contract view for decoding. The built-in families (`keras_attn.models.families`) and a
 user's own (`register_family`, `keras-attn train --model-file my_model.py`) are looked up here
 alike.
@@ -13,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.util
-import inspect
 import sys
 import typing
 from collections.abc import Callable
@@ -81,10 +81,11 @@ class Family:
             default and `metadata` `{"help": str, and optionally "choices": tuple, a range
             ("min", "above", "max", "below": numbers) and "float32": bool}` (see
             `keras_attn.options`); the values, defaults filled in, are `build`'s keyword
-            arguments, and
-            each field is a `keras-attn train` flag (`attention_units` -> `--attention-units`).
-            None for a built-in family, whose options are the `TrainConfig` fields named by
-            `hyperparameters`.
+            arguments, and each field is a `keras-attn train` flag (`attention_units` ->
+            `--attention-units`). A method `validate(self)` of the dataclass, if it has one,
+            checks the values together once each has passed its own checks (e.g. a width the
+            number of heads divides), raising a `ConfigError` naming the options at fault.
+            None: the family takes no options.
         build: the model builder (see above).
         steps: the step-contract view of a built model, for decoding (None: not exported).
         sized_steps: whether `steps(model, max_length=...)` preallocates caches for
@@ -92,19 +93,15 @@ class Family:
         learning_rate, warmup_steps, schedule: the training schedule `keras-attn train` uses
             for each of `--learning-rate`, `--warmup-steps` and `--schedule` not given.
         task: the training task; derived from `kind` unless the kind is "pretraining".
-        hyperparameters: a built-in family's `TrainConfig` fields passed to `build` (a field
-            left at None is not passed, so the builder's default applies).
         reserved_tokens: the vocabularies' reserved tokens, when not the plain ones.
-        shares_vocabulary: hyperparameters -> whether source and target share one vocabulary.
-        vocabulary_origin: hyperparameters -> `{"source" | "target" | "single": the side of an
+        shares_vocabulary: option values -> whether source and target share one vocabulary.
+        vocabulary_origin: option values -> `{"source" | "target" | "single": the side of an
             `--init-from` run it is copied from}`.
         encoder_layers: layers trained by the encoder optimizer when the run sets
             `encoder_learning_rate`.
         backbone: the pre-trained architecture the model is, or is built on ("bert", "gpt",
             "bart"; "none" for a classifier trained from scratch only): `--init-from` starts a
             family from runs of its own family or of a family on the same backbone.
-        attentions: the values a built-in family's `attention` hyperparameter takes (None: the
-            Luong decoder's "global", "local-m" and "local-p").
 
     Raises:
         ConfigError: a kind not in `KINDS`, a task that is not the kind's, or an options type
@@ -130,13 +127,11 @@ class Family:
     warmup_steps: int = 100
     schedule: str = "cosine"
     task: str | None = None
-    hyperparameters: tuple[str, ...] = ()
     reserved_tokens: tuple[str, ...] | None = None
     shares_vocabulary: Callable[[dict], bool] | None = None
     vocabulary_origin: Callable[[dict], dict[str, str]] | None = None
     encoder_layers: tuple[str, ...] = ()
     backbone: str | None = None
-    attentions: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         kind, task = self.kind, self.task
@@ -184,9 +179,9 @@ class Family:
 
     @property
     def option_names(self) -> tuple[str, ...]:
-        """The names of the family's options: its options' fields, or `hyperparameters`."""
+        """The names of the family's options: the fields of `options`."""
         if self.options is None:
-            return self.hyperparameters
+            return ()
         return tuple(field.name for field in dataclasses.fields(self.options))
 
     def training_defaults(self) -> dict[str, Any]:
@@ -198,70 +193,50 @@ class Family:
         }
 
     def option_values(self, given: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Every option's value: `given`'s, else the field default, each checked.
+        """Every option's value: `given`'s, else the field default, each checked, then all
+        together by the options dataclass' `validate` method, if it has one.
 
         Args:
             given: option name -> value.
 
         Returns:
-            `{option: value}` for every field of `options`, in field order.
+            `{option: value}` for every field of `options`, in field order: `build`'s keyword
+            arguments.
 
         Raises:
-            ConfigError: naming the option, for a name that is no option, a value of the wrong
-                type, not among the field's `choices` or under its `min`.
+            ConfigError: naming the options at fault, for a name that is no option, a value of
+                the wrong type, not among the field's `choices` or out of its range, or values
+                `validate` refuses.
         """
-        if self.options is None:
-            raise ConfigError(
-                f"model {self.name!r} takes no options dict: its options are TrainConfig fields "
-                f"({', '.join(self.hyperparameters)})",
-                ["options", "model"],
-            )
         given = dict(given or {})
-        fields = option_fields(self.options)
+        fields = option_fields(self.options) if self.options is not None else {}
         unknown = sorted(set(given) - set(fields))
         if unknown:
             raise ConfigError(
-                f"{', '.join(unknown)}: not an option of model {self.name!r} (its options: "
-                f"{', '.join(fields) or 'none'})",
-                [*unknown, "model"],
+                f"{', '.join(unknown)} {'does' if len(unknown) == 1 else 'do'} not apply to "
+                f"model={self.name!r} (its options: {', '.join(fields) or 'none'})",
+                [*unknown, "model", *fields],
             )
         values = {}
         for name, (field, kind) in fields.items():
             value = given.get(name, field.default)
             values[name] = check_option(name, value, kind, field.metadata)
+        validate = getattr(self.options, "validate", None)
+        if validate is not None:
+            validate(self.options(**values))
         return values
 
-    def builder_defaults(self) -> dict:
-        """The defaults of the family's options: the option fields' defaults, or for a built-in
-        family `build`'s keyword defaults of its hyperparameters."""
-        if self.options is not None:
-            return {field.name: field.default for field in dataclasses.fields(self.options)}
-        parameters = inspect.signature(self.build).parameters
-        return {
-            name: parameters[name].default
-            for name in self.hyperparameters
-            if name in parameters and parameters[name].default is not inspect.Parameter.empty
-        }
+    def builder_defaults(self) -> dict[str, Any]:
+        """`{option: default}` for every field of `options`: what `build` gets for the options
+        not given."""
+        if self.options is None:
+            return {}
+        return {field.name: field.default for field in dataclasses.fields(self.options)}
 
-    def shared_vocabulary(self, hyperparameters: dict) -> bool:
-        """Whether a translator's source and target share one vocabulary."""
-        return self.shares_vocabulary is not None and self.shares_vocabulary(hyperparameters)
-
-    def check(self, hyperparameters: dict) -> None:
-        """Raise a `ConfigError` for hyperparameters `build` would reject.
-
-        Runs before anything is built or written; the defaults fill the values not given, so
-        `num_heads=3` alone is checked against the default `d_model`.
-        """
-        values = {**self.builder_defaults(), **hyperparameters}
-        d_model, num_heads = values.get("d_model"), values.get("num_heads")
-        if isinstance(d_model, int) and isinstance(num_heads, int) and num_heads > 0:
-            if d_model % num_heads:
-                raise ConfigError(
-                    f"d_model={d_model} is not divisible by num_heads={num_heads} "
-                    "(each head gets an equal share of the width)",
-                    ["d_model", "num_heads"],
-                )
+    def shared_vocabulary(self, options: dict) -> bool:
+        """Whether a translator with these option values shares one vocabulary between source
+        and target."""
+        return self.shares_vocabulary is not None and self.shares_vocabulary(options)
 
     def decoding_steps(self, model: Any, max_length: int) -> object:
         """The step-contract view of `model` for decoding loops of at most `max_length` tokens."""

@@ -1,14 +1,17 @@
-"""`keras-attn train`: its flags are the fields of `TrainConfig`.
+"""`keras-attn train`: its flags are the fields of `TrainConfig` (the run's options) and the
+fields of the chosen model family's options dataclass (`--units`, `--d-model`, ...).
 
 Building the parser imports neither TensorFlow nor Keras, and `run_train` checks the
 directories it is given (`--out`, `--init-from`, `--vocab-from`, the run `--resume` continues)
 before it loads them, so a mistake in a flag or a path is reported at once.
 
-`--model-file FILE` is read before the rest of the command line: the file is imported (it
-registers model families with `keras_attn.models.register_family`) and the options of the
-family `--model` chooses become flags (`attention_units` -> `--attention-units`), which may
-replace the built-in families' architecture flags of the same name (`--units`). Resuming a run
-that has a `model_file.py` imports that copy instead.
+`--model`, `--model-file`, `--out` and `--resume` are read before the rest of the command line,
+to choose the family whose options become flags (`attention_units` -> `--attention-units`):
+`--model` (default: rnn-attention), or the model of the run `--resume` continues. A built-in
+family's options are read from `keras_attn.models.family_options` without importing the
+families; `--model-file FILE` is imported (it registers model families with
+`keras_attn.models.register_family`), and resuming a run that has a `model_file.py` imports
+that copy instead.
 """
 
 from __future__ import annotations
@@ -25,30 +28,18 @@ from keras_attn.errors import ConfigError, UserError
 from keras_attn.formats import CONFIG_FILE, MODEL_SOURCE, RunDirectory
 from keras_attn.options import describe_range
 from keras_attn.training import paths
-from keras_attn.training.config import (
-    CALL_LIMITS,
-    MODEL_OPTIONS,
-    RESUMABLE,
-    TrainConfig,
-    resumed_config,
-)
+from keras_attn.training.config import CALL_LIMITS, RESUMABLE, TrainConfig, resumed_config
 
 # `keras_attn.training.strategy.STRATEGIES`, which imports TensorFlow.
 STRATEGIES = ("none", "mirrored", "multiworker")
-# The built-in families whose options are `TrainConfig` fields (`--units`, `--d-model`, ...):
-# `--model` naming one of them builds the parser without importing the families (and Keras);
-# any other name is looked up in the registry for an options dataclass to turn into flags.
-FIELD_FAMILIES = (
-    "rnn-plain", "rnn-attention", "rnn-luong", "transformer", "gpt", "show-attend-tell", "bert",
-    "bart", "bart-translator", "bertsum", "bert-classifier", "gpt-classifier", "bart-classifier",
-    "text-cnn", "bert-tagger",
-)  # fmt: skip
 
 # The namespace attribute listing the `TrainConfig` fields whose flags the command line gave.
 GIVEN = "given"
-# The namespace attribute naming the options of a `--model-file` family (None: no such family),
-# and the prefix of each option's attribute.
+# The namespace attribute naming the options of the chosen family (None: an unknown family,
+# refused when the run starts), and the prefix of each option's attribute.
 FAMILY_OPTIONS = "family_options"
+# The namespace attribute holding the `ConfigError` for a flag of another family's option.
+REFUSED = "refused"
 OPTION = "options."
 # The arguments of `train` besides the `TrainConfig` fields.
 COMMAND_ARGUMENTS = ("distribute", "out", "resume", "quiet", "help", "verbose")
@@ -112,16 +103,17 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         if field.metadata["choices"] is not None:
             kwargs["choices"] = field.metadata["choices"]
         parser.add_argument(flags[field.name], **kwargs)
-    parser.set_defaults(**{GIVEN: (), "options": None})
+    parser.set_defaults(**{GIVEN: (), "options": None, FAMILY_OPTIONS: None, REFUSED: None})
 
 
-def _model_file_parser(
+def _family_parser_for(
     parser: argparse.ArgumentParser, args: list[str]
-) -> argparse.ArgumentParser | None:
-    """A copy of `parser` with the options of the model file's family as flags, or None.
+) -> tuple[argparse.ArgumentParser, str | None]:
+    """`(a copy of parser with the options of the family args choose as flags, its name)`.
 
-    The file is `--model-file`'s in `args`, or with `--resume` the copy in the `--out` run;
-    without either, None (and nothing is imported). A mistake ends in `parser.error`.
+    The family is one of the model file's (`--model-file` in `args`, or with `--resume` the copy
+    in the `--out` run), else the one `--model` names, else the resumed run's, else
+    `TrainConfig.model`'s default. A mistake ends in `parser.error`.
     """
     early = type(parser)(prog=parser.prog, add_help=False, allow_abbrev=False)
     for name in ("--model-file", "--model", "--out"):
@@ -135,7 +127,7 @@ def _model_file_parser(
         path, saved = Path(known.model_file), {}
     else:
         return _registered_family_parser(parser, known.model or _saved_model(run))
-    from keras_attn.models.family import load_model_file
+    from keras_attn.models.families import load_model_file
 
     try:
         families = {family.name: family for family in load_model_file(path)}
@@ -153,7 +145,8 @@ def _model_file_parser(
             f"--model {name} is not a family of --model-file {path} (it defines: "
             f"{', '.join(families)})"
         )
-    return _family_parser(parser, families[name], f"{name} ({path})")
+    family = families[name]
+    return _family_parser(parser, family.options, name, f"{name} ({path})"), name
 
 
 def _saved_model(run: RunDirectory | None) -> str | None:
@@ -169,47 +162,49 @@ def _saved_model(run: RunDirectory | None) -> str | None:
 
 def _registered_family_parser(
     parser: argparse.ArgumentParser, name: str | None
-) -> argparse.ArgumentParser | None:
-    """A copy of `parser` with the option flags of the registered family `name` (a built-in
-    one with an options dataclass, e.g. `cnn-rnn`), or None for a family whose options are
-    `TrainConfig` fields, an unknown name (refused later, as usual) or no name. The families
-    are imported (Keras with them) only for a name outside `FIELD_FAMILIES`."""
-    if name is None or name in FIELD_FAMILIES:
-        return None
+) -> tuple[argparse.ArgumentParser, str | None]:
+    """`(a copy of parser with the option flags of family name, name)`: a built-in family's
+    options are read without importing the families (and Keras); another name is looked up
+    among the registered families, and an unknown one gets a copy of `parser` with no option
+    flags (the run refuses the name)."""
+    from keras_attn.models.family_options import BUILT_IN_OPTIONS
+
+    name = name or TrainConfig.model
+    if name in BUILT_IN_OPTIONS:
+        return _family_parser(parser, BUILT_IN_OPTIONS[name], name, name), name
     from keras_attn.models.families import MODEL_FAMILIES
 
     family = MODEL_FAMILIES.get(name)
-    if family is None or family.options is None:
-        return None
-    return _family_parser(parser, family, name)
+    if family is None:
+        return _copy(parser), name
+    return _family_parser(parser, family.options, name, name), name
 
 
-def _family_parser(parser: argparse.ArgumentParser, family, label: str) -> argparse.ArgumentParser:
-    """A copy of `parser` whose flags include the options of `family` (`label` names it in the
-    help and in errors)."""
+def _family_parser(
+    parser: argparse.ArgumentParser, options: type | None, name: str, label: str
+) -> argparse.ArgumentParser:
+    """A copy of `parser` whose flags include the fields of `options`, the options dataclass
+    of the family `name` (`label` names it in the help and in errors)."""
     from keras_attn.models.family import option_fields
 
-    name = family.name
-    # A copy: the parser may parse other command lines (with other model files) later.
-    parser = copy.deepcopy(parser)
-    vars(parser).pop("parse_known_args", None)  # the copy parses as its class does
-    parser.set_defaults(model=name, **{FAMILY_OPTIONS: family.option_names})
-    if family.options is None:
-        parser.set_defaults(**{FAMILY_OPTIONS: None})
-        return parser
-    group = parser.add_argument_group(f"options of model family {label}")
-    fields = option_fields(family.options)
+    parser = _copy(parser)
+    fields = option_fields(options) if options is not None else {}
+    parser.set_defaults(model=name, **{FAMILY_OPTIONS: tuple(fields)})
+    group = parser.add_argument_group(
+        f"options of model family {label}", "train --model M --help lists those of model M"
+    )
     for option, (field, kind) in fields.items():
-        if option in COMMAND_ARGUMENTS or (
-            option in TrainConfig.__dataclass_fields__ and option not in MODEL_OPTIONS
-        ):
+        if option in COMMAND_ARGUMENTS or option in TrainConfig.__dataclass_fields__:
             parser.error(
                 f"option {option} of model family {label} would hide {flag(option)} "
                 "of keras-attn train: rename it"
             )
         wanted = describe_range(kind, field.metadata)
-        bounds = "" if wanted is None else f"{wanted}; "
-        text = f"{field.metadata.get('help') or ''} ({bounds}default: {field.default})".strip()
+        text = field.metadata.get("help") or ""
+        said = [wanted] if wanted is not None else []
+        if "default" not in text:
+            said.append(f"default: {field.default}")
+        text = f"{text} ({'; '.join(said)})".strip() if said else text
         kwargs = {
             "dest": OPTION + option,
             "default": field.default,
@@ -226,19 +221,62 @@ def _family_parser(parser: argparse.ArgumentParser, family, label: str) -> argpa
     return parser
 
 
-def _reading_model_files(parser: argparse.ArgumentParser) -> None:
-    """Make `parser` add a `--model-file` family's option flags before it parses."""
-    parse_known_args = parser.parse_known_args
+def _copy(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """A copy of `parser` that parses as its class does: the parser may parse other command
+    lines (with other families) later."""
+    parser = copy.deepcopy(parser)
+    vars(parser).pop("parse_known_args", None)
+    return parser
+
+
+def _reading_family_options(parser: argparse.ArgumentParser) -> None:
+    """Make `parser` add the chosen family's option flags before it parses, and keep a flag of
+    an option that only other families take for the run to refuse (one line, exit status 2)."""
 
     def parse(args=None, namespace=None):
         arguments = sys.argv[1:] if args is None else list(args)
-        family_parser = _model_file_parser(parser, arguments)
-        if family_parser is None:
-            return parse_known_args(arguments, namespace)
-        return family_parser.parse_known_args(arguments, namespace)
+        family_parser, name = _family_parser_for(parser, arguments)
+        namespace, extras = family_parser.parse_known_args(arguments, namespace)
+        return namespace, _other_families_options(name, namespace, extras)
 
     # argparse has no hook before parsing: the subcommand parser's own method is replaced.
     parser.parse_known_args = parse
+
+
+def _other_families_options(name: str | None, namespace, extras: list[str]) -> list[str]:
+    """`extras` without the flags (and their values) of options of other built-in families
+    (`--d-model 64` for rnn-attention); the first of them is kept in `namespace` as the
+    `ConfigError` the run reports, naming the options of family `name`. An unknown family (no
+    options in `namespace`) keeps every extra: the run refuses its name first."""
+    from keras_attn.models.family import option_fields
+    from keras_attn.models.family_options import BUILT_IN_OPTIONS
+
+    mine = getattr(namespace, FAMILY_OPTIONS, None)
+    if mine is None:
+        return extras
+    kinds = {
+        option: kind
+        for options in BUILT_IN_OPTIONS.values()
+        for option, (_, kind) in option_fields(options).items()
+    }
+    left, arguments = [], iter(extras)
+    for extra in arguments:
+        written = extra.split("=", 1)[0].removeprefix("--").replace("-", "_")
+        option = written if written in kinds else written.removeprefix("no_")
+        negated = option != written  # --no-NAME: a bool option only
+        known = option in kinds and (not negated or kinds[option] is bool)
+        if not extra.startswith("--") or not known or option in mine:
+            left.append(extra)
+            continue
+        if kinds[option] is not bool and "=" not in extra:
+            next(arguments, None)  # its value
+        if getattr(namespace, REFUSED, None) is None:
+            setattr(namespace, REFUSED, ConfigError(
+                f"{option} does not apply to model={name!r} (its options: "
+                f"{', '.join(mine) or 'none'})",
+                [option, "model", *mine],
+            ))  # fmt: skip
+    return left
 
 
 RESUME_HELP = (
@@ -258,12 +296,11 @@ def add_parsers(subparsers: Any) -> None:
         help="train a model and write a resumable run directory",
         description="Train a model on a corpus; writes RUN/ with the .keras model, vocabularies, "
         "checkpoints and TensorBoard logs, and prints dev BLEU (perplexity for gpt) at the end. "
-        "With --model-file FILE, the options of FILE's model family are flags too (train "
-        "--model-file FILE --help lists them).",
-        # A --model-file family's option replaces the built-in flag of the same name (--units).
-        conflict_handler="resolve",
+        "The options of the model family are flags too: train --help lists those of the "
+        "default family, train --model M --help those of model M, and train --model-file FILE "
+        "--help those of FILE's family.",
     )
-    _reading_model_files(parser)
+    _reading_family_options(parser)
     add_config_arguments(parser)
     parser.add_argument(
         "--distribute",
@@ -293,17 +330,17 @@ def requested_config(args: argparse.Namespace) -> TrainConfig:
 
 def _requested(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
     """`(requested_config(args), whether it resumes a run)`."""
+    if getattr(args, REFUSED, None) is not None:
+        raise getattr(args, REFUSED)
     fields = [field for field in dataclasses.fields(TrainConfig) if field.metadata["flag"]]
     given_names = getattr(args, GIVEN, ())
-    option_names = getattr(args, FAMILY_OPTIONS, None)
-    options = None
-    if option_names is not None:  # the options given; the others are the defaults, or with
-        # --init-from the other run's (`resolve_init_config`)
-        options = {
-            name: getattr(args, OPTION + name)
-            for name in option_names
-            if OPTION + name in given_names
-        }
+    # The options given; the others are the defaults, or with --init-from the other run's
+    # (`resolve_init_config`).
+    options = {
+        name: getattr(args, OPTION + name)
+        for name in getattr(args, FAMILY_OPTIONS, None) or ()
+        if OPTION + name in given_names
+    }
     if args.distribute == "multiworker":
         found = paths.RESUMABLE if args.resume and RunDirectory(args.out).exists() else paths.NEW
     else:
@@ -317,8 +354,7 @@ def _requested(args: argparse.Namespace) -> tuple[TrainConfig, bool]:
         config = dataclasses.replace(saved, **changes)
         resumed_config(saved, config, args.out)
         return config, True
-    # A built-in flag a --model-file family's option replaced keeps the field's default.
-    values = {field.name: getattr(args, field.name, field.default) for field in fields}
+    values = {field.name: getattr(args, field.name) for field in fields}
     config = TrainConfig(**values, options=options)
     for field in ("init_from", "vocab_from"):
         if getattr(config, field):

@@ -8,6 +8,9 @@ This module imports neither TensorFlow nor Keras (the command line builds its pa
 before either is loaded): the choices of the flags are the static tuples below, which
 `tests/training/test_cli.py` checks against the registries they name, and `validate` imports
 the model families when it runs.
+
+A model family's options (`keras_attn.models.Family.options`: `units`, `d_model`, ...) are not
+fields: `options` holds them by name, and a run's `config.json` saves them under `"options"`.
 """
 
 from __future__ import annotations
@@ -24,17 +27,8 @@ from keras_attn.training.precision import POLICIES, check_policy_name
 if TYPE_CHECKING:
     from keras_attn.models.families import ModelFamily
 
-# The names of the registries the flags choose from (`keras_attn.scores.SCORES`,
-# `keras_attn.distributions.DISTRIBUTIONS`, the Luong decoder's and Show, Attend and Tell's
-# attentions, `training.optimizers.OPTIMIZERS`, `training.schedules.SCHEDULES`,
-# `training.scheduled_sampling.SCHEDULES`).
-SCORES = (
-    "activated_general", "additive", "biased_general", "concat", "cosine", "deep", "dot",
-    "feature", "general", "location", "residual_general", "scaled_dot", "scaled_general",
-)  # fmt: skip
-DISTRIBUTIONS = ("entmax", "entmax15", "hardmax", "sigmoid", "softmax", "sparsemax")
-ATTENTIONS = ("global", "local-m", "local-p")
-IMAGE_ATTENTIONS = ("soft", "hard")
+# The names of the registries the flags choose from (`training.optimizers.OPTIMIZERS`,
+# `training.schedules.SCHEDULES`, `training.scheduled_sampling.SCHEDULES`).
 OPTIMIZERS = ("adam", "sgd")
 SCHEDULES = ("cosine", "inverse-sqrt", "halving")
 SAMPLING_SCHEDULES = ("linear", "exponential", "inverse-sigmoid")
@@ -66,10 +60,10 @@ def option(
 class TrainConfig:
     """Everything that defines a training run; saved as `config.json` in the run directory.
 
-    The model family's options (`score` … `normalize_first`) default to None, which leaves the
-    family builder's own default; `validate()` refuses one the family does not take. A family
-    with an options dataclass (`keras_attn.models.Family.options`, e.g. one of a `model_file`)
-    takes its values from `options` instead.
+    The fields are the run's options; the model family's options (its builder's keyword
+    arguments, `keras_attn.models.Family.options`) are `options`, by name: e.g.
+    `TrainConfig(model="transformer", options={"d_model": 256, "num_heads": 8})`. Those not
+    given take their defaults; `validate()` refuses a name the family does not take.
     """
 
     model: str = option(
@@ -90,8 +84,8 @@ class TrainConfig:
     )
     options: dict | None = option(
         None,
-        "the options of a model family that defines them (a dataclass, `Family.options`), by "
-        "name; missing ones take their defaults",
+        "the options of the model family (its `Family.options` dataclass), by name; missing "
+        "ones take their defaults",
         flag=False,
     )
     corpus: str = option(
@@ -192,82 +186,6 @@ class TrainConfig:
     )
     max_length: int = option(80, "longest tokenized sentence", above=0)
     vocab_size: int = option(2000, "WordPiece size per side", above=0)
-    embedding_dim: int = option(
-        128,
-        "token embedding width (rnn-plain, rnn-attention, rnn-luong, show-attend-tell, text-cnn)",
-        above=0,
-    )
-    units: int = option(
-        256,
-        "recurrent state width (rnn-plain, rnn-attention, rnn-luong, show-attend-tell)",
-        above=0,
-    )
-    cell: str = option(
-        "lstm", "recurrent cell (rnn-plain, rnn-attention, rnn-luong)", ("lstm", "gru")
-    )
-    gru_reset_after: bool | None = option(
-        None,
-        "the GRU's form, {cell} gru only (rnn-plain, rnn-attention, rnn-luong): on, the default, "
-        "is Keras' and cuDNN's (reset gate after the recurrent product; the fused cuDNN kernel "
-        "on a GPU); off is Cho et al.'s equations (reset gate before it; no cuDNN kernel)",
-    )
-    dropout: float = option(0.1, "dropout rate", min=0, below=1)
-    score: str | None = option(
-        None,
-        "alignment score (default: additive for rnn-attention, general for rnn-luong)",
-        SCORES,
-    )
-    distribution: str | None = option(
-        None, "attention distribution, rnn-luong (default: softmax)", DISTRIBUTIONS
-    )
-    attention: str | None = option(
-        None,
-        "rnn-luong attention: global, local-m or local-p (default: global); show-attend-tell: "
-        "soft or hard (default: soft)",
-        (*ATTENTIONS, *IMAGE_ATTENTIONS),
-    )
-    window: int | None = option(None, "local window half width D, rnn-luong (default: 10)", above=0)
-    input_feeding: bool | None = option(
-        None, "feed h~_{{t-1}} to the decoder cell, rnn-luong (default: on)"
-    )
-    position_gradient_scale: float | None = option(
-        None,
-        "local-p only: a factor on the gradients of the position predictor (W_p, v_p), its "
-        "learning rate relative to the rest under {optimizer} sgd (default: 1)",
-        **RATE,
-    )
-    context_feeding: bool | None = option(
-        None,
-        "feed the encoder summary c to every decoder step, rnn-plain (default: on, Cho et al.; "
-        "off: Sutskever et al.)",
-    )
-    num_layers: int | None = option(
-        None,
-        "depth: blocks per stack, transformer/gpt (default: 2); recurrent layers of the "
-        "encoder and of the decoder, rnn-plain/rnn-attention/rnn-luong (default: 1)",
-        above=0,
-    )
-    d_model: int | None = option(None, "model width, transformer/gpt (default: 128)", above=0)
-    num_heads: int | None = option(None, "attention heads, transformer/gpt (default: 4)", above=0)
-    ff_dim: int | None = option(None, "feed-forward width, transformer/gpt (default: 512)", above=0)
-    normalize_first: bool | None = option(
-        None, "pre-LN blocks instead of post-LN, transformer (default: post-LN)"
-    )
-    new_source_encoder_layers: int | None = option(
-        None,
-        "bart-translator: a new source embedding and encoder of this many blocks in front of "
-        "the pre-trained encoder (Lewis et al.'s translation fine-tuning; default: 0, none)",
-        min=0,
-    )
-    decoder_layers: int | None = option(
-        None, "bertsum: decoder blocks (default: {num_layers})", above=0
-    )
-    penalty: float | None = option(
-        None,
-        "show-attend-tell: weight lambda of the doubly stochastic attention regulariser "
-        "(default: 1.0; 0: off)",
-        min=0,
-    )
     side: str | None = option(
         None,
         "pre-training text (bert, bart): the corpus' source or target side, or both "
@@ -325,9 +243,18 @@ class TrainConfig:
 
     @classmethod
     def from_fields(cls, fields: dict[str, Any]) -> TrainConfig:
-        """A config from saved field values (a run's `config.json`); unknown keys are ignored."""
+        """A config from saved field values (a run's `config.json`); unknown keys are ignored.
+
+        A `config.json` written when the built-in families' options were fields of their own
+        (top-level keys, no `options`) is read as it would be written now: the keys that are
+        options of its family and not None become `options` (the others take their defaults);
+        the keys its family does not take are dropped.
+        """
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in fields.items() if k in known})
+        values = {k: v for k, v in fields.items() if k in known}
+        if values.get("options") is None:
+            values["options"] = _top_level_options(fields)
+        return cls(**values)
 
     def family(self) -> ModelFamily:
         """The model family `model` names, loading `model_file` first when it is given and
@@ -354,39 +281,7 @@ class TrainConfig:
             kind = option_kind(hints[field.name])
             if kind is not None:
                 check_option(field.name, getattr(self, field.name), kind, field.metadata)
-        for name in FAMILY_OPTIONS:
-            if getattr(self, name) is not None and name not in family.hyperparameters:
-                raise ConfigError(
-                    f"{name} does not apply to model={self.model!r} (its options: "
-                    f"{', '.join(family.option_names) or 'none'})",
-                    [name, "model", *family.option_names],
-                )
-        if self.options is not None and family.options is None:
-            raise ConfigError(
-                f"options apply to a family with an options dataclass, not model={self.model!r} "
-                f"(its options are the fields {', '.join(family.hyperparameters)})",
-                ["options", "model"],
-            )
-        if self.attention is not None:
-            allowed = family.attentions or ATTENTIONS
-            if self.attention not in allowed:
-                raise ConfigError(
-                    f"attention={self.attention!r} does not apply to model={self.model!r} "
-                    f"(its attentions: {', '.join(allowed)})",
-                    ["attention", "model"],
-                )
-        if self.position_gradient_scale is not None and self.attention != "local-p":
-            raise ConfigError(
-                "position_gradient_scale applies to attention='local-p' only, got "
-                f"attention={self.attention or 'global'!r}",
-                ["position_gradient_scale", "attention"],
-            )
-        if self.gru_reset_after is not None and self.cell != "gru":
-            raise ConfigError(
-                f"gru_reset_after chooses the form of a GRU: it needs cell='gru', got "
-                f"cell={self.cell!r}",
-                ["gru_reset_after", "cell"],
-            )
+        family.option_values(self.options)  # each option, then the options together
         if self.schedule == "inverse-sqrt" and self.warmup_steps < 1:
             raise ConfigError(
                 f"warmup_steps must be >= 1 with schedule={self.schedule!r}, "
@@ -432,7 +327,6 @@ class TrainConfig:
                 "encoder_warmup_steps applies with encoder_learning_rate only",
                 ["encoder_warmup_steps", "encoder_learning_rate"],
             )
-        family.check(self.model_hyperparameters(family))
 
     def _validate_scheduled_sampling(self, family: ModelFamily) -> None:
         """Refuse sampling options without a schedule, a bad schedule, or for a family whose step
@@ -460,43 +354,24 @@ class TrainConfig:
             raise ConfigError(str(error), fields) from error
 
     def model_hyperparameters(self, family: ModelFamily | None = None) -> dict:
-        """The family builder's keyword arguments: its `options` with their defaults filled in
-        (`Family.option_values`, which checks them), or for a built-in family its fields; fields
-        left at None are not passed."""
-        family = family or self.family()
-        if family.options is not None:
-            return family.option_values(self.options)
-        values = {name: getattr(self, name) for name in family.hyperparameters}
-        return {
-            BUILDER_ARGUMENTS.get(name, name): value
-            for name, value in values.items()
-            if value is not None
-        }
+        """The family builder's keyword arguments: `options` with the defaults filled in
+        (`Family.option_values`, which checks them)."""
+        return (family or self.family()).option_values(self.options)
 
 
-# TrainConfig fields that only some model families take.
-FAMILY_OPTIONS = (
-    "score",
-    "distribution",
-    "attention",
-    "window",
-    "input_feeding",
-    "position_gradient_scale",
-    "context_feeding",
-    "gru_reset_after",
-    "num_layers",
-    "d_model",
-    "num_heads",
-    "ff_dim",
-    "normalize_first",
-    "new_source_encoder_layers",
-    "decoder_layers",
-    "penalty",
-)
+def _top_level_options(fields: dict[str, Any]) -> dict[str, Any] | None:
+    """The options of a `config.json` that saved them as top-level keys, defaults filled in:
+    the keys that are options of its built-in family and not None (None: no such family)."""
+    from keras_attn.models.family_options import BUILT_IN_OPTIONS
 
-# TrainConfig fields a family's own option of the same name replaces on the command line:
-# the built-in families' architecture options.
-MODEL_OPTIONS = (*FAMILY_OPTIONS, "embedding_dim", "units", "cell", "dropout")
+    options = BUILT_IN_OPTIONS.get(fields.get("model", "rnn-attention"))
+    if options is None:
+        return None
+    return {
+        field.name: field.default if fields.get(field.name) is None else fields[field.name]
+        for field in dataclasses.fields(options)
+    }
+
 
 # TrainConfig fields whose value, when None, is the model family's (`Family.training_defaults`).
 TUNING = ("learning_rate", "warmup_steps", "schedule")
@@ -515,9 +390,6 @@ def with_family_tuning(config: TrainConfig, family: ModelFamily) -> TrainConfig:
         config, **{name: defaults[name] for name in TUNING if getattr(config, name) is None}
     )
 
-
-# TrainConfig fields passed to the family builder under another keyword.
-BUILDER_ARGUMENTS = {"gru_reset_after": "reset_after"}
 
 # The TrainConfig fields that only some training tasks read, by task (`ModelFamily.task`).
 TASK_OPTIONS = {
@@ -541,10 +413,10 @@ def resumed_config(saved: TrainConfig, config: TrainConfig | None, where: str) -
 
     `config` None keeps `saved` as it is, without its time limits. Otherwise the fields of
     `RESUMABLE` are `config`'s, and every other field of `config` must equal `saved`'s or be
-    None, which keeps the saved value (the config that started a run with `init_from`, whose
-    unset architecture options the run took from the other run, resumes it): a resumed run
-    continues the training `saved` describes. The `options` of `config` are compared one by
-    one: each must equal the saved one.
+    None, which keeps the saved value: a resumed run continues the training `saved` describes.
+    The `options` of `config` are compared one by one: each must equal the saved one (the
+    config that started a run with `init_from`, which gave only some options and took the
+    others from the other run, resumes it).
 
     Args:
         saved: the run's saved config.

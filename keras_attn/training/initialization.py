@@ -8,8 +8,9 @@ build_vocabularies`), so token ids mean the same in both.
 
 Before anything is written, `check_origin_run` refuses a run this one cannot start from: a run of
 a family of another kind (`starts_from`), one without the vocabularies this run takes or whose
-vocabularies lack this run's reserved tokens, or one whose architecture options differ from this
-run's. The layer-by-layer shape check of `initialize_from` catches what these do not.
+vocabularies lack this run's reserved tokens, or one whose options that shape the weights
+(`SHAPE_OPTIONS`) differ from this run's. The layer-by-layer shape check of `initialize_from`
+catches what these do not.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from keras_attn.errors import ConfigError
 from keras_attn.formats import RunDirectory
-from keras_attn.training.config import FAMILY_OPTIONS, TrainConfig
+from keras_attn.training.config import TrainConfig
 from keras_attn.training.paths import check_origin
 
 if TYPE_CHECKING:
@@ -27,9 +28,9 @@ if TYPE_CHECKING:
 
     from keras_attn.models.families import ModelFamily
 
-# Options that shape the weights and have a default of their own (not None): a run started from
-# another run's weights must give the same value when both families take the option.
-SHAPE_OPTIONS = ("embedding_dim", "units", "cell")
+# Options that shape the weights: a run started from another run's weights that gives one of
+# them must give the other run's value when both families take the option.
+SHAPE_OPTIONS = ("embedding_dim", "units", "cell", "num_layers", "d_model", "num_heads", "ff_dim")
 
 
 def starts_from(family: ModelFamily, name: str, origin: ModelFamily, origin_name: str) -> bool:
@@ -64,45 +65,30 @@ def _prefix(config: TrainConfig, out, field: str, path, theirs: str) -> str:
 def resolve_init_config(
     config: TrainConfig, init_run: RunDirectory, log, out: object = "out"
 ) -> TrainConfig:
-    """`config` with the architecture options it leaves unset taken from `init_run`'s config.
+    """`config` with the options it does not give taken from `init_run`'s config.
 
-    The family options (`num_layers`, `d_model`, ...) that both runs' families take and that
-    `config` leaves at None get the pre-trained run's values, so the new model has the shapes
-    of the old one; a value given that differs from the pre-trained one is a `ConfigError`
-    naming both runs (`out` is this one's directory). A family with an options dataclass takes
-    every option of the other run's `options` that `config.options` does not give.
+    Every option of this run's family that `config.options` does not give and `init_run`'s
+    config has gets the pre-trained run's value, so the new model has the shapes of the old one;
+    a value of `SHAPE_OPTIONS` given that differs from the pre-trained one is a `ConfigError`
+    naming both runs (`out` is this one's directory).
     """
-    theirs = check_origin(init_run.path, "init_from")
-    family = config.family()
-    changes = {}
-    for name in FAMILY_OPTIONS:
-        value = theirs.get(name)
-        if name not in family.hyperparameters or value is None:
-            continue
-        mine = getattr(config, name)
-        if mine is None:
-            changes[name] = value
-        elif mine != value:
-            prefix = _prefix(config, out, "init_from", init_run.path, theirs.get("model", "?"))
+    fields = check_origin(init_run.path, "init_from")
+    theirs = TrainConfig.from_fields(fields).options or {}
+    given = config.options or {}
+    for name in SHAPE_OPTIONS:
+        if name in given and name in theirs and given[name] != theirs[name]:
+            prefix = _prefix(config, out, "init_from", init_run.path, fields.get("model", "?"))
             raise ConfigError(
-                f"{prefix}: {name}={mine!r} here, {name}={value!r} there (its weights have that "
-                f"shape; leave {name} unset to take it)",
+                f"{prefix}: {name}={given[name]!r} here, {name}={theirs[name]!r} there (its "
+                f"weights have that shape; leave {name} unset to take it)",
                 [name, "init_from", "model"],
             )
-    taken = {}
-    if family.options is not None:  # an options dataclass: every option `config` does not give
-        given = config.options or {}
-        taken = {
-            name: value
-            for name, value in (theirs.get("options") or {}).items()
-            if name in family.option_names and name not in given
-        }
-        if taken:
-            changes["options"] = {**taken, **given}
-    took = {**{k: v for k, v in changes.items() if k != "options"}, **taken}
-    if took:
-        log(f"from init_from {init_run.path}: " + ", ".join(f"{k}={v}" for k, v in took.items()))
-    return dataclasses.replace(config, **changes)
+    names = config.family().option_names
+    taken = {name: value for name, value in theirs.items() if name in names and name not in given}
+    if not taken:
+        return config
+    log(f"from init_from {init_run.path}: " + ", ".join(f"{k}={v}" for k, v in taken.items()))
+    return dataclasses.replace(config, options={**taken, **given})
 
 
 def check_origin_run(config: TrainConfig, family: ModelFamily, out, field: str) -> None:
@@ -111,7 +97,7 @@ def check_origin_run(config: TrainConfig, family: ModelFamily, out, field: str) 
     `field` is `init_from` (weights and vocabularies) or `vocab_from` (vocabularies only). The
     message names both runs and what does not match: the family kind (`starts_from`, for
     `init_from`), a vocabulary this run takes that the other run lacks, the reserved tokens
-    this run's vocabularies need, or an option in `SHAPE_OPTIONS`.
+    this run's vocabularies need.
     """
     from keras_attn.models.families import get_family
     from keras_attn.text.vocab import load_vocab
@@ -135,15 +121,6 @@ def check_origin_run(config: TrainConfig, family: ModelFamily, out, field: str) 
             f"{', '.join(_origins(family, config.model))}",
             at_fault,
         )
-    if field == "init_from":
-        for name in SHAPE_OPTIONS:
-            both = name in family.hyperparameters and name in origin.hyperparameters
-            if both and name in fields and getattr(config, name) != fields[name]:
-                raise ConfigError(
-                    f"{prefix}: {name}={getattr(config, name)!r} here, {name}={fields[name]!r} "
-                    "there (its weights have that shape)",
-                    [name, *at_fault],
-                )
     task = get_task(family.task)
     reserved = task.vocabularies(config, family)
     for mine, source in task.inherited_vocabularies(config, family, theirs).items():

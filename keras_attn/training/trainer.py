@@ -331,8 +331,8 @@ def _resolve_config(
     for field in ("init_from", "vocab_from"):
         if getattr(config, field):
             check_origin_run(config, family, run.path, field)
-    if family.options is not None:  # config.json records every option, defaults filled in
-        config = dataclasses.replace(config, options=family.option_values(config.options))
+    # config.json records every option, defaults filled in
+    config = dataclasses.replace(config, options=family.option_values(config.options))
     return with_family_tuning(config, family)  # and the schedule the run takes
 
 

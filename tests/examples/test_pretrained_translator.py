@@ -41,8 +41,9 @@ def test_both_translators_get_the_same_budget_and_differ_only_in_their_start(tmp
         500,
         3,
     )
-    for name in ("num_layers", "d_model", "num_heads", "ff_dim", "corpus", "batch_size"):
+    for name in ("options", "corpus", "batch_size"):  # options: num_layers, d_model, ...
         assert getattr(scratch, name) == getattr(mbart, name), name
+    assert set(scratch.options) == {"num_layers", "d_model", "num_heads", "ff_dim"}
     for config in configs.values():
         config.validate()
 

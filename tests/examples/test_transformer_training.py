@@ -30,7 +30,8 @@ def test_arms_map_to_train_configs():
     assert (configs["post-nowarm"].schedule, configs["post-nowarm"].warmup_steps) == ("cosine", 0)
     assert (configs["post-warm"].schedule, configs["post-warm"].warmup_steps) == ("cosine", 50)
     assert configs["post-isqrt"].schedule == "inverse-sqrt"
-    assert configs["pre-nowarm"].normalize_first and not configs["post-nowarm"].normalize_first
+    assert configs["pre-nowarm"].options["normalize_first"]
+    assert not configs["post-nowarm"].options["normalize_first"]
     assert configs["post-isqrt-ls"].label_smoothing == 0.1
     assert configs["post-isqrt"].label_smoothing == 0.0
     assert configs["post-isqrt-noclip"].clipnorm == 0.0 and configs["post-isqrt"].clipnorm == 0.5

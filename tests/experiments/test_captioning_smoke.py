@@ -27,10 +27,13 @@ def test_both_arms_get_the_same_budget_and_differ_only_in_attention(experiment):
     different = {
         name for name in soft.__dataclass_fields__ if getattr(soft, name) != getattr(hard, name)
     }
-    assert different == {"attention"}
+    assert different == {"options"}
+    assert {name for name in soft.options if soft.options[name] != hard.options[name]} == {
+        "attention"
+    }
     assert (soft.model, soft.corpus, soft.seed) == ("show-attend-tell", "scenes", 3)
     assert soft.max_cpu_minutes == experiment.FULL.cpu_minutes > 0
-    assert soft.penalty == experiment.FULL.penalty
+    assert soft.options["penalty"] == experiment.FULL.penalty
 
 
 def test_parse_args_overrides_the_scale_and_rejects_bad_values(experiment, capsys):
@@ -105,7 +108,8 @@ def test_quick_run_trains_both_arms_scores_and_reports(experiment, tmp_path):
     assert list(results["arms"]) == ["soft", "hard"]
     for arm, evaluation in results["arms"].items():
         config = json.loads((out / arm / "run" / "config.json").read_text())
-        assert (config["attention"], config["steps"], config["corpus"]) == (arm, 4, "scenes-32")
+        assert (config["options"]["attention"], config["steps"]) == (arm, 4)
+        assert config["corpus"] == "scenes-32"
         assert evaluation["metrics"]["steps"] == 4 and evaluation["grid"] == [4, 4]
         for split in ("test", "unseen"):
             scores = evaluation[split]

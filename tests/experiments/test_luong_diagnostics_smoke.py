@@ -17,9 +17,10 @@ from keras_attn.training.trainer import RunDirectory, TrainConfig, _training_dat
 
 _PATH = pathlib.Path(__file__).resolve().parents[2] / "experiments" / "luong_diagnostics.py"
 TINY = dict(
-    model="rnn-luong", steps=2, batch_size=16, units=16, embedding_dim=8, vocab_size=400,
-    dropout=0.0, checkpoint_every=2, eval_sentences=0, train_examples=256,
+    model="rnn-luong", steps=2, batch_size=16, vocab_size=400, checkpoint_every=2,
+    eval_sentences=0, train_examples=256,
 )  # fmt: skip
+TINY_OPTIONS = {"units": 16, "embedding_dim": 8, "dropout": 0.0}
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +33,16 @@ def diagnostics():
 
 
 def test_global_and_local_p_statistics(diagnostics, tmp_path, capsys):
-    train(tmp_path / "dot", TrainConfig(score="dot", **TINY), progress=False)
-    train(tmp_path / "local", TrainConfig(attention="local-p", window=3, **TINY), progress=False)
+    train(
+        tmp_path / "dot",
+        TrainConfig(options={**TINY_OPTIONS, "score": "dot"}, **TINY),
+        progress=False,
+    )
+    train(
+        tmp_path / "local",
+        TrainConfig(options={**TINY_OPTIONS, "attention": "local-p", "window": 3}, **TINY),
+        progress=False,
+    )
     softmax_call, positions = Softmax.call, LocalAttention._aligned_positions
 
     dot = diagnostics.diagnose(str(tmp_path / "dot"), batches=1)
@@ -62,7 +71,15 @@ def test_global_and_local_p_statistics(diagnostics, tmp_path, capsys):
 @pytest.mark.parametrize("input_feeding", [True, False])  # the scan and the one-pass decoder
 def test_local_p_positions_from_a_known_predictor(diagnostics, tmp_path, input_feeding):
     """v_p = 0 puts p_t at S / 2 at every step; v_p = 60 sign(tanh(W_p h_t)) saturates it."""
-    config = TrainConfig(attention="local-p", window=3, input_feeding=input_feeding, **TINY)
+    config = TrainConfig(
+        options={
+            **TINY_OPTIONS,
+            "attention": "local-p",
+            "window": 3,
+            "input_feeding": input_feeding,
+        },
+        **TINY,
+    )
     train(tmp_path / "run", config, progress=False)
     model = keras.saving.load_model(str(tmp_path / "run" / "model.keras"))
     align = model.get_layer("decoder").attention_layer
@@ -92,7 +109,11 @@ def test_local_p_positions_from_a_known_predictor(diagnostics, tmp_path, input_f
 def test_residual_score_correction_is_read_from_the_saved_kernel(diagnostics, tmp_path, capsys):
     residual_score = ResidualGeneralScore.score
     config = TrainConfig(
-        score="residual_general", learning_rate=0.05, warmup_steps=0, schedule="cosine", **TINY
+        options={**TINY_OPTIONS, "score": "residual_general"},
+        learning_rate=0.05,
+        warmup_steps=0,
+        schedule="cosine",
+        **TINY,
     )
     train(tmp_path / "residual", config, progress=False)
     result = diagnostics.diagnose(str(tmp_path / "residual"), batches=1)

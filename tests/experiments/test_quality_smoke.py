@@ -134,7 +134,7 @@ def test_arm_config_turns_sgd_halving_passes_into_steps(quality):
     assert (config.optimizer, config.learning_rate, config.clipnorm) == ("sgd", 4.0, 1.0)
     assert (config.schedule, config.warmup_steps) == ("halving", 0)
     assert (config.decay_start, config.decay_every) == (5 * 425, 425)  # 27252 // 64 = 425
-    assert (config.score, config.attention) == ("general", "local-p")
+    assert (config.options["score"], config.options["attention"]) == ("general", "local-p")
     adam = quality.arm_config(by_slug["luong-local-p"], "synthetic", args)  # no split needed
     assert (adam.optimizer, adam.schedule, adam.warmup_steps) == ("adam", "inverse-sqrt", 100)
     assert adam.decay_start is None and adam.decay_every is None
@@ -152,8 +152,9 @@ def test_arm_config_turns_sgd_halving_passes_into_steps(quality):
         assert slow.model_hyperparameters()["position_gradient_scale"] == 0.1
         # the same run as the arm without the suffix but for the predictor's rate
         plain = quality.arm_config(by_slug[slug], "synthetic", args, 27252)
-        assert (slow.score, plain.score) == (score, score)
-        assert dataclasses.replace(slow, position_gradient_scale=None) == plain
+        assert (slow.options["score"], plain.options["score"]) == (score, score)
+        options = {**slow.options, "position_gradient_scale": 1.0}
+        assert dataclasses.replace(slow, options=options) == plain
 
 
 def test_the_adam_arms_train_at_their_familys_rate_on_a_time_budgets_schedule(quality):

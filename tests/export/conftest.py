@@ -71,8 +71,9 @@ RUN_IMAGE_SIZE = 32  # a captioner's `scenes-32` corpus: 32-pixel images, 4x4 re
 def write_tiny_run(path, model, seed=0, **options):
     """Write the run directory `keras-attn train --model MODEL` writes, untrained.
 
-    `config.json` holds the `TrainConfig` fields (`TINY_OPTIONS` the family takes, then
-    `options`, which may set other fields too, e.g. `max_length`) and the float32 policy; the
+    `config.json` holds the `TrainConfig` fields (`options` may set fields too, e.g.
+    `max_length`), the family's options (those of `TINY_OPTIONS` it takes, then those of
+    `options`, the others at their defaults) and the float32 policy; the
     task's vocabulary files hold the family's reserved tokens and `RUN_WORDS`; a classifier or
     tagger has `labels.txt` (`RUN_LABELS`); `model.keras` is built by the family's task from
     them with the weights of `seed`. Returns the `RunDirectory`."""
@@ -93,9 +94,7 @@ def write_tiny_run(path, model, seed=0, **options):
             hyperparameters[name] = value
         else:
             fields[name] = value
-    if family.options is not None:  # a family with its own options dataclass
-        hyperparameters = {"options": family.option_values(hyperparameters)}
-    config = TrainConfig(**fields, **hyperparameters)
+    config = TrainConfig(**fields, options=family.option_values(hyperparameters))
     config.validate(family)
     run = RunDirectory(path)
     run.path.mkdir(parents=True)

@@ -254,10 +254,7 @@ def runs(tmp_path_factory):
     config = TrainConfig(
         model="bert-tagger",
         corpus=str(tagged_file(folder / "t.tsv")),
-        num_layers=1,
-        d_model=16,
-        num_heads=2,
-        ff_dim=32,
+        options={"num_layers": 1, "d_model": 16, "num_heads": 2, "ff_dim": 32},
         **TINY,
     )
     train(folder / "bert-tagger", config, progress=False, log=lambda line: None)

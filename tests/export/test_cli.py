@@ -40,7 +40,7 @@ def untrained_run(tmp_path_factory, vocabularies):
     """An untrained run directory laid out as `keras-attn train` writes it, built once."""
     run = RunDirectory(tmp_path_factory.mktemp("cli") / "run")
     run.path.mkdir()
-    config = TrainConfig(units=16, embedding_dim=8, dropout=0.0, max_length=20)
+    config = TrainConfig(options={"units": 16, "embedding_dim": 8, "dropout": 0.0}, max_length=20)
     run.write_json(CONFIG_FILE, dataclasses.asdict(config))
     for name, vocab in zip((SOURCE_VOCAB, TARGET_VOCAB), vocabularies, strict=True):
         save_vocab(run.file(name), vocab)
@@ -140,7 +140,9 @@ def fake_run(path, model_name, vocabulary, build) -> RunDirectory:
     run = RunDirectory(path)
     run.path.mkdir()
     config = TrainConfig(
-        model=model_name, num_layers=1, d_model=8, num_heads=2, ff_dim=16, max_length=20
+        model=model_name,
+        options={"num_layers": 1, "d_model": 8, "num_heads": 2, "ff_dim": 16},
+        max_length=20,
     )
     run.write_json(CONFIG_FILE, dataclasses.asdict(config))
     save_vocab(run.file(VOCAB), vocabulary)

@@ -37,7 +37,11 @@ def log_softmax(x):
 def test_gpt_run_trains_exports_and_generates(gpt_run, tmp_path):
     run = RunDirectory(gpt_run)
     config = json.loads(run.file("config.json").read_text())
-    assert (config["model"], config["d_model"], config["num_heads"]) == ("gpt", 16, 2)
+    assert (config["model"], config["options"]["d_model"], config["options"]["num_heads"]) == (
+        "gpt",
+        16,
+        2,
+    )
     assert run.file("vocab.txt").exists() and not run.file("source_vocab.txt").exists()
     model, tokenizer = run.load_model(), run.tokenizer()
     assert model.get_layer("embedding").max_length == MAX_LENGTH + 1 + 128

@@ -1,5 +1,6 @@
 import functools
 import importlib
+import inspect
 import pkgutil
 
 import numpy as np
@@ -10,6 +11,8 @@ from keras_attn.cli import main as cli
 from keras_attn.errors import ConfigError
 from keras_attn.models import Family, GPTSteps, RNNTranslatorSteps, TransformerTranslatorSteps
 from keras_attn.models.families import BUILT_IN_FAMILIES, MODEL_FAMILIES, get_family
+from keras_attn.models.family_options import BUILT_IN_OPTIONS
+from keras_attn.models.rnn.options import BUILDER_KEYWORDS
 
 # The families registered by their own folder rather than through `BUILT_IN_FAMILIES`.
 SELF_REGISTERED = ("cnn-rnn",)
@@ -68,17 +71,29 @@ def test_gpt_family_builds_a_language_model_and_its_cached_view():
     assert tuple(logits.shape) == (1, 3, 20)
 
 
-@pytest.mark.parametrize("name", ["transformer", "gpt"])
-def test_check_rejects_heads_that_do_not_divide_the_width(name):
+@pytest.mark.parametrize("name", sorted(BUILT_IN_OPTIONS))
+def test_every_option_is_a_builder_keyword_with_the_builders_default(name):
+    family = MODEL_FAMILIES[name]
+    assert family.options is BUILT_IN_OPTIONS[name]
+    parameters = inspect.signature(family.build).parameters
+    for option, default in family.builder_defaults().items():
+        keyword = BUILDER_KEYWORDS.get(option, option)
+        assert keyword in parameters, (name, option)
+        if parameters[keyword].default is not inspect.Parameter.empty:
+            assert default == parameters[keyword].default, (name, option)
+
+
+@pytest.mark.parametrize("name", ["transformer", "gpt", "bert", "bertsum", "bart-classifier"])
+def test_the_options_refuse_heads_that_do_not_divide_the_width(name):
     family = get_family(name)
-    family.check({"d_model": 32, "num_heads": 4})
-    family.check({})  # the defaults 128 / 4
+    family.option_values({"d_model": 32, "num_heads": 4})
+    family.option_values({})  # the defaults 128 / 4
     with pytest.raises(ConfigError, match="d_model=30 is not divisible by num_heads=4") as caught:
-        family.check({"d_model": 30, "num_heads": 4})
+        family.option_values({"d_model": 30, "num_heads": 4})
     assert caught.value.fields == ("d_model", "num_heads")
     with pytest.raises(ConfigError, match="d_model=128 is not divisible by num_heads=3"):
-        family.check({"num_heads": 3})  # against the builder's default width
-    get_family("rnn-attention").check({"units": 30})  # no heads: nothing to check
+        family.option_values({"num_heads": 3})  # against the default width
+    get_family("rnn-attention").option_values({"units": 30})  # no heads: nothing to check
 
 
 @pytest.mark.parametrize("model", ["transformer", "gpt"])

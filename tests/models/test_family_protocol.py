@@ -13,12 +13,7 @@ from keras_attn.errors import ConfigError
 from keras_attn.models import Family, ModelFamily, get_family, load_model_file, register_family
 from keras_attn.models import families as families_module
 from keras_attn.models.family import MODEL_FAMILIES
-from keras_attn.training.config import (
-    MODEL_OPTIONS,
-    TrainConfig,
-    resumed_config,
-    with_family_tuning,
-)
+from keras_attn.training.config import TrainConfig, resumed_config, with_family_tuning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,9 +103,10 @@ def test_the_old_names_are_the_same_objects():
     assert families_module.get_family is get_family
 
 
-def test_the_built_in_architecture_options_are_those_a_family_option_may_replace():
-    taken = {name for f in families_module.BUILT_IN_FAMILIES.values() for name in f.hyperparameters}
-    assert set(MODEL_OPTIONS) == taken
+def test_every_built_in_family_declares_its_options_as_a_dataclass():
+    for name, family in families_module.BUILT_IN_FAMILIES.items():
+        assert dataclasses.is_dataclass(family.options), name
+        assert family.option_names and family.option_values() == family.builder_defaults()
 
 
 def test_a_kind_gives_the_task_and_a_bad_kind_or_task_is_refused():
@@ -151,7 +147,7 @@ def test_option_values_fill_defaults_and_check_type_choices_and_least_value():
         assert caught.value.in_terms_of(lambda name: "--" + name).startswith(
             f"--{next(iter(given))}"
         )
-    with pytest.raises(ConfigError, match="depth: not an option of model 'x'"):
+    with pytest.raises(ConfigError, match="depth does not apply to model='x'"):
         family.option_values({"depth": 3})
 
 
@@ -234,8 +230,8 @@ def test_the_options_of_a_model_files_family_are_flags(registry, tmp_path, capsy
     )  # fmt: skip
     options = {name: vars(args)[f"options.{name}"] for name in args.family_options}
     assert options == {"units": 8, "rate": 0.25, "mode": "b", "tied": True}
-    assert not hasattr(args, "units")  # the option replaced the built-in --units
-    assert parse("--units", "8").units == 8  # the built-in flag again without the file
+    assert "options.score" not in vars(args)  # the file's family's options only
+    assert getattr(parse("--units", "8"), "options.score") == "additive"  # without the file
 
     with pytest.raises(SystemExit):
         parse("--model-file", str(path), "--help")
@@ -292,9 +288,9 @@ def test_config_checks_options_and_takes_the_familys_schedule(registry, tmp_path
     }  # fmt: skip
     with pytest.raises(ConfigError, match="score does not apply to model='tiny-family' \\(its "
                        "options: units, rate, mode, tied\\)"):  # fmt: skip
-        dataclasses.replace(config, score="dot").validate()
-    with pytest.raises(ConfigError, match="options apply to a family with an options dataclass"):
-        TrainConfig(model="rnn-attention", options={"units": 4}).validate()
+        dataclasses.replace(config, options={"score": "dot"}).validate()
+    with pytest.raises(ConfigError, match="rate does not apply to model='rnn-attention'"):
+        TrainConfig(model="rnn-attention", options={"units": 4, "rate": 0.5}).validate()
 
     tuned = with_family_tuning(dataclasses.replace(config, warmup_steps=7), config.family())
     assert (tuned.learning_rate, tuned.warmup_steps, tuned.schedule) == (0.01, 7, "cosine")

@@ -26,11 +26,16 @@ TASK = get_task("captioning")
 
 
 def config(**fields) -> TrainConfig:
+    """A tiny show-attend-tell run's config; `fields` may name the family's options too."""
     values = dict(
         model="show-attend-tell", corpus="scenes-32", train_examples=24, eval_sentences=6,
-        batch_size=8, units=16, embedding_dim=8, dropout=0.0,
+        batch_size=8,
     )  # fmt: skip
-    return TrainConfig(**{**values, **fields})
+    options = {"units": 16, "embedding_dim": 8, "dropout": 0.0}
+    for name in FAMILY.option_names:
+        if name in fields:
+            options[name] = fields.pop(name)
+    return TrainConfig(**{**values, **fields}, options=options)
 
 
 @pytest.fixture
@@ -60,22 +65,25 @@ def test_a_bad_corpus_is_a_config_error_before_anything_is_written(tmp_path):
 def test_attention_choices_depend_on_the_family():
     for attention in ("soft", "hard"):
         config(attention=attention).validate()
-    TrainConfig(model="rnn-luong", attention="local-p").validate()
-    for model, attention in (("show-attend-tell", "global"), ("rnn-luong", "hard")):
-        with pytest.raises(ConfigError, match=f"attention='{attention}' does not apply") as error:
-            TrainConfig(model=model, attention=attention).validate()
-        assert error.value.fields == ("attention", "model")
+    TrainConfig(model="rnn-luong", options={"attention": "local-p"}).validate()
+    for model, attention, allowed in (
+        ("show-attend-tell", "global", "soft, hard"),
+        ("rnn-luong", "hard", "global, local-m, local-p"),
+    ):
+        with pytest.raises(ConfigError, match=f"must be one of {allowed}, got '{attention}'") as e:
+            TrainConfig(model=model, options={"attention": attention}).validate()
+        assert e.value.fields == ("attention",)
     with pytest.raises(ConfigError, match="attention does not apply to model='rnn-attention'"):
-        TrainConfig(model="rnn-attention", attention="soft").validate()
-    args = build_parser().parse_args(["train", "--out", "r", "--attention", "hard"])
-    assert args.attention == "hard"
+        TrainConfig(model="rnn-attention", options={"attention": "soft"}).validate()
+    flags = ["train", "--out", "r", "--model", "show-attend-tell", "--attention", "hard"]
+    assert getattr(build_parser().parse_args(flags), "options.attention") == "hard"
 
 
 def test_penalty_reaches_the_builder_and_applies_to_show_attend_tell_only(run):
-    args = build_parser().parse_args(["train", "--out", "r", "--penalty", "0.25"])
-    assert args.penalty == 0.25
+    flags = ["train", "--out", "r", "--model", "show-attend-tell", "--penalty", "0.25"]
+    assert getattr(build_parser().parse_args(flags), "options.penalty") == 0.25
     assert config(penalty=0.25).model_hyperparameters(FAMILY)["penalty"] == 0.25
-    assert "penalty" not in config().model_hyperparameters(FAMILY)  # the builder's 1.0
+    assert config().model_hyperparameters(FAMILY)["penalty"] == 1.0  # the builder's
     model = TASK.build_model(run, config(penalty=0.0), FAMILY)
     decoder = next(layer for layer in model.layers if hasattr(layer, "penalty"))
     assert decoder.penalty == 0.0
@@ -83,7 +91,7 @@ def test_penalty_reaches_the_builder_and_applies_to_show_attend_tell_only(run):
         config(penalty=-1.0).validate()
     assert e.value.fields == ("penalty",)
     with pytest.raises(ConfigError, match="penalty does not apply to model='rnn-luong'"):
-        TrainConfig(model="rnn-luong", penalty=0.5).validate()
+        TrainConfig(model="rnn-luong", options={"penalty": 0.5}).validate()
 
 
 def test_splits_follow_the_flags_and_keep_held_out_pairs_out_of_training():

@@ -15,8 +15,8 @@ from keras_attn.training.trainer import RunDirectory, TrainConfig, read_train_lo
 from tests.training.test_resume import checkpoint_values
 
 TINY = dict(
-    model="rnn-plain", steps=6, checkpoint_every=2, batch_size=8, units=8, embedding_dim=8,
-    vocab_size=100, dropout=0.1, warmup_steps=0, schedule="cosine", eval_sentences=0,
+    model="rnn-plain", steps=6, checkpoint_every=2, batch_size=8, vocab_size=100, warmup_steps=0,
+    schedule="cosine", eval_sentences=0, options={"units": 8, "embedding_dim": 8, "dropout": 0.1},
 )  # fmt: skip
 DATA = ".data-00000-of-00001"
 

@@ -24,10 +24,10 @@ from keras_attn.training.trainer import RunDirectory, TrainConfig, train
 ANIMALS = "cat dog bird fish horse cow sheep goat".split()
 THINGS = "table chair book lamp door cup spoon window".split()
 FILLERS = "the a big small red green sees has likes near old new".split()
+TRANSFORMER = {"num_layers": 1, "d_model": 32, "num_heads": 2, "ff_dim": 64}
 TINY = dict(
-    batch_size=16, vocab_size=150, num_layers=1, d_model=32, num_heads=2, ff_dim=64,
-    max_length=24, eval_sentences=500, warmup_steps=5, learning_rate=0.01, checkpoint_every=100,
-    mixed_precision="float32",
+    batch_size=16, vocab_size=150, max_length=24, eval_sentences=500, warmup_steps=5,
+    learning_rate=0.01, checkpoint_every=100, mixed_precision="float32", options=TRANSFORMER,
 )  # fmt: skip
 
 
@@ -86,9 +86,9 @@ def files(tmp_path_factory) -> dict[str, str]:
 def text_cnn_run(tmp_path_factory, files):
     run = tmp_path_factory.mktemp("text_cnn") / "run"
     config = TrainConfig(
-        model="text-cnn", corpus=files["labelled"], steps=60, embedding_dim=16,
-        **{k: v for k, v in TINY.items() if k not in ("num_layers", "d_model", "num_heads",
-                                                       "ff_dim")},
+        model="text-cnn", corpus=files["labelled"], steps=60,
+        options={"embedding_dim": 16, "dropout": 0.1},
+        **{k: v for k, v in TINY.items() if k != "options"},
     )  # fmt: skip
     metrics = train(run, config, progress=False, log=quiet)
     return run, metrics
@@ -186,7 +186,8 @@ def test_gpt_classifier_positions_follow_the_language_model_it_starts_from(files
     train(lm, language_model, progress=False, log=quiet)
     run = tmp_path / "classifier"
     config = TrainConfig(model="gpt-classifier", corpus=files["labelled"], init_from=str(lm),
-                         steps=1, **{k: v for k, v in TINY.items() if k != "d_model"})  # fmt: skip
+                         steps=1, **{**TINY, "options": {k: v for k, v in TRANSFORMER.items()
+                                                         if k != "d_model"}})  # fmt: skip
     train(run, config, progress=False, log=quiet)
     report = json.loads((run / "init_from.json").read_text())
     assert report["loaded"] == ["embedding", "decoder"] and report["new"] == ["classifier"]

@@ -1,4 +1,5 @@
-"""`keras-attn train`'s flags come from `TrainConfig`'s fields."""
+"""`keras-attn train`'s flags come from `TrainConfig`'s fields and from the fields of the model
+family's options dataclass."""
 
 import dataclasses
 
@@ -13,17 +14,17 @@ DEFAULTS = {
     "learning_rate": None, "warmup_steps": None, "schedule": None, "decay_start": None,
     "decay_every": None, "optimizer": "adam", "clipnorm": 5.0, "label_smoothing": 0.0,
     "mixed_precision": "auto", "seed": 0, "max_length": 80, "vocab_size": 2000,
-    "embedding_dim": 128, "units": 256, "cell": "lstm", "dropout": 0.1, "score": None,
-    "distribution": None, "attention": None, "window": None, "input_feeding": None,
-    "position_gradient_scale": None, "context_feeding": None, "num_layers": None,
-    "d_model": None, "num_heads": None, "ff_dim": None, "normalize_first": None,
     "checkpoint_every": 200, "eval_sentences": 1000, "max_minutes": None,
     "max_cpu_minutes": None, "distribute": "none", "resume": False, "quiet": False,
     "init_from": None, "vocab_from": None, "train_examples": None, "examples_per_class": None,
-    "encoder_learning_rate": None, "encoder_warmup_steps": None, "gru_reset_after": None,
-    "new_source_encoder_layers": None, "decoder_layers": None, "penalty": None, "side": None,
-    "mask_rate": None, "noises": None, "scheduled_sampling": None, "sampling_constant": None,
-    "sampling_floor": None, "model_file": None, "options": None,
+    "encoder_learning_rate": None, "encoder_warmup_steps": None, "side": None, "mask_rate": None,
+    "noises": None, "scheduled_sampling": None, "sampling_constant": None, "sampling_floor": None,
+    "model_file": None, "options": None,
+}  # fmt: skip
+# The options of the default model family, rnn-attention, and their defaults: flags too.
+OPTION_DEFAULTS = {
+    "embedding_dim": 128, "units": 256, "cell": "lstm", "gru_reset_after": True, "dropout": 0.1,
+    "num_layers": 1, "score": "additive",
 }  # fmt: skip
 
 
@@ -34,17 +35,23 @@ def parse(*flags):
 def test_flags_and_defaults():
     args = vars(parse())
     assert {k: v for k, v in args.items() if k in DEFAULTS} == DEFAULTS
-    assert set(args) == {*DEFAULTS, "out", "command", "func", "flags", "given"}
+    options = {f"options.{name}": value for name, value in OPTION_DEFAULTS.items()}
+    assert {k: v for k, v in args.items() if k in options} == options
+    assert set(args) == {
+        *DEFAULTS, *options, "out", "command", "func", "flags", "given", "family_options",
+        "refused",
+    }  # fmt: skip
     fields = {field.name: field.default for field in dataclasses.fields(TrainConfig)}
     assert fields == {k: v for k, v in DEFAULTS.items() if k in fields}
 
 
 def test_flags_take_their_field_types_and_choices(capsys):
-    args = parse("--batch-size", "8", "--learning-rate", "0.5", "--no-input-feeding",
-                 "--normalize-first", "--score", "dot", "--optimizer", "sgd")  # fmt: skip
+    args = parse("--batch-size", "8", "--learning-rate", "0.5", "--model", "rnn-luong",
+                 "--no-input-feeding", "--score", "dot", "--optimizer", "sgd")  # fmt: skip
     assert (args.batch_size, args.learning_rate) == (8, 0.5)
-    assert (args.input_feeding, args.normalize_first) == (False, True)
-    assert (args.score, args.optimizer) == ("dot", "sgd")
+    assert getattr(args, "options.input_feeding") is False
+    assert (getattr(args, "options.score"), args.optimizer) == ("dot", "sgd")
+    assert getattr(parse("--model", "transformer", "--normalize-first"), "options.normalize_first")
     for flag, value in (("--optimizer", "rmsprop"), ("--cell", "rnn"), ("--steps", "1.5")):
         with pytest.raises(SystemExit):
             parse(flag, value)
@@ -53,7 +60,7 @@ def test_flags_take_their_field_types_and_choices(capsys):
 
 def test_help_names_other_options_by_their_flags(capsys):
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["train", "--help"])
+        build_parser().parse_args(["train", "--model", "rnn-luong", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "halved every --decay-every steps from --decay-start" in help_text
     assert "{" + "steps}" not in help_text and "h~_{t-1}" in help_text
@@ -97,15 +104,14 @@ def test_python_dash_m_reports_config_errors_in_one_line(tmp_path):
 def test_the_choices_of_the_flags_are_the_registries_names():
     from keras_attn.distributions import DISTRIBUTIONS
     from keras_attn.layers.recurrent.luong_decoder import ATTENTIONS
-    from keras_attn.models.show_attend_tell.model import ATTENTIONS as IMAGE_ATTENTIONS
+    from keras_attn.models.rnn import options
     from keras_attn.scores import SCORES
     from keras_attn.training import config, optimizers, scheduled_sampling, schedules, strategy
     from keras_attn.training.cli import STRATEGIES
 
-    assert config.SCORES == tuple(sorted(SCORES))
-    assert config.DISTRIBUTIONS == tuple(sorted(DISTRIBUTIONS))
-    assert config.ATTENTIONS == tuple(ATTENTIONS)
-    assert config.IMAGE_ATTENTIONS == tuple(IMAGE_ATTENTIONS)
+    assert options.SCORES == tuple(sorted(SCORES))
+    assert options.DISTRIBUTIONS == tuple(sorted(DISTRIBUTIONS))
+    assert options.ATTENTIONS == tuple(ATTENTIONS)
     assert config.OPTIMIZERS == tuple(optimizers.OPTIMIZERS)
     assert config.SCHEDULES == tuple(schedules.SCHEDULES)
     assert config.SAMPLING_SCHEDULES == tuple(scheduled_sampling.SCHEDULES)
@@ -130,9 +136,11 @@ def test_help_gives_every_default_and_what_resume_may_change(capsys):
 
 def test_the_flags_given_are_told_from_the_defaults():
     assert parse().given == ()
-    args = parse("--steps", "2000", "--no-input-feeding", "--units", "8", "--steps", "5")
-    assert sorted(set(args.given)) == ["input_feeding", "steps", "units"]
-    assert (args.steps, args.units, args.input_feeding) == (5, 8, False)
+    args = parse("--steps", "2000", "--model", "rnn-luong", "--no-input-feeding", "--units", "8",
+                 "--steps", "5")  # fmt: skip
+    assert sorted(set(args.given)) == ["model", "options.input_feeding", "options.units", "steps"]
+    assert (args.steps, getattr(args, "options.units")) == (5, 8)
+    assert getattr(args, "options.input_feeding") is False
 
 
 # Runs `keras-attn train` with each argv of the JSON list in argv[1]: one line on stderr and exit
@@ -164,7 +172,9 @@ def test_path_and_resume_mistakes_are_reported_before_tensorflow_loads(tmp_path)
     (tmp_path / "full" / "keep.txt").write_text("mine")
     run = tmp_path / "run"  # a run as train starts it: the resume checks read its config only
     run.mkdir()
-    (run / "config.json").write_text(json.dumps(dataclasses.asdict(TrainConfig(units=8))))
+    (run / "config.json").write_text(
+        json.dumps(dataclasses.asdict(TrainConfig(options={"units": 8})))
+    )
     cases = {
         ("--init-from", "/no/such/run", "--out", str(tmp_path / "a")): (
             "--init-from /no/such/run is not a run directory (it does not exist)"
@@ -188,6 +198,14 @@ def test_path_and_resume_mistakes_are_reported_before_tensorflow_loads(tmp_path)
             "change --steps, --checkpoint-every, --eval-sentences, --max-minutes and "
             "--max-cpu-minutes only"
         ),
+        ("--d-model", "64", "--out", str(tmp_path / "a")): (
+            "--d-model does not apply to --model rnn-attention (its options: --embedding-dim, "
+            "--units, --cell, --gru-reset-after, --dropout, --num-layers, --score)"
+        ),
+        ("--model", "transformer", "--units", "8", "--out", str(tmp_path / "a")): (
+            "--units does not apply to --model transformer (its options: --num-layers, "
+            "--d-model, --num-heads, --ff-dim, --dropout, --normalize-first)"
+        ),
     }
     done = subprocess.run(
         [sys.executable, "-c", NO_TENSORFLOW, json.dumps([list(argv) for argv in cases])],
@@ -202,14 +220,57 @@ def test_path_and_resume_mistakes_are_reported_before_tensorflow_loads(tmp_path)
     assert not (tmp_path / "a").exists()
 
 
-def test_field_families_are_the_built_in_families_without_an_options_dataclass():
-    """`--model` with a name outside FIELD_FAMILIES looks the family up for option flags."""
-    from keras_attn.models.families import MODEL_FAMILIES
-    from keras_attn.training.cli import FIELD_FAMILIES
+def test_the_options_table_is_the_built_in_families_options():
+    """`--model` reads a built-in family's options from `BUILT_IN_OPTIONS`, without importing
+    the families: the table must name each family's own options dataclass."""
+    from keras_attn.models.families import BUILT_IN_FAMILIES, MODEL_FAMILIES
+    from keras_attn.models.family_options import BUILT_IN_OPTIONS
 
-    without_options = {name for name, f in MODEL_FAMILIES.items() if f.options is None}
-    assert set(FIELD_FAMILIES) == without_options
-    assert "cnn-rnn" in MODEL_FAMILIES and "cnn-rnn" not in FIELD_FAMILIES
+    assert set(BUILT_IN_OPTIONS) == {*BUILT_IN_FAMILIES, "cnn-rnn"}
+    for name, options in BUILT_IN_OPTIONS.items():
+        assert MODEL_FAMILIES[name].options is options, name
+
+
+# Prints the `keras-attn train ... --help` text of argv[1:], and whether Keras or TensorFlow
+# were imported.
+HELP = r"""
+import contextlib, io, sys
+
+from keras_attn.cli import main
+
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        main(["train", *sys.argv[1:], "--help"])
+    except SystemExit:
+        pass
+print(out.getvalue())
+print("imported:", sorted({"tensorflow", "keras"} & set(sys.modules)))
+"""
+
+
+@pytest.mark.parametrize(
+    "flags,expected",
+    [
+        ([], ["options of model family rnn-attention", "--score", "train --model M --help"]),
+        (["--model", "transformer"], ["options of model family transformer", "--d-model"]),
+        (["--model", "bertsum"], ["--decoder-layers", "default: as many as the encoder"]),
+    ],
+)
+def test_help_lists_the_run_options_and_the_familys_without_tensorflow(flags, expected):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", HELP, *flags], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    help_text = " ".join(done.stdout.split())
+    assert "--batch-size" in help_text and "--learning-rate" in help_text
+    for words in expected:
+        assert words in help_text
+    assert "--units" not in help_text or not flags  # another family's options are not listed
+    assert done.stdout.rstrip().endswith("imported: []")
 
 
 def test_a_registered_familys_options_are_flags_of_train(capsys):

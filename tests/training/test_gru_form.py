@@ -1,7 +1,7 @@
 """`keras-attn train --cell gru --no-gru-reset-after`: Cho et al.'s GRU trains and exports.
 
-`--gru-reset-after / --no-gru-reset-after` set `TrainConfig.gru_reset_after`, which the rnn
-families pass to their builders as `reset_after`; anywhere else it is a one-line ConfigError.
+`--gru-reset-after / --no-gru-reset-after` set the rnn families' option `gru_reset_after`, which
+they pass to their builders as `reset_after`; anywhere else it is a one-line ConfigError.
 """
 
 import json
@@ -14,6 +14,7 @@ import tensorflow_text  # noqa: F401
 from keras_attn.cli import build_parser
 from keras_attn.cli import main as cli
 from keras_attn.errors import ConfigError
+from keras_attn.models.families import get_family
 from keras_attn.training.config import TrainConfig
 from keras_attn.training.trainer import RunDirectory
 
@@ -22,30 +23,38 @@ def parse(*flags):
     return build_parser().parse_args(["train", "--out", "run", *flags])
 
 
-def test_flags_set_the_field_and_the_builders_get_reset_after():
-    assert parse().gru_reset_after is None
-    assert parse("--gru-reset-after").gru_reset_after is True
-    assert parse("--no-gru-reset-after").gru_reset_after is False
+def test_flags_set_the_option_and_the_builders_get_reset_after():
+    option = "options.gru_reset_after"
+    assert getattr(parse(), option) is True and option not in parse().given
+    assert getattr(parse("--gru-reset-after"), option) is True
+    assert getattr(parse("--no-gru-reset-after"), option) is False
+    tiny = {"units": 4, "embedding_dim": 4, "cell": "gru"}
     for model in ("rnn-plain", "rnn-attention", "rnn-luong"):
-        config = TrainConfig(model=model, cell="gru", gru_reset_after=False)
+        config = TrainConfig(model=model, options={**tiny, "gru_reset_after": False})
         config.validate()
-        hyperparameters = config.model_hyperparameters()
-        assert hyperparameters["reset_after"] is False and "gru_reset_after" not in hyperparameters
-        assert "reset_after" not in TrainConfig(model=model, cell="gru").model_hyperparameters()
+        options = config.model_hyperparameters()
+        assert options["gru_reset_after"] is False
+        built = get_family(model).build(12, 12, **options)
+        assert built.get_layer("encoder").reset_after is False
+        assert TrainConfig(model=model, options=tiny).model_hyperparameters()["gru_reset_after"]
 
 
-@pytest.mark.parametrize("value", [False, True])
-def test_given_with_an_lstm_it_is_a_config_error_naming_both_fields(value):
+def test_the_papers_form_with_an_lstm_is_a_config_error_naming_both_fields():
     with pytest.raises(ConfigError, match="needs cell='gru', got cell='lstm'") as caught:
-        TrainConfig(model="rnn-attention", cell="lstm", gru_reset_after=value).validate()
+        TrainConfig(
+            model="rnn-attention",
+            options={"cell": "lstm", "gru_reset_after": False},
+        ).validate()
     assert set(caught.value.fields) == {"gru_reset_after", "cell"}
+    # Keras' form is the default, whatever the cell.
+    TrainConfig(model="rnn-attention", options={"gru_reset_after": True}).validate()
 
 
 def test_the_command_line_reports_it_in_one_line_with_flags(tmp_path, capsys):
     assert cli(["train", "--no-gru-reset-after", "--out", str(tmp_path / "lstm")]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "--gru-reset-after" in err and "--cell" in err
-    flags = ["--model", "transformer", "--cell", "gru", "--gru-reset-after"]
+    flags = ["--model", "transformer", "--gru-reset-after"]
     assert cli(["train", *flags, "--out", str(tmp_path / "transformer")]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "--gru-reset-after does not apply" in err
@@ -70,7 +79,7 @@ def test_paper_gru_run_trains_exports_and_translates(tmp_path, tiny_corpus):
         "--eval-sentences", "4", "--checkpoint-every", "4", "--out", str(run), "--quiet",
     ]) == 0  # fmt: skip
     saved = json.loads((run / "config.json").read_text())
-    assert (saved["cell"], saved["gru_reset_after"]) == ("gru", False)
+    assert (saved["options"]["cell"], saved["options"]["gru_reset_after"]) == ("gru", False)
     model = RunDirectory(run).load_model()
     encoder, decoder = model.get_layer("encoder"), model.get_layer("decoder")
     assert (encoder.reset_after, decoder.reset_after) == (False, False)

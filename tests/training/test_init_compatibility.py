@@ -41,8 +41,10 @@ GROUPS = (
 TWO_VOCABULARIES = {"bertsum", "bart-translator"}
 ONE_VOCABULARY = {"bert", "bert-classifier", "bert-tagger", "bart", "bart-classifier"}
 TRANSFORMER = dict(num_layers=1, d_model=16, num_heads=2, ff_dim=32)
+# The options of a tiny model, each given to the families that take it.
+TINY_OPTIONS = dict(units=8, embedding_dim=8, **TRANSFORMER)
 TINY = dict(
-    steps=1, batch_size=8, vocab_size=120, units=8, embedding_dim=8, max_length=16,
+    steps=1, batch_size=8, vocab_size=120, max_length=16,
     eval_sentences=0, mixed_precision="float32", warmup_steps=0,
     schedule="cosine", checkpoint_every=100,
 )  # fmt: skip
@@ -76,22 +78,25 @@ def corpora(tmp_path_factory) -> dict[str, str]:
     return {name: str(folder / f"{name}.tsv") for name in files}
 
 
-def config_for(name: str, corpora: dict, **options) -> TrainConfig:
-    """A tiny config of family `name`, on the corpus its task reads."""
+def config_for(name: str, corpora: dict, **fields) -> TrainConfig:
+    """A tiny config of family `name`, on the corpus its task reads; `fields` may name the
+    family's options too."""
     family = get_family(name)
     corpus = {"classification": corpora["labelled"], "tagging": corpora["tagged"]}.get(
         family.task, "scenes-32" if family.task == "captioning" else corpora["pairs"]
     )
-    extra = {k: v for k, v in TRANSFORMER.items() if k in family.hyperparameters}
+    options = {k: v for k, v in {**TINY_OPTIONS, **fields}.items() if k in family.option_names}
+    fields = {k: v for k, v in fields.items() if k not in family.option_names}
     if family.task == "captioning":
-        extra["train_examples"] = 16
-    return TrainConfig(model=name, corpus=corpus, **{**TINY, **extra, **options})
+        fields["train_examples"] = 16
+    return TrainConfig(model=name, corpus=corpus, options=options, **{**TINY, **fields})
 
 
-def fine_tuning(name: str, corpora: dict, **options) -> TrainConfig:
-    """`config_for(name)` that leaves the architecture options to the run it starts from."""
+def fine_tuning(name: str, corpora: dict, **fields) -> TrainConfig:
+    """`config_for(name)` that leaves the options it is not given to the run it starts from."""
+    config = config_for(name, corpora, **fields)
     return dataclasses.replace(
-        config_for(name, corpora), **{**dict.fromkeys(TRANSFORMER), **options}
+        config, options={k: v for k, v in config.options.items() if k in fields}
     )
 
 
@@ -182,7 +187,7 @@ def test_a_different_shape_option_is_refused_naming_both_values(origins, corpora
     assert refusal(out, wider) == (
         f"this run ({out}, model='rnn-attention') cannot start from init_from "
         f"{origins['rnn-attention']} (a rnn-attention run): units=16 here, units=8 there (its "
-        "weights have that shape)"
+        "weights have that shape; leave units unset to take it)"
     )
     deeper = fine_tuning("transformer", corpora, init_from=origins["transformer"], num_layers=2)
     assert "num_layers=2 here, num_layers=1 there" in refusal(out, deeper)

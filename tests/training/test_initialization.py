@@ -28,10 +28,9 @@ THINGS = "table chair book lamp door cup".split()
 FILLERS = "the a big small red green sees has likes near".split()
 LEARNING_RATE = 0.01
 TINY = dict(
-    batch_size=8, vocab_size=200, num_layers=1, d_model=16, num_heads=2, ff_dim=32,
-    max_length=24, eval_sentences=16, warmup_steps=0,
-    schedule="cosine", learning_rate=LEARNING_RATE,
-    checkpoint_every=50, mixed_precision="float32",
+    batch_size=8, vocab_size=200, max_length=24, eval_sentences=16, warmup_steps=0,
+    schedule="cosine", learning_rate=LEARNING_RATE, checkpoint_every=50, mixed_precision="float32",
+    options={"num_layers": 1, "d_model": 16, "num_heads": 2, "ff_dim": 32},
 )  # fmt: skip
 BACKBONE = ["embedding", "segment_embedding", "embedding_norm", "encoder", "pooler"]
 
@@ -72,9 +71,9 @@ def bert_run(tmp_path_factory, corpora):
 
 
 def fine_tuning(**options) -> TrainConfig:
-    """A one-step fine-tuning config that leaves the architecture to the init run."""
-    architecture = ("num_layers", "d_model", "num_heads", "ff_dim")
-    base = {k: v for k, v in TINY.items() if k not in architecture}
+    """A one-step fine-tuning config that leaves the architecture to the init run: `options`
+    (fields, and the family's `options`) give the rest."""
+    base = {k: v for k, v in TINY.items() if k != "options"}
     return TrainConfig(**{**base, "steps": 1, **options})
 
 
@@ -102,7 +101,9 @@ def test_a_classifier_from_a_bert_run_loads_its_backbone_and_vocabulary(bert_run
     assert (run / "vocab.txt").read_bytes() == (bert_run / "vocab.txt").read_bytes()
     assert (run / "labels.txt").read_text() == "animal\nthing\n"
     config = RunDirectory(run).read_config()
-    assert (config.num_layers, config.d_model, config.num_heads, config.ff_dim) == (1, 16, 2, 32)
+    assert config.options == {  # the architecture of the bert run, the dropout of the family
+        "num_layers": 1, "d_model": 16, "num_heads": 2, "ff_dim": 32, "dropout": 0.1,
+    }  # fmt: skip
     assert metrics["steps"] == 1 and 0 <= metrics["dev_accuracy"] <= 1
     # One Adam step from the pre-trained weights: no loaded weight moved further than the rate.
     pretrained, tuned = RunDirectory(bert_run).load_model(), RunDirectory(run).load_model()
@@ -187,7 +188,10 @@ def test_init_from_must_name_a_finished_run(bert_run, corpora, tmp_path):
 def test_init_from_refuses_a_different_architecture_or_vocab_from_too(bert_run, corpora, tmp_path):
     out = tmp_path / "out"
     wider = fine_tuning(
-        model="bert-classifier", corpus=corpora["labelled"], init_from=str(bert_run), d_model=64
+        model="bert-classifier",
+        corpus=corpora["labelled"],
+        init_from=str(bert_run),
+        options={"d_model": 64},
     )
     with pytest.raises(ConfigError, match="d_model=64 here, d_model=16 there") as caught:
         train(out, wider, progress=False, log=quiet)
@@ -195,7 +199,7 @@ def test_init_from_refuses_a_different_architecture_or_vocab_from_too(bert_run, 
     assert f"init_from {bert_run} (a bert run)" in str(caught.value)
     assert set(caught.value.fields) == {"d_model", "init_from", "model"}
     assert not out.exists()
-    both = dataclasses.replace(wider, d_model=None, vocab_from=str(bert_run))
+    both = dataclasses.replace(wider, options=None, vocab_from=str(bert_run))
     with pytest.raises(ConfigError, match="drop vocab_from") as caught:
         train(out, both, progress=False, log=quiet)
     assert set(caught.value.fields) == {"init_from", "vocab_from"}
@@ -276,7 +280,7 @@ def test_bertsum_with_a_tiny_encoder_rate_keeps_the_pretrained_encoder(bert_run,
     config = bertsum_config(
         bert_run, corpora, steps=3, encoder_learning_rate=1e-7, eval_sentences=0
     )  # no BLEU: decoding is not what this test is about
-    config = dataclasses.replace(config, num_layers=None, d_model=None, num_heads=None, ff_dim=None)
+    config = dataclasses.replace(config, options=None)  # the init_from run's architecture
     train(run, config, progress=False, log=quiet)
     report = json.loads((run / "init_from.json").read_text())
     assert report["loaded"] == ["embedding", "segment_embedding", "embedding_norm", "encoder"]

@@ -102,8 +102,8 @@ def test_dtype_policy_restores_the_policy_it_found():
 
 
 TINY = dict(
-    model="rnn-plain", steps=1, batch_size=8, units=8, embedding_dim=8, vocab_size=100,
-    eval_sentences=0, warmup_steps=0, schedule="cosine",
+    model="rnn-plain", steps=1, batch_size=8, vocab_size=100, eval_sentences=0, warmup_steps=0,
+    schedule="cosine", options={"units": 8, "embedding_dim": 8},
 )  # fmt: skip
 
 

@@ -27,9 +27,10 @@ WORDS = {
 SIDE_LANGUAGES = {"source": "es", "target": "en"}
 STEPS, EVERY = 8, 4
 TINY = dict(
-    corpus="synthetic", batch_size=8, vocab_size=200, num_layers=1, d_model=16, num_heads=2,
-    ff_dim=32, max_length=32, eval_sentences=12, schedule="inverse-sqrt", warmup_steps=2,
-    learning_rate=0.01, checkpoint_every=EVERY, mixed_precision="float32", dropout=0.1,
+    corpus="synthetic", batch_size=8, vocab_size=200, max_length=32, eval_sentences=12,
+    schedule="inverse-sqrt", warmup_steps=2, learning_rate=0.01, checkpoint_every=EVERY,
+    mixed_precision="float32",
+    options={"num_layers": 1, "d_model": 16, "num_heads": 2, "ff_dim": 32, "dropout": 0.1},
 )  # fmt: skip
 
 

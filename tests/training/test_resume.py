@@ -25,11 +25,16 @@ import tensorflow as tf
 from keras_attn.training.trainer import RunDirectory, TrainConfig, read_train_log, train
 
 STEPS, EVERY = 20, 4
+TINY_OPTIONS = {"units": 16, "embedding_dim": 8, "dropout": 0.1}
 TINY = dict(
-    steps=STEPS, batch_size=16, units=16, embedding_dim=8, vocab_size=400, dropout=0.1,
-    checkpoint_every=EVERY, eval_sentences=0, warmup_steps=0, schedule="cosine", learning_rate=0.01,
+    steps=STEPS, batch_size=16, vocab_size=400, checkpoint_every=EVERY, eval_sentences=0,
+    warmup_steps=0, schedule="cosine", learning_rate=0.01, options=TINY_OPTIONS,
 )  # fmt: skip
-FLAGS = [f"--{name.replace('_', '-')}={value}" for name, value in TINY.items()] + [
+FLAGS = [
+    f"--{name.replace('_', '-')}={value}"
+    for name, value in {**TINY, **TINY_OPTIONS}.items()
+    if name != "options"
+] + [
     "--quiet",
     "--resume",
 ]  # every process of a killed run is started the same way

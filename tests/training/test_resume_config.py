@@ -56,7 +56,7 @@ def test_a_resume_honours_and_saves_the_flags_that_may_change(run):
     assert (metrics["steps"], metrics["steps_this_session"]) == (3, 1)
     config = saved(run)
     assert (config["steps"], config["checkpoint_every"], config["max_cpu_minutes"]) == (3, 3, 20)
-    assert config["max_minutes"] is None and config["units"] == 8
+    assert config["max_minutes"] is None and config["options"]["units"] == 8
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,8 @@ def test_a_resume_refuses_other_flags_that_differ_in_one_line(run, capsys, flags
 def test_the_python_api_resumes_with_the_saved_config_or_the_changes_it_may_make(run):
     config = RunDirectory(run).read_config()
     with pytest.raises(ConfigError) as caught:
-        train(run, dataclasses.replace(config, units=16, steps=3), resume=True, progress=False)
+        asked = dataclasses.replace(config, options={**config.options, "units": 16}, steps=3)
+        train(run, asked, resume=True, progress=False)
     assert set(caught.value.fields) == {"units", *RESUMABLE}
     with pytest.raises(ConfigError, match="model='rnn-attention'"):
         train(run, TrainConfig(steps=3), resume=True, progress=False)  # a default config
@@ -98,18 +99,18 @@ def test_the_python_api_resumes_with_the_saved_config_or_the_changes_it_may_make
 
 
 def test_resumed_config_changes_only_what_resume_may_change():
-    saved_config = TrainConfig(steps=10, units=8, max_minutes=5.0, eval_sentences=7)
+    saved_config = TrainConfig(steps=10, options={"units": 8}, max_minutes=5.0, eval_sentences=7)
     assert resumed_config(saved_config, None, "r") == dataclasses.replace(
         saved_config, max_minutes=None
     )
     asked = dataclasses.replace(saved_config, steps=20, checkpoint_every=5, max_minutes=None)
     assert resumed_config(saved_config, asked, "r") == asked
     with pytest.raises(ConfigError, match="^cannot resume r with seed=1, units=9: its config"):
-        resumed_config(saved_config, dataclasses.replace(asked, units=9, seed=1), "r")
+        resumed_config(saved_config, dataclasses.replace(asked, options={"units": 9}, seed=1), "r")
 
 
 def test_a_field_left_unset_keeps_the_saved_value():
     # The config that started a fine-tuning run leaves num_layers to its init_from run.
-    saved_config = TrainConfig(model="bert-classifier", num_layers=1, init_from="bert")
+    saved_config = TrainConfig(model="bert-classifier", options={"num_layers": 1}, init_from="bert")
     asked = TrainConfig(model="bert-classifier", init_from="bert", steps=7)
     assert resumed_config(saved_config, asked, "r") == dataclasses.replace(saved_config, steps=7)

@@ -302,8 +302,8 @@ def test_the_command_line_reports_a_bad_flag_in_one_line(tmp_path, capsys):
 
 STEPS, EVERY = 12, 4
 TINY = dict(
-    model="rnn-luong", steps=STEPS, batch_size=16, units=16, embedding_dim=8, vocab_size=60,
-    dropout=0.1, checkpoint_every=EVERY, eval_sentences=0, warmup_steps=0,
+    model="rnn-luong", steps=STEPS, batch_size=16, vocab_size=60, checkpoint_every=EVERY,
+    eval_sentences=0, warmup_steps=0, options={"units": 16, "embedding_dim": 8, "dropout": 0.1},
     schedule="cosine", learning_rate=0.01,
     scheduled_sampling="linear", sampling_constant=0.06,
 )  # fmt: skip
@@ -315,9 +315,10 @@ def quiet(line):
 
 def test_the_trainer_at_epsilon_one_logs_teacher_forcings_loss_and_epsilon(tmp_path, tiny_corpus):
     # Dropout off: step 1 (epsilon_0 = 1) has the teacher-forced loss; later steps sample.
-    options = dict(TINY, corpus=str(tiny_corpus), dropout=0.0, steps=3, sampling_constant=0.4)
-    train(tmp_path / "ss", TrainConfig(**options), progress=False, log=quiet)
-    forced = dict(options, scheduled_sampling=None, sampling_constant=None)
+    fields = dict(TINY, corpus=str(tiny_corpus), steps=3, sampling_constant=0.4)
+    fields["options"] = {**TINY["options"], "dropout": 0.0}
+    train(tmp_path / "ss", TrainConfig(**fields), progress=False, log=quiet)
+    forced = dict(fields, scheduled_sampling=None, sampling_constant=None)
     train(tmp_path / "tf", TrainConfig(**forced), progress=False, log=quiet)
     ours, theirs = (read_train_log(tmp_path / name / "train_log.tsv") for name in ("ss", "tf"))
     assert ours[0][1] == pytest.approx(theirs[0][1], rel=1e-6)
@@ -340,7 +341,8 @@ def architecture(model: keras.Model) -> str:
 
 
 def launch(run, corpus) -> subprocess.Popen:
-    flags = [f"--{name.replace('_', '-')}={value}" for name, value in TINY.items()]
+    values = {**TINY, **TINY["options"]}
+    flags = [f"--{name.replace('_', '-')}={v}" for name, v in values.items() if name != "options"]
     argv = ["train", *flags, f"--corpus={corpus}", "--quiet", "--resume", "--out", str(run)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL="3")
     plan = json.dumps({"checkpoint": 2 * EVERY, "recorded": True})

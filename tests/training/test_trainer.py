@@ -8,12 +8,11 @@ import pytest
 
 from keras_attn.cli import main as cli
 from keras_attn.errors import ConfigError
+from keras_attn.models.rnn.options import RNNLuongOptions
 from keras_attn.training.trainer import RunDirectory, TrainConfig, train
 
-TINY = dict(
-    batch_size=16, units=16, embedding_dim=8, vocab_size=400, dropout=0.0,
-    checkpoint_every=5, eval_sentences=10,
-)  # fmt: skip
+TINY = dict(batch_size=16, vocab_size=400, checkpoint_every=5, eval_sentences=10)
+TINY_OPTIONS = {"units": 16, "embedding_dim": 8, "dropout": 0.0}
 
 
 def test_refuses_to_overwrite_and_to_resume_nothing(tmp_path, capsys):
@@ -107,11 +106,23 @@ def test_every_float_option_refuses_nan_and_infinity():
     """Each float of TrainConfig is checked, so a float option added later cannot slip through."""
     hints = typing.get_type_hints(TrainConfig)
     floats = [name for name, hint in hints.items() if hint in (float, float | None)]
-    assert set(floats) >= {"learning_rate", "clipnorm", "label_smoothing", "dropout",
-                           "position_gradient_scale", "max_minutes", "max_cpu_minutes"}  # fmt: skip
+    assert set(floats) >= {"learning_rate", "clipnorm", "label_smoothing", "max_minutes",
+                           "max_cpu_minutes"}  # fmt: skip
     for name in floats:
         for value in (math.nan, math.inf, -math.inf):
-            config = TrainConfig(model="rnn-luong", attention="local-p", **{name: value})
+            config = TrainConfig(model="rnn-luong", **{name: value})
+            with pytest.raises(ConfigError, match=f"^{name} must ") as caught:
+                config.validate()
+            assert name in caught.value.fields
+
+
+def test_every_float_option_of_a_family_refuses_nan_and_infinity():
+    options = typing.get_type_hints(RNNLuongOptions)
+    floats = [name for name, hint in options.items() if hint is float]
+    assert set(floats) == {"dropout", "position_gradient_scale"}
+    for name in floats:
+        for value in (math.nan, math.inf, -math.inf):
+            config = TrainConfig(model="rnn-luong", options={"attention": "local-p", name: value})
             with pytest.raises(ConfigError, match=f"^{name} must ") as caught:
                 config.validate()
             assert name in caught.value.fields
@@ -135,7 +146,9 @@ def test_mixed_precision_runs_export_and_translate(tmp_path, tiny_corpus, policy
     from keras_attn.export.cli import export_run
 
     run = tmp_path / "run"
-    config = TrainConfig(steps=3, mixed_precision=policy, corpus=str(tiny_corpus), **TINY)
+    config = TrainConfig(
+        steps=3, mixed_precision=policy, corpus=str(tiny_corpus), options=TINY_OPTIONS, **TINY
+    )
     metrics = train(run, config, progress=False)
     assert metrics["precision"] == policy and np.isfinite(metrics["final_loss"])
     assert all(0 <= metrics[f"dev_{name}"] <= 100 for name in ("rouge1", "rouge2", "rougeL"))
@@ -252,8 +265,8 @@ def test_an_sgd_halving_run_resumes_where_it_stopped(tmp_path, tiny_corpus):
     """The halving schedule reads the restored update counter: 2 + 2 steps equal 4 in one go."""
     import keras
 
-    sgd = dict(TINY, optimizer="sgd", learning_rate=0.5, clipnorm=1.0, warmup_steps=0,
-               schedule="halving", decay_start=1, decay_every=1, eval_sentences=0,
+    sgd = dict(TINY, options=TINY_OPTIONS, optimizer="sgd", learning_rate=0.5, clipnorm=1.0,
+               warmup_steps=0, schedule="halving", decay_start=1, decay_every=1, eval_sentences=0,
                corpus=str(tiny_corpus))  # fmt: skip
     train(tmp_path / "split", TrainConfig(steps=2, **sgd), progress=False)
     metrics = train(tmp_path / "split", TrainConfig(steps=4, **sgd), resume=True, progress=False)
@@ -277,12 +290,17 @@ def test_luong_options_are_checked_and_saved(tmp_path, capsys):
     assert cli(["train", "--model", "rnn-luong", "--window", "0", *flags]) == 2
     assert "--window must be positive" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
-    config = TrainConfig(model="rnn-luong", attention="local-m", window=3, input_feeding=False)
+    config = TrainConfig(
+        model="rnn-luong",
+        options={"attention": "local-m", "window": 3, "input_feeding": False},
+    )
     assert config.model_hyperparameters() == {
-        "embedding_dim": 128, "units": 256, "cell": "lstm", "dropout": 0.1,
+        "embedding_dim": 128, "units": 256, "cell": "lstm", "gru_reset_after": True,
+        "dropout": 0.1, "num_layers": 1, "score": "general", "distribution": "softmax",
         "attention": "local-m", "window": 3, "input_feeding": False,
+        "position_gradient_scale": 1.0,
     }  # fmt: skip
-    assert "score" not in TrainConfig(score=None).model_hyperparameters()
+    assert TrainConfig().model_hyperparameters()["score"] == "additive"
 
 
 @pytest.mark.parametrize(
@@ -306,14 +324,14 @@ def test_position_gradient_scale_is_checked(tmp_path, capsys, flags, message):
 
 def test_position_gradient_scale_reaches_the_saved_local_p_layer(tmp_path, tiny_corpus):
     config = TrainConfig(
-        model="rnn-luong", attention="local-p", position_gradient_scale=0.25, steps=2,
-        optimizer="sgd", learning_rate=1.0, schedule="halving", decay_start=1, decay_every=1,
-        corpus=str(tiny_corpus), **TINY,
+        model="rnn-luong", steps=2, optimizer="sgd", learning_rate=1.0, schedule="halving",
+        decay_start=1, decay_every=1, corpus=str(tiny_corpus), **TINY,
+        options={**TINY_OPTIONS, "attention": "local-p", "position_gradient_scale": 0.25},
     )  # fmt: skip
     assert config.model_hyperparameters()["position_gradient_scale"] == 0.25
     train(tmp_path / "run", config, progress=False)
     run = RunDirectory(tmp_path / "run")
-    assert run.read_config().position_gradient_scale == 0.25
+    assert run.read_config().options["position_gradient_scale"] == 0.25
     align = run.load_model().get_layer("decoder").attention_layer
     assert align.mode == "predictive" and align.position_gradient_scale == 0.25
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from keras_attn.models.bart.model import bart, bart_classifier, bart_translator
+from keras_attn.models.bart.options import BARTOptions, BARTTranslatorOptions
 from keras_attn.models.family import Family
 from keras_attn.models.transformer.family import (
     FINE_TUNING,
-    TRANSFORMER_OPTIONS,
     classifier_family,
     headed,
     pre_training_family,
@@ -16,15 +16,15 @@ from keras_attn.models.transformer.steps import TransformerTranslatorSteps
 bart_classifier_model = headed(bart, bart_classifier, "`bart_classifier` on a `bart`.")
 
 
-def _new_source_encoder(hyperparameters: dict) -> bool:
-    return bool(hyperparameters.get("new_source_encoder_layers"))
+def _new_source_encoder(options: dict) -> bool:
+    return bool(options.get("new_source_encoder_layers"))
 
 
-BART = pre_training_family(bart, "denoising", "bart", steps=TransformerTranslatorSteps)
+BART = pre_training_family(bart, "denoising", "bart", BARTOptions, steps=TransformerTranslatorSteps)
 BART_TRANSLATOR = Family(
     build=bart_translator,
     steps=TransformerTranslatorSteps,
-    hyperparameters=(*TRANSFORMER_OPTIONS, "new_source_encoder_layers"),
+    options=BARTTranslatorOptions,
     sized_steps=True,
     # The plain fine-tune keeps BART's one vocabulary on both sides; a new source encoder
     # reads a source vocabulary of its own.
@@ -37,4 +37,4 @@ BART_TRANSLATOR = Family(
     backbone="bart",
     **FINE_TUNING,
 )
-BART_CLASSIFIER = classifier_family(bart_classifier_model, "bart")
+BART_CLASSIFIER = classifier_family(bart_classifier_model, "bart", BARTOptions)

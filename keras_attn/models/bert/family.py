@@ -14,10 +14,10 @@ from keras_attn.models.bert.model import (
     bert_pretraining,
     bert_token_classifier,
 )
+from keras_attn.models.bert.options import BERTOptions, BertSumOptions
 from keras_attn.models.family import Family
 from keras_attn.models.transformer.family import (
     FINE_TUNING,
-    TRANSFORMER_OPTIONS,
     classifier_family,
     headed,
     pre_training_family,
@@ -64,22 +64,22 @@ bert_tagger_model = headed(
 # `bertsum_translator` whose encoder has the layers of `bert_pretraining_model`.
 bertsum_model = functools.partial(bertsum_translator, num_segments=BERT_SEGMENTS)
 
-BERT = pre_training_family(bert_pretraining_model, "masked_lm", "bert")
+BERT = pre_training_family(bert_pretraining_model, "masked_lm", "bert", BERTOptions)
 BERTSUM = Family(
     build=bertsum_model,
     steps=TransformerTranslatorSteps,
-    hyperparameters=(*TRANSFORMER_OPTIONS, "decoder_layers"),
+    options=BertSumOptions,
     sized_steps=True,
     vocabulary_origin=lambda hp: {"source": "single"},
     encoder_layers=BERTSUM_ENCODER_LAYERS,
     backbone="bert",
     **FINE_TUNING,
 )
-BERT_CLASSIFIER = classifier_family(bert_classifier_model, "bert")
+BERT_CLASSIFIER = classifier_family(bert_classifier_model, "bert", BERTOptions)
 BERT_TAGGER = Family(
     build=bert_tagger_model,
     steps=None,
-    hyperparameters=TRANSFORMER_OPTIONS,
+    options=BERTOptions,
     task="tagging",
     backbone="bert",
     **FINE_TUNING,

@@ -17,6 +17,7 @@ from keras import ops
 
 from keras_attn.layers.embedding.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from keras_attn.layers.recurrent.bahdanau_decoder import BahdanauDecoder
+from keras_attn.models.cnn_rnn.options import ACTIVATIONS, CELLS, POSITIONS
 from keras_attn.models.rnn.attention import (
     BRIDGE,
     DECODER,
@@ -29,9 +30,6 @@ from keras_attn.models.rnn.attention import (
 )
 from keras_attn.models.rnn.steps import SOURCE_DROPOUT
 
-ACTIVATIONS = ("glu", "relu")
-POSITIONS = ("learned", "sinusoidal")
-CELLS = ("lstm", "gru")
 # The residual scale of Gehring et al. (section 3.4): it keeps the variance of a sum of two
 # branches that of one.
 RESIDUAL_SCALE = math.sqrt(0.5)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from keras_attn.models.family import Family
 from keras_attn.models.show_attend_tell.model import show_attend_tell
+from keras_attn.models.show_attend_tell.options import ShowAttendTellOptions
 from keras_attn.models.show_attend_tell.steps import ShowAttendTellSteps
 
 SHOW_ATTEND_TELL = Family(
     build=show_attend_tell,
     steps=ShowAttendTellSteps,
-    hyperparameters=("embedding_dim", "units", "dropout", "attention", "penalty"),
+    options=ShowAttendTellOptions,
     task="captioning",
-    attentions=("soft", "hard"),
 )

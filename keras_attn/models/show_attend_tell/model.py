@@ -9,10 +9,9 @@ from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.attention.attention import Attention
 from keras_attn.layers.attention.hard_attention import HardAttention
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
+from keras_attn.models.show_attend_tell.options import ATTENTIONS
 from keras_attn.ops.masking import apply_query_mask
 from keras_attn.scores.additive_score import AdditiveScore
-
-ATTENTIONS = ("soft", "hard")
 
 # Layer names the decoding view (`keras_attn.models.show_attend_tell.steps`) looks up.
 ENCODER = "encoder"

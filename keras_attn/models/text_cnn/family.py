@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from keras_attn.models.family import Family
 from keras_attn.models.text_cnn.model import text_cnn
+from keras_attn.models.text_cnn.options import TextCNNOptions
 
 TEXT_CNN = Family(
     build=text_cnn,
-    steps=None,
-    hyperparameters=("embedding_dim", "dropout"),
+    options=TextCNNOptions,
     task="classification",
     backbone="none",
     # Adam at 1e-3 as in the text-classification comparison of docs/results.md.

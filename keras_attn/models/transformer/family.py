@@ -1,5 +1,5 @@
 """The `transformer` family, and what every family on a Transformer backbone shares: its
-options, its training schedules and the builders of a classifier or tagger head on a
+training schedules and the builders of a classifier or tagger head on a
 backbone."""
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ from collections.abc import Callable
 import keras
 
 from keras_attn.models.family import Family
+from keras_attn.models.transformer.options import TransformerTranslatorOptions
 from keras_attn.models.transformer.steps import TransformerTranslatorSteps
 from keras_attn.models.transformer.translator import transformer_translator
-
-TRANSFORMER_OPTIONS = ("num_layers", "d_model", "num_heads", "ff_dim", "dropout")
 
 # The training schedules `keras-attn train` uses where no tuning flag is given: the peak rates of
 # the tuned runs in docs/results.md, decaying to 5 % at `--steps` (cosine), which at the default
@@ -52,12 +51,12 @@ def headed(backbone: Callable[..., keras.Model], head: Callable[..., keras.Model
     return build
 
 
-def classifier_family(build: Callable[..., keras.Model], backbone: str) -> Family:
-    """A sequence classifier on a pre-trainable Transformer backbone."""
+def classifier_family(build: Callable[..., keras.Model], backbone: str, options: type) -> Family:
+    """A sequence classifier on a pre-trainable Transformer backbone with `options`."""
     return Family(
         build=build,
         steps=None,
-        hyperparameters=TRANSFORMER_OPTIONS,
+        options=options,
         task="classification",
         backbone=backbone,
         **FINE_TUNING,
@@ -65,15 +64,19 @@ def classifier_family(build: Callable[..., keras.Model], backbone: str) -> Famil
 
 
 def pre_training_family(
-    build: Callable[..., keras.Model], task: str, backbone: str, steps: Callable | None = None
+    build: Callable[..., keras.Model],
+    task: str,
+    backbone: str,
+    options: type,
+    steps: Callable | None = None,
 ) -> Family:
-    """A pre-trainable Transformer `backbone` trained on `task`; its step view, if any, sized to
-    the decoding length."""
+    """A pre-trainable Transformer `backbone` with `options` trained on `task`; its step view,
+    if any, sized to the decoding length."""
     return Family(
         build=build,
         steps=steps,
         sized_steps=steps is not None,
-        hyperparameters=TRANSFORMER_OPTIONS,
+        options=options,
         task=task,
         backbone=backbone,
         **TRANSFORMER_TUNING,
@@ -83,7 +86,7 @@ def pre_training_family(
 TRANSFORMER = Family(
     build=transformer_translator,
     steps=TransformerTranslatorSteps,
-    hyperparameters=(*TRANSFORMER_OPTIONS, "normalize_first"),
+    options=TransformerTranslatorOptions,
     sized_steps=True,
     **TRANSFORMER_TUNING,
 )

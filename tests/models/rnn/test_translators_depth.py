@@ -4,7 +4,6 @@ Each encoder layer's final states initialise the decoder layer of the same depth
 views carry every layer's state, so greedy and beam search drive a model of any depth.
 """
 
-import dataclasses
 import shlex
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from keras_attn.models import (
     rnn_luong_translator,
     rnn_plain_translator,
 )
+from keras_attn.training.cli import requested_config
 from keras_attn.training.config import TrainConfig
 
 SOURCE = np.array([[5, 6, 7, 8, 0], [9, 4, 0, 0, 0]], "int32")
@@ -146,14 +146,15 @@ def test_greedy_beam_and_sampling_drive_a_deep_model(family):
 
 
 def test_train_flag_reaches_the_rnn_builders():
-    assert build_parser().parse_args(["train", "--num-layers", "4", "--out", "r"]).num_layers == 4
+    args = build_parser().parse_args(["train", "--num-layers", "4", "--out", "r"])
+    assert getattr(args, "options.num_layers") == 4
     for family in BUILDERS:
-        config = TrainConfig(model=family, num_layers=4)
+        config = TrainConfig(model=family, options={"num_layers": 4})
         config.validate()
         assert config.model_hyperparameters()["num_layers"] == 4
-        assert "num_layers" not in TrainConfig(model=family).model_hyperparameters()
+        assert TrainConfig(model=family).model_hyperparameters()["num_layers"] == 1
         with pytest.raises(ConfigError, match="num_layers must be positive"):
-            TrainConfig(model=family, num_layers=0).validate()
+            TrainConfig(model=family, options={"num_layers": 0}).validate()
 
 
 def test_the_readme_command_of_luong_et_al_builds_their_four_layer_shape():
@@ -163,9 +164,7 @@ def test_the_readme_command_of_luong_et_al_builds_their_four_layer_shape():
     (command,) = [line for line in lines if "--num-layers 4" in line and "rnn-luong" in line]
     words = shlex.split(command)
     assert words[:2] == ["keras-attn", "train"]
-    args = build_parser().parse_args(words[1:])
-    fields = {field.name for field in dataclasses.fields(TrainConfig)}
-    config = TrainConfig(**{name: value for name, value in vars(args).items() if name in fields})
+    config = requested_config(build_parser().parse_args(words[1:]))
     config.validate()
     hyperparameters = config.model_hyperparameters()
     assert (config.model, hyperparameters["num_layers"], hyperparameters["units"]) == (
