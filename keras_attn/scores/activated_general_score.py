@@ -22,11 +22,11 @@ class ActivatedGeneralScore(GeneralScore):
         kernel_initializer: initializer of `W`.
 
     Call arguments:
-        query: `(batch, T_q, d_q)`.
-        keys: `(batch, T_k, d_k)`.
+        query: `(batch, T_q, d_q)`, the width `W` was built for.
+        keys: `(batch, T_k, d_k)`; `d_k` may differ from `d_q`.
 
     Returns:
-        Scores `(batch, T_q, T_k)`.
+        Scores `(batch, T_q, T_k)`, squashed by `act`.
 
     Example:
 

@@ -25,10 +25,10 @@ class BiasedGeneralScore(Score):
 
     Call arguments:
         query: `(batch, T_q, d_q)`.
-        keys: `(batch, T_k, d_k)`.
+        keys: `(batch, T_k, d_k)`; `W` `(d_k, d_q)` joins the two widths.
 
     Returns:
-        Scores `(batch, T_q, T_k)`.
+        Unbounded scores `(batch, T_q, T_k)`.
 
     Example:
 

@@ -31,11 +31,11 @@ class DeepScore(Score):
         kernel_initializer: initializer of the `W_l` and `v`.
 
     Call arguments:
-        query: `(batch, T_q, d_q)`.
-        keys: `(batch, T_k, d_k)`.
+        query: `(batch, T_q, d_q)`, fed to `W_1`.
+        keys: `(batch, T_k, d_k)`, fed to `W_0`.
 
     Returns:
-        Scores `(batch, T_q, T_k)`.
+        Scores `(batch, T_q, T_k)`, the perceptron's output for every (query, key) pair.
 
     Example:
 

@@ -33,8 +33,8 @@ class FeatureScore(AdditiveScore):
         kernel_initializer: initializer of `W_0`, `W_1` and `v`.
 
     Call arguments:
-        query: `(batch, T_q, d_q)`.
-        keys: `(batch, T_k, d_k)`.
+        query: `(batch, T_q, d_q)`, mapped by `phi` and then `W_1`.
+        keys: `(batch, T_k, d_k)`, mapped by `phi` and then `W_0`.
 
     Returns:
         Scores `(batch, T_q, T_k)`.

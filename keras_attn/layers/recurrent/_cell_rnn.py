@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import keras
 
+from keras_attn.layers.recurrent.elman_rnn_cell import CELL_ARGUMENTS, INITIALIZERS
+
 
 def cell_argument(name: str) -> property:
     """A read-only attribute that reads the cell's constructor argument `name`."""
@@ -71,15 +73,7 @@ class CellRNN(keras.layers.RNN):
 class ElmanFamilyRNN(CellRNN):
     """`CellRNN` over an `ElmanRNNCell` subclass: hidden size, output size and activations."""
 
-    cell_arguments = (
-        "units",
-        "output_units",
-        "activation",
-        "output_activation",
-        "kernel_initializer",
-        "recurrent_initializer",
-        "bias_initializer",
-    )
+    cell_arguments = CELL_ARGUMENTS
 
     def __init__(
         self,
@@ -87,9 +81,6 @@ class ElmanFamilyRNN(CellRNN):
         output_units: int | None = None,
         activation="tanh",
         output_activation=None,
-        kernel_initializer="glorot_uniform",
-        recurrent_initializer="orthogonal",
-        bias_initializer="zeros",
         **kwargs,
     ):
         cell_kwargs = {
@@ -97,16 +88,13 @@ class ElmanFamilyRNN(CellRNN):
             "output_units": output_units,
             "activation": activation,
             "output_activation": output_activation,
-            "kernel_initializer": kernel_initializer,
-            "recurrent_initializer": recurrent_initializer,
-            "bias_initializer": bias_initializer,
+            # kernel_initializer, recurrent_initializer, bias_initializer, when given
+            **{name: kwargs.pop(name) for name in INITIALIZERS if name in kwargs},
         }
         super().__init__(cell_kwargs, **kwargs)
 
-    units = cell_argument("units")
-    output_units = cell_argument("output_units")
-    activation = cell_argument("activation")
-    output_activation = cell_argument("output_activation")
-    kernel_initializer = cell_argument("kernel_initializer")
-    recurrent_initializer = cell_argument("recurrent_initializer")
-    bias_initializer = cell_argument("bias_initializer")
+
+# ElmanRNN.units, .activation, ...: the cell's arguments.
+for _name in CELL_ARGUMENTS:
+    setattr(ElmanFamilyRNN, _name, cell_argument(_name))
+del _name

@@ -11,6 +11,19 @@ from keras_attn.layers.recurrent._optional_activation import (
     get_optional_activation,
 )
 
+# The constructor arguments an Elman (or Jordan) cell keeps in its config, and that `ElmanRNN`
+# and `JordanRNN` take for their cell.
+CELL_ARGUMENTS = (
+    "units",
+    "output_units",
+    "activation",
+    "output_activation",
+    "kernel_initializer",
+    "recurrent_initializer",
+    "bias_initializer",
+)
+INITIALIZERS = CELL_ARGUMENTS[4:]
+
 
 @keras_attn_export("keras_attn.layers.ElmanRNNCell")
 class ElmanRNNCell(keras.layers.Layer):
@@ -145,16 +158,5 @@ class ElmanRNNCell(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            serialize_arguments(
-                self,
-                "units",
-                "output_units",
-                "activation",
-                "output_activation",
-                "kernel_initializer",
-                "recurrent_initializer",
-                "bias_initializer",
-            )
-        )
+        config.update(serialize_arguments(self, *CELL_ARGUMENTS))
         return config

@@ -27,8 +27,8 @@ class JordanRNN(ElmanFamilyRNN):
         output_units: size `q` of the output, which is also the fed-back state (required).
         activation: hidden activation.
         output_activation: activation of the output (applied before it is fed back).
-        kernel_initializer, recurrent_initializer, bias_initializer: those of the cell's weights
-            (see `ElmanRNNCell`).
+        kernel_initializer, recurrent_initializer, bias_initializer: how the cell's input and
+            output kernels, its `(q, k)` recurrent kernel and its biases start.
         return_sequences: return `o^(1..T)` `(batch, T, q)` instead of `o^(T)` `(batch, q)`.
         return_state: also return the final state `o^(T)` `(batch, q)`.
         go_backwards: read the sequence from `T` to 1 (as `keras.layers.Bidirectional` does).
