@@ -656,7 +656,7 @@ def classifier_from_run(run_path: str | os.PathLike) -> Classifier | Tagger:
     Args:
         run_path: a finished run of a classifier family (`bert-classifier`,
             `gpt-classifier`, `bart-classifier`, `text-cnn`) or a tagger family
-            (`bert-tagger`).
+            (`bert-tagger`, `bart-tagger`).
 
     Returns:
         A `Classifier` or a `Tagger`.

@@ -26,6 +26,7 @@ _EXPORTS = {
     "TransformerTranslatorSteps": "keras_attn.models.transformer.steps",
     "bart": "keras_attn.models.bart.model",
     "bart_classifier": "keras_attn.models.bart.model",
+    "bart_token_classifier": "keras_attn.models.bart.model",
     "bart_translator": "keras_attn.models.bart.model",
     "bart_translator_first_stage_variables": "keras_attn.models.bart.model",
     "bert": "keras_attn.models.bert.model",

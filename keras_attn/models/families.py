@@ -14,8 +14,10 @@ import dataclasses
 from keras_attn.models.bart.family import (
     BART,
     BART_CLASSIFIER,
+    BART_TAGGER,
     BART_TRANSLATOR,
     bart_classifier_model,  # noqa: F401  (re-exported)
+    bart_tagger_model,  # noqa: F401  (re-exported)
 )
 from keras_attn.models.bert.family import (  # noqa: F401  (re-exported)
     BERT,
@@ -73,6 +75,7 @@ BUILT_IN_FAMILIES: dict[str, Family] = {
     "bart-classifier": BART_CLASSIFIER,
     "text-cnn": TEXT_CNN,
     "bert-tagger": BERT_TAGGER,
+    "bart-tagger": BART_TAGGER,
 }
 
 

@@ -33,5 +33,6 @@ BUILT_IN_OPTIONS: dict[str, type] = {
     "bart-classifier": BARTOptions,
     "text-cnn": TextCNNOptions,
     "bert-tagger": BERTOptions,
+    "bart-tagger": BARTOptions,
     "cnn-rnn": CNNTranslatorOptions,
 }

@@ -72,8 +72,8 @@ class TrainConfig:
         "transformer, bertsum (a BERT encoder under a new decoder), bart-translator. Language "
         "model: gpt (of the corpus' target side). Pre-training: bert (masked LM + next sentence), "
         "bart (denoising; mBART with {side} both). Classifiers: bert-classifier, gpt-classifier, "
-        "bart-classifier, text-cnn; tagger: bert-tagger (fine-tune with {init_from}). Image "
-        "captioner: show-attend-tell (corpus scenes)",
+        "bart-classifier, text-cnn; taggers: bert-tagger, bart-tagger (fine-tune with "
+        "{init_from}). Image captioner: show-attend-tell (corpus scenes)",
     )
     model_file: str | None = option(
         None,
@@ -93,7 +93,8 @@ class TrainConfig:
         "corpus: synthetic, ding-de-en, bible-es-en, libreoffice-es-en, or PATH.tsv "
         "(source TAB target per line; see docs/corpora.md); pre-training: one or more, "
         "comma-separated; classifiers: source-id, language-id, synthetic-language-id or PATH.tsv "
-        "(text TAB label); bert-tagger: PATH.tsv (tokens TAB tags); show-attend-tell: scenes "
+        "(text TAB label); bert-tagger, bart-tagger: PATH.tsv (tokens TAB tags); show-attend-tell: "
+        "scenes "
         "(generated 64-pixel scenes of coloured shapes) or scenes-N (N-pixel scenes)",
     )
     init_from: str | None = option(
@@ -101,7 +102,8 @@ class TrainConfig:
         "a finished run directory: start from its weights (every layer of the same name) and "
         "its vocabularies (fine-tuning a pre-trained model). It must be a run of the same model "
         "family, or of one on the same pre-trained model: bert, bert-classifier, bert-tagger "
-        "and bertsum; bart, bart-translator and bart-classifier; gpt and gpt-classifier",
+        "and bertsum; bart, bart-translator, bart-classifier and bart-tagger; gpt and "
+        "gpt-classifier",
     )
     vocab_from: str | None = option(
         None,

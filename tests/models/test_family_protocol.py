@@ -83,6 +83,7 @@ FINE_TUNING = (5e-4, 30, "cosine")
         ("text-cnn", "classifier", "classification", (1e-3, 0, "cosine")),
         ("bert-classifier", "classifier", "classification", FINE_TUNING),
         ("bert-tagger", "tagger", "tagging", FINE_TUNING),
+        ("bart-tagger", "tagger", "tagging", FINE_TUNING),
         ("bert", "pretraining", "masked_lm", TRANSFORMER),
         ("bart", "pretraining", "denoising", TRANSFORMER),
     ],

@@ -33,13 +33,15 @@ FAMILIES = [
 # The families whose runs start from each other's weights: one pre-trained model each.
 GROUPS = (
     {"bert", "bert-classifier", "bert-tagger", "bertsum"},
-    {"bart", "bart-translator", "bart-classifier"},
+    {"bart", "bart-translator", "bart-classifier", "bart-tagger"},
     {"gpt", "gpt-classifier"},
 )
 # Families of a group whose runs keep their vocabulary as source and target files, and the
 # families of the group that read one vocab.txt (which those runs do not have).
 TWO_VOCABULARIES = {"bertsum", "bart-translator"}
-ONE_VOCABULARY = {"bert", "bert-classifier", "bert-tagger", "bart", "bart-classifier"}
+ONE_VOCABULARY = {
+    "bert", "bert-classifier", "bert-tagger", "bart", "bart-classifier", "bart-tagger",
+}  # fmt: skip
 TRANSFORMER = dict(num_layers=1, d_model=16, num_heads=2, ff_dim=32)
 # The options of a tiny model, each given to the families that take it.
 TINY_OPTIONS = dict(units=8, embedding_dim=8, **TRANSFORMER)

@@ -1,8 +1,14 @@
-"""The `bart` (pre-training: denoising), `bart-translator` and `bart-classifier` families."""
+"""The `bart` (pre-training: denoising), `bart-translator`, `bart-classifier` and `bart-tagger`
+families."""
 
 from __future__ import annotations
 
-from keras_attn.models.bart.model import bart, bart_classifier, bart_translator
+from keras_attn.models.bart.model import (
+    bart,
+    bart_classifier,
+    bart_token_classifier,
+    bart_translator,
+)
 from keras_attn.models.bart.options import BARTOptions, BARTTranslatorOptions
 from keras_attn.models.family import Family
 from keras_attn.models.transformer.family import (
@@ -14,6 +20,7 @@ from keras_attn.models.transformer.family import (
 from keras_attn.models.transformer.steps import TransformerTranslatorSteps
 
 bart_classifier_model = headed(bart, bart_classifier, "`bart_classifier` on a `bart`.")
+bart_tagger_model = headed(bart, bart_token_classifier, "`bart_token_classifier` on a `bart`.")
 
 
 def _new_source_encoder(options: dict) -> bool:
@@ -38,3 +45,10 @@ BART_TRANSLATOR = Family(
     **FINE_TUNING,
 )
 BART_CLASSIFIER = classifier_family(bart_classifier_model, "bart", BARTOptions)
+BART_TAGGER = Family(
+    build=bart_tagger_model,
+    options=BARTOptions,
+    task="tagging",
+    backbone="bart",
+    **FINE_TUNING,
+)

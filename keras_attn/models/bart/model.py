@@ -24,6 +24,7 @@ DECODER = "decoder"
 LOGITS = "logits"
 SOURCE_EMBEDDING = "source_embedding"
 SOURCE_ENCODER = "source_encoder"
+TOKEN_CLASSIFIER = "token_classifier"
 
 
 def _decoder_hidden(backbone: keras.Model, source_ids, target_ids):
@@ -138,6 +139,46 @@ def bart_classifier(
     pooled = keras.layers.Dense(hidden.shape[-1], activation="tanh", name="pooler")(last)
     pooled = keras.layers.Dropout(dropout, name="classifier_dropout")(pooled)
     logits = keras.layers.Dense(num_classes, dtype="float32", name="classifier")(pooled)
+    return keras.Model(token_ids, logits, name=name)
+
+
+@keras_attn_export("keras_attn.models.bart_token_classifier")
+def bart_token_classifier(
+    backbone: keras.Model, num_tags: int, dropout: float = 0.1, name: str = "bart_tagger"
+) -> keras.Model:
+    """A per-token tagger on the decoder states of a `bart` model (shares its layers).
+
+    BART's token classification (Lewis et al., 2019, section 3.2): the whole sequence feeds the
+    encoder and the decoder, and the decoder's top hidden state at each position classifies that
+    position's token:
+
+        h = decoder(ids, encoder(ids))                     (batch, T, d)
+        logits = Dropout(h) W_t + b_t                      (batch, T, num_tags) float32
+
+    The decoder is causal, so position `t`'s state has read the tokens up to `t` through its
+    self-attention and the whole sequence through its cross-attention.
+
+    Args:
+        backbone: a model returned by `bart`; its layers are reused (fine-tuning updates them).
+        num_tags: number of tags.
+        dropout: dropout before the tagging layer.
+        name: model name.
+
+    Returns:
+        A `keras.Model` from `token_ids` (int32 `(batch, T)`, right-padded with 0) to logits.
+
+    Example:
+
+    >>> tagger = bart_token_classifier(bart(30, num_layers=1, d_model=8, num_heads=2, ff_dim=16), 5)
+    >>> tuple(tagger.output.shape)
+    (None, None, 5)
+    """
+    if num_tags <= 0:
+        raise ValueError(f"Expected a positive num_tags. Received: num_tags={num_tags}")
+    token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+    hidden = _decoder_hidden(backbone, token_ids, token_ids)
+    hidden = keras.layers.Dropout(dropout, name="token_classifier_dropout")(hidden)
+    logits = keras.layers.Dense(num_tags, dtype="float32", name=TOKEN_CLASSIFIER)(hidden)
     return keras.Model(token_ids, logits, name=name)
 
 

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attn.models import bart, bart_classifier
+from keras_attn.models import bart, bart_classifier, bart_token_classifier
 from keras_attn.models.bart.model import bart_translator, bart_translator_first_stage_variables
 
 VOCAB, START = 30, 2
@@ -70,6 +70,33 @@ def test_classifier_uses_the_last_real_decoder_token(tmp_path):
     np.testing.assert_allclose(reloaded(ids).numpy(), logits, atol=1e-6)
     with pytest.raises(ValueError, match="num_classes=-1"):
         bart_classifier(backbone, -1)
+
+
+def test_tagger_classifies_every_decoder_state(tmp_path):
+    """Lewis et al. (2019), section 3.2: the same ids feed encoder and decoder, and the decoder's
+    top state at each position is classified: logits = h W_t + b_t (NumPy, copied weights)."""
+    backbone = tiny_bart()
+    tagger = bart_token_classifier(backbone, 3, dropout=0.0)
+    ids = np.array([[5, 6, 7, 3, 0, 0], [8, 9, 3, 0, 0, 0]], "int32")
+    logits = tagger(ids).numpy()
+    assert logits.shape == (2, 6, 3) and tagger.output.dtype == "float32"
+    decoder_out = keras.Model(backbone.inputs, backbone.get_layer("decoder").output)
+    hidden = decoder_out({"source_ids": ids, "target_ids": ids}).numpy()
+    head = tagger.get_layer("token_classifier")
+    expected = hidden @ head.kernel.numpy() + head.bias.numpy()
+    np.testing.assert_allclose(logits, expected, atol=1e-5)
+    # Position 1 has read token 1 (self-attention, causal) and the whole row (cross-attention).
+    later = ids.copy()
+    later[0, 3] = 20
+    changed = tagger(later).numpy()
+    assert np.abs(changed[0, 1] - logits[0, 1]).max() > 1e-5
+    assert tagger.get_layer("encoder") is backbone.get_layer("encoder")
+    tagger.save(tmp_path / "tagger.keras")
+    np.testing.assert_allclose(
+        keras.saving.load_model(tmp_path / "tagger.keras")(ids).numpy(), logits, atol=1e-6
+    )
+    with pytest.raises(ValueError, match="num_tags=0"):
+        bart_token_classifier(backbone, 0)
 
 
 def test_keras_round_trip(tmp_path):
