@@ -12,7 +12,8 @@ from keras_attn.training.config import TrainConfig
 DEFAULTS = {
     "model": "rnn-attention", "corpus": "synthetic", "steps": 2000, "batch_size": 64,
     "learning_rate": None, "warmup_steps": None, "schedule": None, "decay_start": None,
-    "decay_every": None, "optimizer": "adam", "clipnorm": 5.0, "label_smoothing": 0.0,
+    "decay_every": None, "optimizer": "adam", "clipnorm": 5.0, "weight_decay": 0.0,
+    "label_smoothing": 0.0,
     "mixed_precision": "auto", "seed": 0, "max_length": 80, "vocab_size": 2000,
     "checkpoint_every": 200, "eval_sentences": 1000, "max_minutes": None,
     "max_cpu_minutes": None, "distribute": "none", "resume": False, "quiet": False,
