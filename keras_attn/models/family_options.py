@@ -2,37 +2,32 @@
 
 `keras-attn train` builds a built-in family's flags from this table, and a run directory written
 before the families had options dataclasses is read with it, without importing the families
-(and Keras with them): this module and the options modules it names import neither TensorFlow
-nor Keras. A test checks it against `keras_attn.models.families.MODEL_FAMILIES`.
+(and Keras with them). Each family folder's `options.py` (which imports neither TensorFlow nor
+Keras) declares its families in a `FAMILY_OPTIONS` table, and this module gathers them: a new
+family adds its options to its own folder only. A test checks the result against
+`keras_attn.models.families.MODEL_FAMILIES`.
 """
 
 from __future__ import annotations
 
-from keras_attn.models.bart.options import BARTOptions, BARTTranslatorOptions
-from keras_attn.models.bert.options import BERTOptions, BertSumOptions
-from keras_attn.models.cnn_rnn.options import CNNTranslatorOptions
-from keras_attn.models.gpt.options import GPTOptions
-from keras_attn.models.rnn.options import RNNAttentionOptions, RNNLuongOptions, RNNPlainOptions
-from keras_attn.models.show_attend_tell.options import ShowAttendTellOptions
-from keras_attn.models.text_cnn.options import TextCNNOptions
-from keras_attn.models.transformer.options import TransformerTranslatorOptions
+import importlib
+import importlib.util
+import pkgutil
+from pathlib import Path
 
-BUILT_IN_OPTIONS: dict[str, type] = {
-    "rnn-plain": RNNPlainOptions,
-    "rnn-attention": RNNAttentionOptions,
-    "rnn-luong": RNNLuongOptions,
-    "transformer": TransformerTranslatorOptions,
-    "gpt": GPTOptions,
-    "show-attend-tell": ShowAttendTellOptions,
-    "bert": BERTOptions,
-    "bart": BARTOptions,
-    "bart-translator": BARTTranslatorOptions,
-    "bertsum": BertSumOptions,
-    "bert-classifier": BERTOptions,
-    "gpt-classifier": GPTOptions,
-    "bart-classifier": BARTOptions,
-    "text-cnn": TextCNNOptions,
-    "bert-tagger": BERTOptions,
-    "bart-tagger": BARTOptions,
-    "cnn-rnn": CNNTranslatorOptions,
-}
+
+def _name(module: pkgutil.ModuleInfo) -> str:
+    return module.name
+
+
+def _collect() -> dict[str, type]:
+    """Every `FAMILY_OPTIONS` table of an `options` module in a folder of `keras_attn.models`."""
+    table: dict[str, type] = {}
+    for folder in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=_name):
+        name = f"{__package__}.{folder.name}.options"
+        if folder.ispkg and importlib.util.find_spec(name) is not None:
+            table.update(importlib.import_module(name).FAMILY_OPTIONS)
+    return table
+
+
+BUILT_IN_OPTIONS: dict[str, type] = _collect()

@@ -26,3 +26,13 @@ class BARTTranslatorOptions(BARTOptions):
         "encoder (Lewis et al.'s translation fine-tuning; 0: none)",
         min=0,
     )
+
+
+# The built-in families of this folder and their options (`keras_attn.models.family_options`
+# collects these tables).
+FAMILY_OPTIONS = {
+    "bart": BARTOptions,
+    "bart-translator": BARTTranslatorOptions,
+    "bart-classifier": BARTOptions,
+    "bart-tagger": BARTOptions,
+}

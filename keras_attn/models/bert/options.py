@@ -23,3 +23,13 @@ class BertSumOptions(BERTOptions):
     decoder_layers: int | None = option_field(
         None, "blocks of the new decoder (default: as many as the encoder, num_layers)", above=0
     )
+
+
+# The built-in families of this folder and their options (`keras_attn.models.family_options`
+# collects these tables).
+FAMILY_OPTIONS = {
+    "bert": BERTOptions,
+    "bertsum": BertSumOptions,
+    "bert-classifier": BERTOptions,
+    "bert-tagger": BERTOptions,
+}

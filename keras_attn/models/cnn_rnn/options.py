@@ -28,3 +28,10 @@ class CNNTranslatorOptions:
     cell: str = option_field("lstm", "the decoder's recurrent cell", choices=CELLS)
     decoder_layers: int = option_field(1, "stacked decoder layers", min=1)
     dropout: float = option_field(0.1, "dropout on embeddings, convolutions and outputs", min=0.0)
+
+
+# The built-in families of this folder and their options (`keras_attn.models.family_options`
+# collects these tables).
+FAMILY_OPTIONS = {
+    "cnn-rnn": CNNTranslatorOptions,
+}

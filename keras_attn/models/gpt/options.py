@@ -13,3 +13,11 @@ from keras_attn.models.transformer.options import TransformerOptions
 @dataclass(frozen=True)
 class GPTOptions(TransformerOptions):
     """The options of a GPT (Radford et al., 2018): its decoder stack's."""
+
+
+# The built-in families of this folder and their options (`keras_attn.models.family_options`
+# collects these tables).
+FAMILY_OPTIONS = {
+    "gpt": GPTOptions,
+    "gpt-classifier": GPTOptions,
+}

@@ -107,3 +107,12 @@ class RNNLuongOptions(RecurrentOptions):
                 f"attention={self.attention!r}",
                 ["position_gradient_scale", "attention"],
             )
+
+
+# The built-in families of this folder and their options (`keras_attn.models.family_options`
+# collects these tables).
+FAMILY_OPTIONS = {
+    "rnn-plain": RNNPlainOptions,
+    "rnn-attention": RNNAttentionOptions,
+    "rnn-luong": RNNLuongOptions,
+}

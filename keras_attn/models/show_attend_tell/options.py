@@ -34,3 +34,10 @@ class ShowAttendTellOptions:
         min=0,
         float32=True,
     )
+
+
+# The built-in families of this folder and their options (`keras_attn.models.family_options`
+# collects these tables).
+FAMILY_OPTIONS = {
+    "show-attend-tell": ShowAttendTellOptions,
+}

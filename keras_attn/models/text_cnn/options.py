@@ -17,3 +17,10 @@ class TextCNNOptions:
 
     embedding_dim: int = option_field(300, "width of the word embeddings", above=0)
     dropout: float = option_field(0.5, "dropout on the pooled features", min=0, below=1)
+
+
+# The built-in families of this folder and their options (`keras_attn.models.family_options`
+# collects these tables).
+FAMILY_OPTIONS = {
+    "text-cnn": TextCNNOptions,
+}

@@ -42,3 +42,10 @@ class TransformerTranslatorOptions(TransformerOptions):
     normalize_first: bool = option_field(
         False, "pre-LN blocks (layer normalization before each sublayer) instead of post-LN"
     )
+
+
+# The built-in families of this folder and their options (`keras_attn.models.family_options`
+# collects these tables).
+FAMILY_OPTIONS = {
+    "transformer": TransformerTranslatorOptions,
+}
