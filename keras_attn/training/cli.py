@@ -245,8 +245,8 @@ def _reading_family_options(parser: argparse.ArgumentParser) -> None:
 
 def _other_families_options(name: str | None, namespace, extras: list[str]) -> list[str]:
     """`extras` without the flags (and their values) of options of other built-in families
-    (`--d-model 64` for rnn-attention); the first of them is kept in `namespace` as the
-    `ConfigError` the run reports, naming the options of family `name`. An unknown family (no
+    (`--d-model 64` for rnn-attention); `namespace` keeps the `ConfigError` the run reports,
+    naming all of them and the options of family `name`. An unknown family (no
     options in `namespace`) keeps every extra: the run refuses its name first."""
     from keras_attn.models.family import option_fields
     from keras_attn.models.family_options import BUILT_IN_OPTIONS
@@ -259,7 +259,7 @@ def _other_families_options(name: str | None, namespace, extras: list[str]) -> l
         for options in BUILT_IN_OPTIONS.values()
         for option, (_, kind) in option_fields(options).items()
     }
-    left, arguments = [], iter(extras)
+    left, foreign, arguments = [], [], iter(extras)
     for extra in arguments:
         written = extra.split("=", 1)[0].removeprefix("--").replace("-", "_")
         option = written if written in kinds else written.removeprefix("no_")
@@ -270,12 +270,14 @@ def _other_families_options(name: str | None, namespace, extras: list[str]) -> l
             continue
         if kinds[option] is not bool and "=" not in extra:
             next(arguments, None)  # its value
-        if getattr(namespace, REFUSED, None) is None:
-            setattr(namespace, REFUSED, ConfigError(
-                f"{option} does not apply to model={name!r} (its options: "
-                f"{', '.join(mine) or 'none'})",
-                [option, "model", *mine],
-            ))  # fmt: skip
+        foreign.append(option)
+    if foreign and getattr(namespace, REFUSED, None) is None:
+        verb = "does" if len(foreign) == 1 else "do"
+        setattr(namespace, REFUSED, ConfigError(
+            f"{', '.join(foreign)} {verb} not apply to model={name!r} (its options: "
+            f"{', '.join(mine) or 'none'})",
+            [*foreign, "model", *mine],
+        ))  # fmt: skip
     return left
 
 

@@ -62,7 +62,10 @@ def test_pre_norm_transformer_run_exports_a_contract_checked_translator(tiny_run
     [
         (["--model", "rnn-attention", "--num-heads", "2"], "--num-heads does not apply"),
         (["--model", "transformer", "--d-model", "0"], "--d-model must be positive, got 0"),
-        (["--model", "transformer", "--units", "8", "--score", "dot"], "--score does not apply"),
+        (
+            ["--model", "transformer", "--units", "8", "--score", "dot"],
+            "--units, --score do not apply",
+        ),
     ],
 )
 def test_transformer_flags_are_checked(tmp_path, capsys, flags, message):

@@ -25,6 +25,17 @@ CELL_ARGUMENTS = (
 INITIALIZERS = CELL_ARGUMENTS[4:]
 
 
+def _initializer(given):
+    """A fresh initializer for one weight from a cell's argument: a name as it is (Keras makes a
+    new instance per weight), an instance or a config dict rebuilt from its config. An unseeded
+    instance shared by two weights would draw the same values for both."""
+    if isinstance(given, str):
+        return given
+    if isinstance(given, keras.initializers.Initializer):
+        given = keras.saving.serialize_keras_object(given)
+    return keras.initializers.get(given)
+
+
 @keras_attn_export("keras_attn.layers.ElmanRNNCell")
 class ElmanRNNCell(keras.layers.Layer):
     """Cell of the Elman network (Elman, 1990): the hidden state is fed back.
@@ -100,9 +111,11 @@ class ElmanRNNCell(keras.layers.Layer):
         self.output_units = output_units
         self.activation = keras.activations.get(activation)
         self.output_activation = get_optional_activation(output_activation)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
+        # As given (a name, a config dict or an instance): each weight gets its own initializer
+        # when the cell is built (`_initializer`).
+        self.kernel_initializer = kernel_initializer
+        self.recurrent_initializer = recurrent_initializer
+        self.bias_initializer = bias_initializer
         self.state_size = self.feedback_size
         self.output_size = units if output_units is None else output_units
 
@@ -118,25 +131,27 @@ class ElmanRNNCell(keras.layers.Layer):
     def build(self, input_shape):
         self.kernel = self.add_weight(
             shape=(input_shape[-1], self.units),
-            initializer=self.kernel_initializer,
+            initializer=_initializer(self.kernel_initializer),
             name="kernel",
         )
         self.recurrent_kernel = self.add_weight(
             shape=(self.feedback_size, self.units),
-            initializer=self.recurrent_initializer,
+            initializer=_initializer(self.recurrent_initializer),
             name="recurrent_kernel",
         )
         self.bias = self.add_weight(
-            shape=(self.units,), initializer=self.bias_initializer, name="bias"
+            shape=(self.units,), initializer=_initializer(self.bias_initializer), name="bias"
         )
         if self.output_units is not None:
             self.output_kernel = self.add_weight(
                 shape=(self.units, self.output_units),
-                initializer=self.kernel_initializer,
+                initializer=_initializer(self.kernel_initializer),
                 name="output_kernel",
             )
             self.output_bias = self.add_weight(
-                shape=(self.output_units,), initializer=self.bias_initializer, name="output_bias"
+                shape=(self.output_units,),
+                initializer=_initializer(self.bias_initializer),
+                name="output_bias",
             )
         self.built = True
 

@@ -57,8 +57,15 @@ def test_initializers_reach_the_weights_and_round_trip():
     np.testing.assert_array_equal(cell.output_kernel.numpy(), np.ones((3, 2)))
     np.testing.assert_array_equal(cell.output_bias.numpy(), np.full(2, 0.5))
     clone = ElmanRNNCell.from_config(cell.get_config())
-    assert isinstance(clone.recurrent_initializer, keras.initializers.Identity)
-    assert clone.bias_initializer.get_config() == {"value": 0.5}
+    clone(np.ones((1, 4), "float32"), [np.zeros((1, 3), "float32")])
+    np.testing.assert_array_equal(clone.recurrent_kernel.numpy(), np.eye(3))
+    np.testing.assert_array_equal(clone.output_bias.numpy(), np.full(2, 0.5))
+
+
+def test_one_initializer_instance_gives_each_weight_its_own_draws():
+    cell = ElmanRNNCell(3, output_units=3, kernel_initializer=keras.initializers.GlorotUniform())
+    cell(np.ones((1, 3), "float32"), [np.zeros((1, 3), "float32")])
+    assert np.abs(cell.kernel.numpy() - cell.output_kernel.numpy()).max() > 1e-3
 
 
 def test_irnn_carries_a_nonnegative_state_unchanged_at_initialisation():
