@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import operator
 import pkgutil
 from pathlib import Path
-
-
-def _name(module: pkgutil.ModuleInfo) -> str:
-    return module.name
 
 
 def _collect() -> dict[str, type]:
     """Every `FAMILY_OPTIONS` table of an `options` module in a folder of `keras_attn.models`."""
     table: dict[str, type] = {}
-    for folder in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=_name):
+    folders = pkgutil.iter_modules([str(Path(__file__).parent)])
+    for folder in sorted(folders, key=operator.attrgetter("name")):
         name = f"{__package__}.{folder.name}.options"
         if folder.ispkg and importlib.util.find_spec(name) is not None:
             table.update(importlib.import_module(name).FAMILY_OPTIONS)

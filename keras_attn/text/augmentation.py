@@ -57,7 +57,7 @@ def read_mythes(path: str | os.PathLike) -> dict[str, list[str]]:
     """
     with open(path, "rb") as file:
         encoding = file.readline().decode("ascii").strip() or "utf-8"
-        lines = file.read().decode(encoding.replace("ISO8859", "ISO-8859")).splitlines()
+        lines = file.read().decode(encoding).splitlines()
     table: dict[str, list[str]] = {}
     index = 0
     while index < len(lines):

@@ -13,7 +13,7 @@ def write_mythes(path, encoding, entries):
     for word, meanings in entries:
         lines.append(f"{word}|{len(meanings)}")
         lines += meanings
-    path.write_bytes(("\n".join(lines) + "\n").encode(encoding.replace("ISO8859", "ISO-8859")))
+    path.write_bytes(("\n".join(lines) + "\n").encode(encoding))
     return path
 
 
