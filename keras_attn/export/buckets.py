@@ -19,11 +19,14 @@ import tensorflow as tf
 
 from keras_attn.errors import ConfigError
 
-# Sized for the shipped serving/batching_parameters.txt (max_batch_size 32): every batch the
-# batcher forms has a bucket.
-DEFAULT_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32)
-# Length buckets below the longest source: powers of two from this one on.
-SMALLEST_LENGTH_BUCKET = 8
+# Every bucket is one XLA compilation while a version loads, about 2-3 s of CPU each for a small
+# translator whatever its shape, so the defaults are few: 3 batch x 3 length buckets load a
+# compiled Transformer in about 30 s on 2 cores, where 6 x 5 took 76 s. Sized for the shipped
+# serving/batching_parameters.txt (max_batch_size 32): every batch the batcher forms has a bucket,
+# and the batches of up to 8 concurrent callers fit the middle one.
+DEFAULT_BATCH_BUCKETS = (1, 8, 32)
+# Length buckets below the longest source: powers of two from this one up to half the longest.
+SMALLEST_LENGTH_BUCKET = 16
 
 
 def _ascending(values: Sequence[int], argument: str) -> tuple[int, ...]:
@@ -49,9 +52,14 @@ def batch_buckets(values: Sequence[int] = DEFAULT_BATCH_BUCKETS) -> tuple[int, .
 
 
 def default_length_buckets(max_length: int) -> tuple[int, ...]:
-    """Powers of two from 8 below `max_length`, then `max_length`: `(8, 16, 32, 50)` for 50."""
+    """Powers of two from 16 up to half of `max_length`, then `max_length`.
+
+    `(16, 32, 80)` for 80, `(16, 50)` for 50, `(16, 32, 64, 128)` for 128, `(10,)` for 10. Few
+    buckets, as each is a compilation; sources longer than the last power of two pay for it by
+    running at `max_length`.
+    """
     buckets, size = [], SMALLEST_LENGTH_BUCKET
-    while size < max_length:
+    while 2 * size <= max_length:
         buckets.append(size)
         size *= 2
     return (*buckets, max_length)

@@ -107,14 +107,15 @@ def add_parsers(subparsers: Any) -> None:
     argument(
         "--batch-buckets",
         default=None,
-        help="comma-separated batch sizes compiled for (--jit-compile; default 1,2,4,8,16,32, "
+        help="comma-separated batch sizes compiled for (--jit-compile; default 1,8,32, "
         "for max_batch_size 32); a larger request is INVALID_ARGUMENT",
     )
     argument(
         "--length-buckets",
         default=None,
         help="comma-separated source lengths (gpt: prompt tokens + START) compiled for "
-        "(--jit-compile; default 8,16,32,... and the run's max_length, always the last)",
+        "(--jit-compile; default powers of two from 16 up to half the run's max_length, then "
+        "its max_length, always the last)",
     )
     argument("--skip-check", action="store_true", help="do not run the contract check")
     keras_model = parser.add_argument_group("--keras-model options")

@@ -270,7 +270,7 @@ def _export_translator_module(
     tracked = (translator.model, translator.source_tokenizer, translator.target_tokenizer)
     warmup = None
     if warmup_texts is not None:
-        feeds = translator_warmup_feeds(warmup_texts)
+        feeds = translator_warmup_feeds(_fitting(translator, warmup_texts))
         warmup = _bucket_feeds(translator, "translate", "text", translator.source_tokenizer, 0)
         warmup += [(name, feed) for name, feed in feeds.items() if name in endpoints]
 
@@ -447,7 +447,7 @@ def _export_generator_module(
     warmup = None
     if warmup_prompts is not None:
         warmup = _bucket_feeds(generator, "generate", "prompt", generator.tokenizer, 1)
-        warmup += list(generator_warmup_feeds(warmup_prompts).items())
+        warmup += list(generator_warmup_feeds(_fitting(generator, warmup_prompts)).items())
 
     def contract(path):
         check_generator_saved_model(path, check_prompts)
@@ -456,6 +456,11 @@ def _export_generator_module(
     return _publish(
         tracked, endpoints, model_base_path, version, contract if check else None, warmup
     )
+
+
+def _fitting(module, texts: Sequence[str]) -> Sequence[str]:
+    """The first `texts`, as many as the largest batch bucket of a compiled `module` takes."""
+    return texts[: module.batch_buckets[-1]] if module.jit_compile else texts
 
 
 def _bucket_feeds(module, signature_name, input_name, tokenizer, extra_tokens) -> list:

@@ -1,6 +1,10 @@
 """`keras-attn export --jit-compile`: XLA-compiled decoding on shape buckets, same translations."""
 
+import json
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -88,8 +92,11 @@ def test_a_batch_beyond_the_largest_bucket_is_an_invalid_argument():
 
 
 def test_bucket_values():
-    assert buckets.default_length_buckets(50) == (8, 16, 32, 50)
+    assert buckets.default_length_buckets(80) == (16, 32, 80)
+    assert buckets.default_length_buckets(128) == (16, 32, 64, 128)
+    assert buckets.default_length_buckets(50) == (16, 50)
     assert buckets.default_length_buckets(8) == (8,)
+    assert buckets.batch_buckets() == (1, 8, 32)
     assert buckets.length_buckets((4, 10), 16) == (4, 10, 16)
     assert buckets.parse_buckets("1,2,4", "batch_buckets") == (1, 2, 4)
     assert [int(buckets.bucket_of(n, (2, 4, 8))) for n in (0, 1, 2, 3, 5, 8)] == [2, 2, 2, 4, 8, 8]
@@ -230,6 +237,51 @@ def test_exported_compiled_translator_passes_the_contract_and_warms_every_bucket
         for name in ("translation", "tokens"):
             np.testing.assert_array_equal(found[name], expected[name].numpy())
     assert xla_compilations() == after_warmup
+
+
+# A server process: load the version as `keras-attn serve` does, warm it up, translate.
+SERVE_ONCE = """
+import json, sys
+import numpy as np
+from keras_attn.serving.servable import load_servable
+from keras_attn.serving.warmup import run_warmup
+servable = load_servable("translator", sys.argv[1], 1)
+run_warmup(servable)
+texts = np.array([text.encode() for text in sys.argv[2:]], object)
+found = servable.functions.get("translate")(text=texts)
+print(json.dumps(found["translation"].tolist(), default=bytes.decode))
+"""
+
+
+def test_compiled_executables_are_cached_across_server_restarts(run, model, tmp_path):
+    # TensorFlow's persistent XLA cache (docs/serving.md): the first server process writes one
+    # executable per bucket, a restarted one loads them and translates as the plain export.
+    # One batch bucket of 2: the export's warm-up and contract requests fit it too.
+    base = tmp_path / "compiled"
+    flags = ["--max-output-length", "12", "--batch-buckets", "2", "--length-buckets", "16"]
+    assert (
+        cli(["export", str(run.path), "--model_base_path", str(base), "--jit-compile", *flags]) == 0
+    )
+    cache = tmp_path / "xla-cache"
+    env = dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL="3",
+        TF_XLA_FLAGS=f"--tf_xla_persistent_cache_directory={cache}",
+    )
+    texts = TEST_SENTENCES[:2]
+    plain, _ = translators(run, model)
+    expected = [t.decode() for t in plain.translate(tf.constant(texts))["translation"].numpy()]
+    entries = []
+    for _ in range(2):
+        served = subprocess.run(
+            [sys.executable, "-c", SERVE_ONCE, str(base), *texts],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert served.returncode == 0, served.stderr[-2000:]
+        assert json.loads(served.stdout.splitlines()[-1]) == expected
+        entries.append({p.name: p.stat().st_mtime_ns for p in cache.iterdir()})
+    assert len(entries[0]) == 1  # one bucket, one executable
+    assert entries[1] == entries[0]  # read back, not compiled and written again
 
 
 def test_a_compiled_generator_generates_as_the_plain_one(tiny_pairs):
