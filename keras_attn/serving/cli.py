@@ -240,6 +240,12 @@ def add_parsers(subparsers: Any) -> None:
     translate.add_argument(
         "--timeout", type=_positive_seconds, default=30.0, help="seconds per request (default 30)"
     )
+    translate.add_argument(
+        "--alignment",
+        action="store_true",
+        help="call translate_with_alignment and print each translation with a text heatmap of "
+        "its attention over the source tokens",
+    )
     translate.add_argument("texts", nargs="+", metavar="TEXT", help="texts to translate")
     translate.set_defaults(func=run_translate)
 
@@ -365,11 +371,16 @@ def run_translate(args: argparse.Namespace) -> int:
     """Prints one translation per line; 1 when the call fails, 2 for a malformed --server."""
     if not _TARGET.match(args.server):
         raise UserError(f"--server must be HOST:PORT or dns:///HOST:PORT, got {args.server!r}")
+    if args.alignment and args.signature != "serving_default":
+        raise UserError("--alignment calls translate_with_alignment: leave out --signature")
     from keras_attn.serving.client import ServerUnavailableError, ServingError, TranslatorClient
 
     try:
         with TranslatorClient(args.server, args.model_name, args.timeout) as client:
-            translations = client.translate(args.texts, signature_name=args.signature)
+            if args.alignment:
+                outputs = client.translate_with_alignment(args.texts)
+            else:
+                translations = client.translate(args.texts, signature_name=args.signature)
     except ServerUnavailableError:
         print(
             f"keras-attn translate: cannot reach a model server at {args.server} (UNAVAILABLE)",
@@ -383,6 +394,29 @@ def run_translate(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"keras-attn translate: {error}", file=sys.stderr)
         return 1
+    if args.alignment:
+        _print_alignments(outputs)
+        return 0
     for translation in translations:
         print(translation)
     return 0
+
+
+def _print_alignments(outputs: dict) -> None:
+    """Each translation, then its text heatmap (`keras_attn.serving.heatmap`), a blank line
+    between sentences and the shades' legend at the end."""
+    from keras_attn.serving.heatmap import LEGEND, text_heatmap
+
+    for i, translation in enumerate(outputs["translation"]):
+        if i:
+            print()
+        print(translation)
+        print(
+            text_heatmap(
+                list(outputs["source_tokens"][i]),
+                list(outputs["tokens"][i]),
+                outputs["alignment"][i],
+            )
+        )
+    print()
+    print(LEGEND)

@@ -141,6 +141,25 @@ def test_translate_prints_one_translation_per_line(target, capsys, scheme):
     assert capsys.readouterr().out == "z y x\nw\n"
 
 
+def test_translate_alignment_prints_each_translation_with_its_heatmap(target, capsys):
+    # The fixture translator reverses the words and aligns target position t to source t.
+    assert main(["translate", "--server", target, "--model_name", MODEL_NAME, "--alignment",
+                 "x y z", "w"]) == 0  # fmt: skip
+    assert capsys.readouterr().out == (
+        "z y x\n  x y z\nz █ · ·\ny · █ ·\nx · · █\n\nw\n  w\nw █\n\n"
+        "· <0.2  ░ <0.4  ▒ <0.6  ▓ <0.8  █ >=0.8\n"
+    )
+
+
+def test_translate_alignment_takes_no_signature(capsys):
+    argv = ["translate", "--server", "localhost:1", "--alignment", "--signature", "translate", "a"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        "keras-attn translate: error: --alignment calls translate_with_alignment: leave out "
+        "--signature\n"
+    )
+
+
 def test_translate_against_a_closed_port_is_one_line(closed_port, capsys):
     assert main(["translate", "--server", f"127.0.0.1:{closed_port}", "--timeout", "10", "a"]) == 1
     captured = capsys.readouterr()
