@@ -229,6 +229,12 @@ class TrainConfig:
         "dev sentences (pre-training: dev examples) the final evaluation scores (0: skip)",
         min=0,
     )
+    eval_every: int = option(
+        0,
+        "evaluate on dev every this many steps as well, writing dev loss, dev metrics and "
+        "pictures of the attention to TensorBoard (logs/dev) (0: only the final evaluation)",
+        min=0,
+    )
     max_minutes: float | None = option(
         None,
         "stop the training loop after this many minutes of wall-clock time (checkpointed, "
@@ -284,6 +290,12 @@ class TrainConfig:
             if kind is not None:
                 check_option(field.name, getattr(self, field.name), kind, field.metadata)
         family.option_values(self.options)  # each option, then the options together
+        if self.eval_every and not self.eval_sentences:
+            raise ConfigError(
+                f"eval_every={self.eval_every} needs dev sentences to evaluate, got "
+                "eval_sentences=0",
+                ["eval_every", "eval_sentences"],
+            )
         if self.schedule == "inverse-sqrt" and self.warmup_steps < 1:
             raise ConfigError(
                 f"warmup_steps must be >= 1 with schedule={self.schedule!r}, "
@@ -404,7 +416,14 @@ TASK_ONLY_OPTIONS = tuple(dict.fromkeys(name for names in TASK_OPTIONS.values() 
 
 # TrainConfig fields a resumed run may change: the step target and the checkpoint and evaluation
 # settings (none changes what a step computes), and the time limits.
-RESUMABLE = ("steps", "checkpoint_every", "eval_sentences", "max_minutes", "max_cpu_minutes")
+RESUMABLE = (
+    "steps",
+    "checkpoint_every",
+    "eval_sentences",
+    "eval_every",
+    "max_minutes",
+    "max_cpu_minutes",
+)
 
 # The time limits belong to one call of `train`: a resumed run does not keep them.
 CALL_LIMITS = ("max_minutes", "max_cpu_minutes")

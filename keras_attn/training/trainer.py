@@ -61,6 +61,7 @@ from keras_attn.training.schedules import (
 )
 from keras_attn.training.tasks import get_task
 from keras_attn.training.tasks.language_model import lm_positions  # noqa: F401  (re-exported)
+from keras_attn.training.watch import DevWatcher
 
 # Steps in a row that the loss scaler (mixed_float16) may skip for a non-finite loss before the
 # run counts as diverged: an overflow of one batch is skipped, one that persists is not.
@@ -170,10 +171,15 @@ def train(
             if start.made_directory:
                 _remove_new_run(run, start.made_directory)
             raise
+        watcher = None
+        if chief and config.eval_every:
+            watcher = DevWatcher(run, config, family, get_task(family.task), start.splits)
         try:
-            metrics = _fit(run, config, family, plan, state, policy, strategy, chief, progress, log)
+            metrics = _fit(
+                run, config, family, plan, state, policy, strategy, chief, progress, log, watcher
+            )
             if chief:
-                _finish(run, config, family, state.model, start.splits, metrics, log)
+                _finish(run, config, family, state.model, start.splits, metrics, log, watcher)
             else:
                 state.model.save(state.private / MODEL_FILE)  # as the chief does, then thrown away
             strategies.barrier(strategy)  # no worker leaves while the chief may still need it
@@ -181,6 +187,8 @@ def train(
         finally:
             if state.private is not None:
                 shutil.rmtree(state.private, ignore_errors=True)
+            if watcher is not None:
+                watcher.close()
 
 
 def _check_request(config: TrainConfig, distribute: str) -> ModelFamily:
@@ -446,12 +454,14 @@ def _fit(
     chief: bool,
     progress: bool,
     log,
+    watcher: DevWatcher | None = None,
 ) -> dict:
     """Run steps `state.start + 1 … config.steps` (or until a time limit); returns the metrics.
 
     Checkpoints every `checkpoint_every` steps and at the last one; the chief also appends to
-    `train_log.tsv` and the TensorBoard logs. Raises `TrainingDiverged` (after flushing the
-    logs) on a non-finite loss or weights.
+    `train_log.tsv` and the TensorBoard logs, and `watcher` evaluates on dev every
+    `eval_every` steps before the last (`_finish` evaluates at the last). Raises
+    `TrainingDiverged` (after flushing the logs) on a non-finite loss or weights.
     """
     model, optimizer, step, manager = state.model, state.optimizer, state.step, state.manager
     task = get_task(family.task)
@@ -468,18 +478,25 @@ def _fit(
                 loss = loss + tf.add_n([tf.cast(term, tf.float32) for term in model.losses])
             loss = loss * share
             scaled = [group_optimizer.scale_loss(loss) for group_optimizer, _ in state.groups]
+        squares = []
         for (group_optimizer, variables), scaled_loss in zip(state.groups, scaled, strict=True):
             gradients = _sum_over_replicas(tape.gradient(scaled_loss, variables))
+            squares.append(_squared_norm(gradients, group_optimizer))
             group_optimizer.apply(gradients, variables)
-        return loss, accuracy * share
+        # The global batch's gradient: summed over replicas already, the same on each of them.
+        return loss, accuracy * share, tf.sqrt(tf.add_n(squares))
 
     batches = strategies.distributed_batches(strategy, plan, state.start, config.steps)
 
     @tf.function(input_signature=[batches.element_spec])
     def train_step(batch):
-        loss, accuracy = strategy.run(replica_step, args=batch)
+        loss, accuracy, norm = strategy.run(replica_step, args=batch)
         total = tf.distribute.ReduceOp.SUM
-        return strategy.reduce(total, loss, axis=None), strategy.reduce(total, accuracy, axis=None)
+        return (
+            strategy.reduce(total, loss, axis=None),
+            strategy.reduce(total, accuracy, axis=None),
+            strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None),
+        )
 
     writer = tf.summary.create_file_writer(str(run.file(LOGS))) if chief else None
     train_log = TrainLog(run, state.start) if chief else None
@@ -501,7 +518,7 @@ def _fit(
     skipped_in_a_row = 0
     try:
         for batch in batches:
-            loss_t, accuracy_t = train_step(batch)
+            loss_t, accuracy_t, norm_t = train_step(batch)
             step.assign_add(1)
             current = int(step.numpy())
             loss, accuracy = float(loss_t), float(accuracy_t)
@@ -534,11 +551,15 @@ def _fit(
                 with writer.as_default(step=current):
                     tf.summary.scalar("loss", loss)
                     tf.summary.scalar("token_accuracy", accuracy)
+                    tf.summary.scalar("learning_rate", _learning_rate(optimizer))
+                    tf.summary.scalar("gradient_norm", float(norm_t))
                     for name, value in task.training_scalars(config, current - 1).items():
                         tf.summary.scalar(name, value)
             if current % config.checkpoint_every == 0 or last:
                 _check_weights(model, current, manager)
                 manager.save(checkpoint_number=current)
+            if watcher is not None and current % config.eval_every == 0 and not last:
+                watcher.evaluate(model, current)
             if out_of_time:
                 log(f"stopped at step {current} of {config.steps}: {' and '.join(spent)} spent")
                 break
@@ -692,8 +713,10 @@ def _finish(
     splits: dict,
     metrics: dict,
     log,
+    watcher: DevWatcher | None = None,
 ) -> None:
-    """Save `model.keras`, score the dev split and write `metrics.json` (updating `metrics`)."""
+    """Save `model.keras`, score the dev split and write `metrics.json` (updating `metrics`);
+    `watcher` writes the scores to TensorBoard."""
     temporary = run.file(MODEL_FILE + ".tmp.keras")  # Keras insists on the .keras suffix
     model.save(temporary)
     os.replace(temporary, run.file(MODEL_FILE))
@@ -702,10 +725,28 @@ def _finish(
         run.write_json(METRICS_FILE, metrics)
         return
     task = get_task(family.task)
-    metrics.update(task.evaluate(run, config, family, model, splits))
+    evaluation = task.evaluate(run, config, family, model, splits)
+    metrics.update(evaluation)
     run.write_json(METRICS_FILE, metrics)
+    if watcher is not None:
+        watcher.write(model, metrics["steps"], evaluation)
     where = f"{metrics['dev_sentences']} sentences ({metrics['steps']} steps)"
     log(f"{task.summary(metrics)} on {where}")
+
+
+def _squared_norm(gradients: list, optimizer) -> tf.Tensor:
+    """The squared L2 norm of `gradients` (None ones left out), unscaled by a
+    `LossScaleOptimizer`'s loss scale, in float32."""
+    present = [tf.cast(g, tf.float32) for g in gradients if g is not None]
+    square = tf.add_n([tf.reduce_sum(tf.square(g)) for g in present]) if present else 0.0
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        square = square / tf.square(tf.cast(optimizer.dynamic_scale, tf.float32))
+    return tf.cast(square, tf.float32)
+
+
+def _learning_rate(optimizer) -> float:
+    """The learning rate `optimizer` applies at its current step (its schedule's value)."""
+    return float(keras.ops.convert_to_numpy(optimizer.learning_rate))
 
 
 def _sum_over_replicas(gradients: list) -> list:

@@ -15,7 +15,7 @@ DEFAULTS = {
     "decay_every": None, "optimizer": "adam", "clipnorm": 5.0, "weight_decay": 0.0,
     "label_smoothing": 0.0,
     "mixed_precision": "auto", "seed": 0, "max_length": 80, "vocab_size": 2000,
-    "checkpoint_every": 200, "eval_sentences": 1000, "max_minutes": None,
+    "checkpoint_every": 200, "eval_sentences": 1000, "eval_every": 0, "max_minutes": None,
     "max_cpu_minutes": None, "distribute": "none", "resume": False, "quiet": False,
     "init_from": None, "vocab_from": None, "train_examples": None, "examples_per_class": None,
     "encoder_learning_rate": None, "encoder_warmup_steps": None, "side": None, "mask_rate": None,
@@ -130,7 +130,7 @@ def test_help_gives_every_default_and_what_resume_may_change(capsys):
     unwrapped = help_text.replace("- ", "-")  # argparse wraps lines after hyphens
     assert (
         "a flag not given keeps the run's value. --steps, --checkpoint-every, --eval-sentences, "
-        "--max-minutes and --max-cpu-minutes (limits of this call only), --quiet and "
+        "--eval-every, --max-minutes and --max-cpu-minutes (limits of this call only), --quiet and "
         "--distribute may change; any other flag must repeat the run's value"
     ) in unwrapped
 
@@ -196,8 +196,8 @@ def test_path_and_resume_mistakes_are_reported_before_tensorflow_loads(tmp_path)
         ),
         ("--resume", "--units", "16", "--out", str(run)): (
             f"cannot resume {run} with --units 16: its config.json has --units 8; resuming may "
-            "change --steps, --checkpoint-every, --eval-sentences, --max-minutes and "
-            "--max-cpu-minutes only"
+            "change --steps, --checkpoint-every, --eval-sentences, --eval-every, --max-minutes "
+            "and --max-cpu-minutes only"
         ),
         ("--d-model", "64", "--out", str(tmp_path / "a")): (
             "--d-model does not apply to --model rnn-attention (its options: --embedding-dim, "

@@ -78,8 +78,8 @@ def test_a_resume_refuses_other_flags_that_differ_in_one_line(run, capsys, flags
     err = capsys.readouterr().err
     assert err.startswith(f"keras-attn train: error: cannot resume {run} {named}")
     assert err.endswith(
-        "; resuming may change --steps, --checkpoint-every, --eval-sentences, --max-minutes "
-        "and --max-cpu-minutes only\n"
+        "; resuming may change --steps, --checkpoint-every, --eval-sentences, --eval-every, "
+        "--max-minutes and --max-cpu-minutes only\n"
     )
     assert len(err.splitlines()) == 1
     assert {path.name: path.read_bytes() for path in run.iterdir() if path.is_file()} == before

@@ -399,6 +399,11 @@ def test_max_minutes_stops_the_loop_and_a_resume_finishes_the_run(tmp_path, tiny
     [
         (["--max-minutes", "0"], "--max-minutes must be a positive finite number, got 0.0"),
         (["--eval-sentences", "-1"], "--eval-sentences must be >= 0"),
+        (["--eval-every", "-1"], "--eval-every must be >= 0"),
+        (
+            ["--eval-every", "5", "--eval-sentences", "0"],
+            "--eval-every 5 needs dev sentences to evaluate, got --eval-sentences 0",
+        ),
         (
             ["--max-cpu-minutes", "-1"],
             "--max-cpu-minutes must be a positive finite number, got -1.0",

@@ -113,6 +113,21 @@ class Task(abc.ABC):
     def summary(self, metrics: dict) -> str:
         """One line on the evaluation's result."""
 
+    def attention_images(
+        self,
+        run: RunDirectory,
+        config: TrainConfig,
+        family: ModelFamily,
+        model: keras.Model,
+        data,
+        count: int,
+    ) -> list:
+        """Pictures of the model's attention on the first `count` dev examples, RGBA uint8
+        arrays `(height, width, 4)` that `keras-attn train --eval-every` writes to TensorBoard
+        (default: none). An example with nothing to draw (an empty translation) is None, so the
+        others keep their places."""
+        return []
+
     def prepare_run(
         self,
         run: RunDirectory,

@@ -4,6 +4,7 @@ scored by dev BLEU."""
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 
 from keras_attn.formats import MAX_OUTPUT_LENGTH, SOURCE_VOCAB, TARGET_VOCAB, RunDirectory
 from keras_attn.models.families import ModelFamily
@@ -92,20 +93,10 @@ class TranslationTask(Task):
         return loss, masked_token_accuracy(labels, outputs)
 
     def evaluate(self, run, config, family, model, data) -> dict:
-        from keras_attn.export.translator import Translator
         from keras_attn.training.evaluation import evaluate_pairs
 
         dev_pairs = data["dev"][: config.eval_sentences]
-        source_tokenizer, target_tokenizer = run.tokenizers()
-        translator = Translator(
-            model,
-            family.decoding_steps(model, MAX_OUTPUT_LENGTH),
-            source_tokenizer,
-            target_tokenizer,
-            config.max_length,
-            max_output_length=MAX_OUTPUT_LENGTH,
-        )
-        scores = evaluate_pairs(translator, dev_pairs, normalize_text)
+        scores = evaluate_pairs(_translator(run, config, family, model), dev_pairs, normalize_text)
         return {
             "dev_bleu": round(scores["bleu"], 2),
             "dev_exact_match": round(scores["exact_match"], 4),
@@ -113,9 +104,56 @@ class TranslationTask(Task):
             "dev_sentences": scores["sentences"],
         }
 
+    def attention_images(self, run, config, family, model, data, count) -> list:
+        """The alignment heatmaps of the first `count` dev sentences (`translate_with_alignment`;
+        none where the step view's state has no attention, None for an empty translation)."""
+        from keras_attn.training.watch import alignment_image
+
+        translator = _translator(run, config, family, model)
+        sources = [source for source, _ in data["dev"][:count]]
+        if not translator.with_alignment or not sources:
+            return []
+        found = translator.translate_with_alignment(tf.constant(sources))
+        images = []
+        for i, source in enumerate(sources):
+            tokens = [t.decode() for t in found["tokens"][i].numpy() if t]
+            source_tokens = [t.decode() for t in found["source_tokens"][i].numpy() if t]
+            weights = found["alignment"][i].numpy()[: len(tokens), : len(source_tokens)]
+            drawable = tokens and source_tokens
+            images.append(
+                alignment_image(source_tokens, tokens, weights, source) if drawable else None
+            )
+        return images
+
     def summary(self, metrics: dict) -> str:
         rouge = "/".join(f"{metrics[f'dev_{name}']:.1f}" for name in ROUGE_SCORES)
         return (
             f"dev BLEU {metrics['dev_bleu']:.2f}, exact match {metrics['dev_exact_match']:.1%}, "
             f"ROUGE-1/2/L {rouge}"
         )
+
+
+# The last translator `_translator` made, with what it was made for: the evaluations of one run
+# (`--eval-every`) reuse it, so its functions are traced once, not at every evaluation.
+_last_translator: list = []
+
+
+def _translator(run, config: TrainConfig, family: ModelFamily, model: keras.Model):
+    """The greedy translator of `model` that scores the dev split (the last one again when it
+    is asked for the same model, run and length)."""
+    from keras_attn.export.translator import Translator
+
+    made_for = (str(run.path), config.max_length)
+    if _last_translator and _last_translator[0] is model and _last_translator[1] == made_for:
+        return _last_translator[2]
+    source_tokenizer, target_tokenizer = run.tokenizers()
+    translator = Translator(
+        model,
+        family.decoding_steps(model, MAX_OUTPUT_LENGTH),
+        source_tokenizer,
+        target_tokenizer,
+        config.max_length,
+        max_output_length=MAX_OUTPUT_LENGTH,
+    )
+    _last_translator[:] = [model, made_for, translator]
+    return translator
