@@ -107,14 +107,19 @@ class TransformerEncoder(TransformerLayer):
         padding = inputs_mask if inputs_mask is not None else mask
         x, weights = inputs, []
         for block in self.blocks:
-            x, block_weights = block(
+            # Weights only when asked: without them the attention may take its fused path.
+            outputs = block(
                 x,
                 inputs_mask=padding,
                 attention_mask=attention_mask,
                 training=training,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
             )
-            weights.append(block_weights)
+            if return_attention_scores:
+                x, block_weights = outputs
+                weights.append(block_weights)
+            else:
+                x = outputs
         if self.final_norm is not None:
             x = self.final_norm(x)
         if return_attention_scores:

@@ -89,15 +89,17 @@ class TransformerEncoderBlock(TransformerLayer):
         padding = inputs_mask if inputs_mask is not None else mask
 
         def attend(h):
-            return self.self_attention(
+            outputs = self.self_attention(
                 h,
                 h,
                 query_mask=padding,
                 value_mask=padding,
                 attention_mask=attention_mask,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
                 training=training,
             )
+            # Without the weights the attention may take its fused path.
+            return outputs if return_attention_scores else (outputs, None)
 
         x, weights = self._sublayer(inputs, attend, self.self_attention_norm, training)
         x = self._feed_forward_sublayer(x, training)
