@@ -46,7 +46,8 @@ class TransformerDecoder(TransformerLayer):
         cache: None, or the tuple from `initial_cache` (or a previous cached call).
         cache_index: int or int scalar tensor; required with `cache`.
         training: enables dropout.
-        return_attention_scores: also return every block's attention weights.
+        return_attention_scores: also return every block's attention weights. Without them
+            the attention layers may take their fused path (see `MultiHeadAttention`).
 
     Returns:
         `outputs` `(batch, T, d)`; `(outputs, scores)` with `return_attention_scores=True`; with a

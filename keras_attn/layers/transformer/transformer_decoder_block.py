@@ -74,7 +74,8 @@ class TransformerDecoderBlock(TransformerLayer):
         cache: None, or the dict described above.
         cache_index: int or int scalar tensor, where the new positions go; required with `cache`.
         training: enables dropout.
-        return_attention_scores: also return the attention weights.
+        return_attention_scores: also return the attention weights. Without them the
+            attention layers may take their fused path (see `MultiHeadAttention`).
 
     Returns:
         A fixed structure: `outputs` `(batch, T, d)`; with `return_attention_scores=True`

@@ -34,7 +34,8 @@ class TransformerEncoder(TransformerLayer):
         attention_mask: bool `(batch, T, T)`, True where attention is allowed.
         mask: the Keras mask of `inputs` (see `inputs_mask`).
         training: enables dropout.
-        return_attention_scores: also return every block's self-attention weights.
+        return_attention_scores: also return every block's self-attention weights. Without
+            them the attention may take its fused path (see `MultiHeadAttention`).
 
     Returns:
         `(batch, T, d)`, or `(outputs, weights)` with `weights` `(batch, num_layers, heads, T, T)`

@@ -46,7 +46,8 @@ class TransformerEncoderBlock(TransformerLayer):
         attention_mask: bool `(batch, T, T)`, True where attention is allowed.
         mask: the Keras mask of `inputs` (see `inputs_mask`).
         training: enables dropout.
-        return_attention_scores: also return the self-attention weights.
+        return_attention_scores: also return the self-attention weights. Without them the
+            attention may take its fused path (see `MultiHeadAttention`).
 
     Returns:
         `(batch, T, d)`, or `(outputs, weights)` with `weights` `(batch, heads, T, T)` when

@@ -270,11 +270,12 @@ def test_harness_decoder_only():
     )
 
 
-def force_fused_attention(layer, flag: bool) -> None:
-    """Set `use_fused_attention` of every MultiHeadAttention inside `layer`."""
-    for sublayer in layer._flatten_layers():
-        if isinstance(sublayer, MultiHeadAttention):
-            sublayer.use_fused_attention = flag
+def force_fused_attention(decoder, flag: bool) -> None:
+    """Set `use_fused_attention` of every attention layer of `decoder`'s blocks."""
+    for block in decoder.blocks:
+        for attention in (block.self_attention, block.cross_attention_layer):
+            assert isinstance(attention, MultiHeadAttention)
+            attention.use_fused_attention = flag
 
 
 def count_fused_calls(monkeypatch) -> list:
