@@ -19,9 +19,10 @@ def bench():
 def test_train_step_benchmark_reports_every_variant(bench):
     result = bench.benchmark_train_step(batch=2, length=4, dim=8, heads=2, rounds=1, warmup=1)
     for jit in ("", "_jit"):
-        for name in ("keras", "ours", "ours_unfused"):
+        for name in ("keras", "ours", "ours_unfused", "ours_fused_attention"):
             assert result[f"{name}{jit} tokens/s"] > 0
         assert result[f"ours{jit} / keras{jit}"] > 0
+        assert result[f"ours_fused_attention{jit} / keras{jit}"] > 0
     table = bench.format_train_table((2, 4, 8, 2), result)
     assert "ours_jit / keras_jit" in table
 

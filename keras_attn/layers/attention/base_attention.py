@@ -23,7 +23,9 @@ class BaseAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         dropped = _apply_dropout(weights, training)
         context = _compute_context(dropped, value)        sum_i w_ti v_i, (batch, T_q, d_v)
 
-    and gives padded queries a zero context. The defaults are global attention: the memory as
+    and gives padded queries a zero context. When the weights are not returned, a structure may
+    instead compute the context in one fused op (`_fused_context`; `Attention` does with the
+    scaled dot score and the softmax). The defaults are global attention: the memory as
     given, `self.score_fn(query, key)` (a `keras_attn.scores.Score` a subclass sets in
     `__init__`; `build` builds it), `self.distribution_fn` over the keys allowed by `value_mask`
     and `attention_mask`, no dropout, and `weights @ value`. `Attention` adds a score, a
@@ -113,6 +115,13 @@ class BaseAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             **step_options,
         )
 
+    def _fused_context(
+        self, query, value, key, *, query_mask, value_mask, attention_mask, training
+    ):
+        """The context `(batch, T_q, d_v)` in one fused op, or None to run the pipeline (the
+        default). Called with `call`'s arguments when the weights are not returned."""
+        return None
+
     def call(
         self,
         query,
@@ -124,6 +133,18 @@ class BaseAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
+        if not return_attention_scores:
+            context = self._fused_context(
+                query,
+                value,
+                key,
+                query_mask=query_mask,
+                value_mask=value_mask,
+                attention_mask=attention_mask,
+                training=training,
+            )
+            if context is not None:
+                return context
         context, weights = self._compute_attention(
             query,
             value,

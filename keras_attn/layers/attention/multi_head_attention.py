@@ -12,6 +12,7 @@ from keras_attn.api_export import keras_attn_export
 from keras_attn.layers._arguments import check_positive_int, serialize_arguments
 from keras_attn.layers.mask_passthrough import FirstInputMaskPassthrough
 from keras_attn.ops.distributions import softmax
+from keras_attn.ops.fused_attention import dot_product_attention, fused_attention_by_default
 from keras_attn.ops.masking import apply_query_mask, merge_masks
 from keras_attn.ops.shapes import dimension, leading_shape
 from keras_attn.ops.slots import slot_coordinates, write_slots
@@ -37,6 +38,17 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     layout of `keras.layers.MultiHeadAttention`'s `EinsumDense` sublayers, so weights map one to
     one. The softmax is taken in float32 (`keras_attn.ops.softmax`).
 
+    Fused path: when the heads' values are as wide as their keys (`value_dim` None or `key_dim`),
+    the weights are not returned and no dropout is active (`dropout=0`, or not training),
+    `A_i V_i` can be computed by one call of `keras.ops.dot_product_attention`
+    (`keras_attn.ops.dot_product_attention`), which is flash attention (Dao et al., 2022) where
+    the backend and device have a kernel for it. `use_fused_attention=None` takes it on JAX and
+    PyTorch and keeps the explicit softmax on TensorFlow, where the fused op has no flash kernel
+    and is not faster; `True` takes it on every backend, `False` never. Both paths compute the
+    same function (masks, causal mask, cache offsets; logits and softmax in float32; a query row
+    with every key masked gets a zero `H_i`); asking for the weights
+    (`return_attention_scores=True`) always takes the explicit path.
+
     Incremental decoding: pass `cache=(key_cache, value_cache)` with shapes
     `(batch, heads, S, key_dim)` and `(batch, heads, S, value_dim)` (zeros to start) and
     `cache_update_index=i`. The keys and values of the `T_q` new positions are written into the
@@ -59,6 +71,8 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         output_shape: size `d_out` of the output's last axis; defaults to the query's last axis.
         kernel_initializer: initializer of the four kernels.
         bias_initializer: initializer of the four biases.
+        use_fused_attention: None (automatic: the fused path on JAX and PyTorch), True or False;
+            see "Fused path" above. The fused path is only taken where it applies.
 
     Call arguments:
         query: `(batch, T_q, d_q)`.
@@ -98,6 +112,8 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
 
     References:
         Vaswani et al., 2017, "Attention Is All You Need", arXiv:1706.03762.
+        Dao et al., 2022, "FlashAttention: Fast and Memory-Efficient Exact Attention with
+        IO-Awareness", arXiv:2205.14135.
     """
 
     def __init__(
@@ -110,6 +126,7 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         output_shape: int | None = None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        use_fused_attention: bool | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -121,6 +138,11 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             check_positive_int("output_shape", output_shape)
         if not 0.0 <= float(dropout) < 1.0:
             raise ValueError(f"Expected dropout in [0, 1). Received: dropout={dropout!r}")
+        if use_fused_attention is not None and not isinstance(use_fused_attention, bool):
+            raise ValueError(
+                "Expected use_fused_attention in {None, True, False}. "
+                f"Received: use_fused_attention={use_fused_attention!r}"
+            )
         self.num_heads = int(num_heads)
         self.key_dim = int(key_dim)
         self.value_dim = None if value_dim is None else int(value_dim)
@@ -129,6 +151,7 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         self._output_shape = None if output_shape is None else int(output_shape)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.use_fused_attention = use_fused_attention
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.supports_masking = True
 
@@ -167,8 +190,9 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             name=name, shape=shape, initializer=clone_initializer(self.bias_initializer)
         )
 
-    def _project(self, x, kernels, biases):
-        """Several projections of `x` in one matmul: `(b, T, d)` -> list of `(b, heads, T, e)`.
+    def _project(self, x, kernels, biases, heads_first: bool = True):
+        """Several projections of `x` in one matmul: `(b, T, d)` -> list of `(b, heads, T, e)`,
+        or of `(b, T, heads, e)` with `heads_first=False` (the fused op's layout).
 
         A plain 2-D matmul with a flat bias (and one transpose to the heads-first layout) is the
         cheapest form on CPU: an einsum straight into `bhte` transposes inside every call and
@@ -185,7 +209,8 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             bias = biases[0] if len(biases) == 1 else ops.concatenate(biases, axis=-1)
             flat = flat + ops.reshape(ops.cast(bias, self.compute_dtype), (heads * size,))
         projected = ops.reshape(flat, (batch, length, heads, size))
-        projected = ops.transpose(projected, (0, 2, 1, 3))  # (batch, heads, T, size)
+        if heads_first:
+            projected = ops.transpose(projected, (0, 2, 1, 3))  # (batch, heads, T, size)
         if len(kernels) == 1:
             return [projected]
         sizes = [k.shape[-1] for k in kernels]
@@ -198,14 +223,20 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             return self.query_bias, self.key_bias, self.value_bias
         return None, None, None
 
-    def _projections(self, query, value, key):
-        """Q, K, V `(batch, heads, T, e)`; one fused matmul for self-attention (`query is value`,
-        no `key`)."""
+    def _projections(self, query, value, key, heads_first: bool = True):
+        """Q, K, V `(batch, heads, T, e)` (`(batch, T, heads, e)` unless `heads_first`); one fused
+        matmul for self-attention (`query is value`, no `key`)."""
+        kernels = [self.query_kernel, self.key_kernel, self.value_kernel]
+        biases = self._biases()
         if key is None and query is value:
-            return self._project(
-                query, [self.query_kernel, self.key_kernel, self.value_kernel], self._biases()
-            )
-        return (self.project_query(query), *self.project_key_value(value, key))
+            return self._project(query, kernels, biases, heads_first)
+        (q,) = self._project(query, kernels[:1], biases[:1], heads_first)
+        if key is None:
+            k, v = self._project(value, kernels[1:], biases[1:], heads_first)
+        else:
+            (k,) = self._project(key, kernels[1:2], biases[1:2], heads_first)
+            (v,) = self._project(value, kernels[2:], biases[2:], heads_first)
+        return q, k, v
 
     def project_query(self, query):
         """The heads' queries `Q_i = E_Q W_i^Q + b_i^Q`: `(batch, T_q, d_q)` ->
@@ -232,6 +263,24 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         (values,) = self._project(value, [self.value_kernel], [value_bias])
         return keys, values
 
+    def uses_fused_attention(self, return_attention_scores: bool = False, training=None) -> bool:
+        """Whether a call with these arguments takes the fused path (see the class docstring).
+
+        The fused path applies when `value_dim` equals `key_dim` (or is None), the weights are
+        not returned and no dropout is active; it is
+        taken where it applies if `use_fused_attention` is True, or if it is None and the backend
+        is JAX or PyTorch (`keras_attn.ops.fused_attention_by_default()`).
+        """
+        if (
+            self.head_value_dim != self.key_dim  # the fused op needs equal widths
+            or return_attention_scores
+            or (self.dropout > 0.0 and bool(training))
+        ):
+            return False
+        if self.use_fused_attention is None:
+            return fused_attention_by_default()
+        return self.use_fused_attention
+
     def compute_attention(
         self,
         query,
@@ -241,6 +290,7 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
         value_mask=None,
         attention_mask=None,
         training=None,
+        return_attention_scores: bool = True,
     ):
         """Scaled dot-product attention of projected tensors and the output projection.
 
@@ -252,24 +302,54 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             value_mask: bool `(batch, T_k)`; padded keys get exactly zero weight.
             attention_mask: bool `(batch, T_q, T_k)` (or broadcastable), True where allowed.
             training: enables dropout on the weights.
+            return_attention_scores: whether the weights are needed; without them the fused path
+                may be taken (`uses_fused_attention`).
 
         Returns:
             `(output, weights)`: `output` `(batch, T_q, d_out)`, `weights`
-            `(batch, heads, T_q, T_k)` before dropout.
+            `(batch, heads, T_q, T_k)` before dropout, or None when
+            `return_attention_scores=False`.
         """
-        query = query * ops.cast(1.0 / math.sqrt(self.key_dim), query.dtype)
-        scores = ops.einsum("bhqe,bhke->bhqk", query, key)  # (batch, heads, T_q, T_k)
+        if self.uses_fused_attention(return_attention_scores, training):
+            # (batch, heads, T, e) -> (batch, T, heads, e), the fused op's layout
+            query, key, value = (ops.transpose(t, (0, 2, 1, 3)) for t in (query, key, value))
+            return self._attend(query, key, value, query_mask, value_mask, attention_mask), None
+        return self._attend(
+            query, key, value, query_mask, value_mask, attention_mask, training, explicit=True
+        )
+
+    def _attend(
+        self,
+        query,
+        key,
+        value,
+        query_mask,
+        value_mask,
+        attention_mask,
+        training=None,
+        explicit: bool = False,
+    ):
+        """The attention and the output projection: `output` with the fused op (inputs
+        `(batch, T, heads, e)`), or `(output, weights)` with the explicit softmax (`explicit=True`,
+        inputs `(batch, heads, T, e)`)."""
         mask = merge_masks(value_mask=value_mask, attention_mask=attention_mask)
         if mask is not None:
             mask = ops.expand_dims(mask, 1)  # broadcast over heads
-        weights = softmax(scores, mask=mask)  # float32 inside, compute dtype out
-        dropped = self.dropout_layer(weights, training=training)
-        context = ops.einsum("bhqk,bhke->bqhe", dropped, value)  # (batch, T_q, heads, dv)
+        scale = 1.0 / math.sqrt(self.key_dim)
+        if explicit:
+            query = query * ops.cast(scale, query.dtype)
+            scores = ops.einsum("bhqe,bhke->bhqk", query, key)  # (batch, heads, T_q, T_k)
+            weights = softmax(scores, mask=mask)  # float32 inside, compute dtype out
+            dropped = self.dropout_layer(weights, training=training)
+            context = ops.einsum("bhqk,bhke->bqhe", dropped, value)  # (batch, T_q, heads, dv)
+        else:
+            context = dot_product_attention(query, key, value, mask=mask, scale=scale)
         output_kernel = ops.cast(self.output_kernel, self.compute_dtype)
         output = ops.einsum("bqhe,heo->bqo", context, output_kernel)
         if self.use_bias:
             output = output + ops.cast(self.output_bias, self.compute_dtype)
-        return apply_query_mask(output, query_mask), weights
+        output = apply_query_mask(output, query_mask)
+        return (output, weights) if explicit else output
 
     def call(
         self,
@@ -287,7 +367,10 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
     ):
         if key is value:
             key = None
-        q, k, v = self._projections(query, value, key)  # (batch, heads, T, e)
+        fused = self.uses_fused_attention(return_attention_scores, training)
+        # Without a cache the fused op's (batch, T, heads, e) layout is projected directly.
+        heads_first = cache is not None or not fused
+        q, k, v = self._projections(query, value, key, heads_first)  # (batch, heads, T, e)
         if cache is not None:
             if cache_update_index is None:
                 raise ValueError("`cache_update_index` is required when `cache` is given.")
@@ -300,13 +383,18 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
             attention_mask = ops.cast(attention_mask, "bool")
         if use_causal_mask:
             offset = 0 if cache is None else cache_update_index
-            causal = _causal_mask(dimension(q, 2), dimension(k, 2), offset)
+            time_axis = 2 if heads_first else 1
+            causal = _causal_mask(dimension(q, time_axis), dimension(k, time_axis), offset)
             attention_mask = (
                 causal if attention_mask is None else ops.logical_and(attention_mask, causal)
             )
-        output, weights = self.compute_attention(
-            q, k, v, query_mask, value_mask, attention_mask, training=training
-        )
+        if heads_first:
+            output, weights = self.compute_attention(
+                q, k, v, query_mask, value_mask, attention_mask, training, return_attention_scores
+            )
+        else:
+            output = self._attend(q, k, v, query_mask, value_mask, attention_mask)
+            weights = None
         result = (output, weights) if return_attention_scores else (output,)
         if cache is not None:
             return (*result, cache)
@@ -324,6 +412,7 @@ class MultiHeadAttention(FirstInputMaskPassthrough, keras.layers.Layer):
                 "use_bias",
                 "kernel_initializer",
                 "bias_initializer",
+                "use_fused_attention",
             ),
             output_shape=self._output_shape,
         )

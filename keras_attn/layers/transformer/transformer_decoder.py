@@ -46,7 +46,8 @@ class TransformerDecoder(TransformerLayer):
         cache: None, or the tuple from `initial_cache` (or a previous cached call).
         cache_index: int or int scalar tensor; required with `cache`.
         training: enables dropout.
-        return_attention_scores: also return every block's attention weights.
+        return_attention_scores: also return every block's attention weights. Without them
+            the attention layers may take their fused path (see `MultiHeadAttention`).
 
     Returns:
         `outputs` `(batch, T, d)`; `(outputs, scores)` with `return_attention_scores=True`; with a
@@ -154,12 +155,16 @@ class TransformerDecoder(TransformerLayer):
                 cache=None if cache is None else cache[index],
                 cache_index=cache_index,
                 training=training,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
             )
-            x, block_scores = outputs[0], outputs[1]
-            scores.append(block_scores)
+            # Scores only when asked: without them the attention may take its fused path.
+            if cache is None and not return_attention_scores:
+                outputs = (outputs,)
+            x = outputs[0]
+            if return_attention_scores:
+                scores.append(outputs[1])
             if cache is not None:
-                new_cache.append(outputs[2])
+                new_cache.append(outputs[-1])
         if self.final_norm is not None:
             x = self.final_norm(x)
         result = (x,)

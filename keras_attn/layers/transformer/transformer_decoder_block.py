@@ -74,7 +74,8 @@ class TransformerDecoderBlock(TransformerLayer):
         cache: None, or the dict described above.
         cache_index: int or int scalar tensor, where the new positions go; required with `cache`.
         training: enables dropout.
-        return_attention_scores: also return the attention weights.
+        return_attention_scores: also return the attention weights. Without them the
+            attention layers may take their fused path (see `MultiHeadAttention`).
 
     Returns:
         A fixed structure: `outputs` `(batch, T, d)`; with `return_attention_scores=True`
@@ -193,19 +194,22 @@ class TransformerDecoderBlock(TransformerLayer):
         cached = cache is not None
         new_cache = {}
 
+        # The weights are asked for only when returned: without them the attention layers may
+        # take their fused path. `_with_weights` gives `(output, weights or None)` either way.
         def self_attend(h):
             kwargs = dict(
                 query_mask=padding,
                 attention_mask=attention_mask,
                 use_causal_mask=True,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
                 training=training,
             )
             if not cached:
-                return self.self_attention(h, h, value_mask=padding, **kwargs)
+                outputs = self.self_attention(h, h, value_mask=padding, **kwargs)
+                return _with_weights(outputs, return_attention_scores)
             # The keys span the S cache slots, the padding only the new ones: widen it to (batch,
             # S) explicitly (left to Keras, `h`'s mask would be taken as a (batch, T_new) key mask).
-            output, weights, (keys, values) = self.self_attention(
+            *outputs, (keys, values) = self.self_attention(
                 h,
                 h,
                 value_mask=_cache_key_mask(padding, cache_index, ops.shape(cache["self_key"])[2]),
@@ -214,7 +218,7 @@ class TransformerDecoderBlock(TransformerLayer):
                 **kwargs,
             )
             new_cache.update(self_key=keys, self_value=values)
-            return output, weights
+            return _with_weights(tuple(outputs), return_attention_scores)
 
         x, self_weights = self._sublayer(inputs, self_attend, self.self_attention_norm, training)
         scores = {"self_attention": self_weights}
@@ -224,14 +228,15 @@ class TransformerDecoderBlock(TransformerLayer):
             def cross_attend(h):
                 attention = self.cross_attention_layer
                 if memory is not None:
-                    return attention(
+                    outputs = attention(
                         h,
                         memory,
                         query_mask=padding,
                         value_mask=memory_mask,
-                        return_attention_scores=True,
+                        return_attention_scores=return_attention_scores,
                         training=training,
                     )
+                    return _with_weights(outputs, return_attention_scores)
                 # The cache holds the projected memory: attend to it directly.
                 keys, values = cache["cross_key"], cache["cross_value"]
                 new_cache.update(cross_key=keys, cross_value=values)
@@ -242,6 +247,7 @@ class TransformerDecoderBlock(TransformerLayer):
                     query_mask=padding,
                     value_mask=memory_mask,
                     training=training,
+                    return_attention_scores=return_attention_scores,
                 )
 
             x, cross_weights = self._sublayer(x, cross_attend, self.cross_attention_norm, training)
@@ -275,6 +281,13 @@ class TransformerDecoderBlock(TransformerLayer):
         config = super().get_config()
         config.update(cross_attention=self.cross_attention)
         return config
+
+
+def _with_weights(outputs, with_weights: bool):
+    """`(output, weights)` from an attention call's result, `(output, None)` without weights."""
+    if with_weights:
+        return outputs
+    return (outputs[0] if isinstance(outputs, (tuple, list)) else outputs), None
 
 
 def _cache_key_mask(padding, cache_index, cache_length):

@@ -34,7 +34,8 @@ class TransformerEncoder(TransformerLayer):
         attention_mask: bool `(batch, T, T)`, True where attention is allowed.
         mask: the Keras mask of `inputs` (see `inputs_mask`).
         training: enables dropout.
-        return_attention_scores: also return every block's self-attention weights.
+        return_attention_scores: also return every block's self-attention weights. Without
+            them the attention may take its fused path (see `MultiHeadAttention`).
 
     Returns:
         `(batch, T, d)`, or `(outputs, weights)` with `weights` `(batch, num_layers, heads, T, T)`
@@ -107,14 +108,19 @@ class TransformerEncoder(TransformerLayer):
         padding = inputs_mask if inputs_mask is not None else mask
         x, weights = inputs, []
         for block in self.blocks:
-            x, block_weights = block(
+            # Weights only when asked: without them the attention may take its fused path.
+            outputs = block(
                 x,
                 inputs_mask=padding,
                 attention_mask=attention_mask,
                 training=training,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
             )
-            weights.append(block_weights)
+            if return_attention_scores:
+                x, block_weights = outputs
+                weights.append(block_weights)
+            else:
+                x = outputs
         if self.final_norm is not None:
             x = self.final_norm(x)
         if return_attention_scores:

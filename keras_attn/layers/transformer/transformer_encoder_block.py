@@ -46,7 +46,8 @@ class TransformerEncoderBlock(TransformerLayer):
         attention_mask: bool `(batch, T, T)`, True where attention is allowed.
         mask: the Keras mask of `inputs` (see `inputs_mask`).
         training: enables dropout.
-        return_attention_scores: also return the self-attention weights.
+        return_attention_scores: also return the self-attention weights. Without them the
+            attention may take its fused path (see `MultiHeadAttention`).
 
     Returns:
         `(batch, T, d)`, or `(outputs, weights)` with `weights` `(batch, heads, T, T)` when
@@ -89,15 +90,17 @@ class TransformerEncoderBlock(TransformerLayer):
         padding = inputs_mask if inputs_mask is not None else mask
 
         def attend(h):
-            return self.self_attention(
+            outputs = self.self_attention(
                 h,
                 h,
                 query_mask=padding,
                 value_mask=padding,
                 attention_mask=attention_mask,
-                return_attention_scores=True,
+                return_attention_scores=return_attention_scores,
                 training=training,
             )
+            # Without the weights the attention may take its fused path.
+            return outputs if return_attention_scores else (outputs, None)
 
         x, weights = self._sublayer(inputs, attend, self.self_attention_norm, training)
         x = self._feed_forward_sublayer(x, training)

@@ -117,3 +117,71 @@ def test_structures_share_the_base_pipeline():
     for cls in (Attention, AreaAttention, CompositionalDeAttention, HardAttention, LocalAttention):
         assert issubclass(cls, BaseAttention)
         assert "call" not in vars(cls) or cls is LocalAttention
+
+
+def _numpy(x):
+    return keras.ops.convert_to_numpy(keras.ops.cast(x, "float32"))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {},
+        {"value_mask": MASK, "query_mask": np.array([[True] * 3, [True, True, False]])},
+        {"attention_mask": np.array([[[True] * 5] * 3, [[False] * 5] + [[True] * 5] * 2])},
+    ],
+    ids=["no_mask", "padding", "fully_masked_row"],
+)
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_scaled_dot_fused_path_equals_explicit_path(case, policy):
+    fused, explicit = (
+        Attention(score="scaled_dot", use_fused_attention=flag, dtype=policy)
+        for flag in (True, False)
+    )
+    assert fused.uses_fused_attention() and not explicit.uses_fused_attention()
+    got, expected = fused(Q, V, **case), explicit(Q, V, **case)
+    assert keras.backend.standardize_dtype(got.dtype) == fused.compute_dtype
+    tol = {"float32": 1e-5, "mixed_bfloat16": 5e-2}[policy]  # MIXED_PRECISION_TOLERANCES
+    np.testing.assert_allclose(_numpy(got), _numpy(expected), atol=tol, rtol=tol)
+    if "attention_mask" in case:  # the query with no key to see gets a zero context
+        assert np.all(_numpy(got)[1, 0] == 0.0)
+
+
+def test_fused_path_applies_only_to_the_scaled_dot_softmax_pipeline():
+    def fused(**kwargs):
+        return Attention(use_fused_attention=True, **kwargs)
+
+    assert fused(score="scaled_dot").uses_fused_attention()
+    assert not fused(score="scaled_dot").uses_fused_attention(return_attention_scores=True)
+    assert not fused(score="dot").uses_fused_attention()
+    assert not fused(score="scaled_dot", distribution="sparsemax").uses_fused_attention()
+    with_dropout = fused(score="scaled_dot", dropout=0.2)
+    assert with_dropout.uses_fused_attention(training=False)
+    assert not with_dropout.uses_fused_attention(training=True)
+
+    class Shifted(Attention):
+        def _calculate_scores(self, query, key):
+            return super()._calculate_scores(query, key) + 1.0
+
+    assert not Shifted(score="scaled_dot", use_fused_attention=True).uses_fused_attention()
+    automatic = Attention(score="scaled_dot")
+    assert automatic.uses_fused_attention() == (keras.config.backend() in ("jax", "torch"))
+    assert automatic.get_config()["use_fused_attention"] is None
+    config = fused(score="scaled_dot").get_config()
+    assert Attention.from_config(config).use_fused_attention is True
+    with pytest.raises(ValueError, match="use_fused_attention=1"):
+        Attention(use_fused_attention=1)
+
+
+def test_fused_path_falls_back_when_values_are_wider_than_keys(monkeypatch):
+    calls = []
+    fused_op = keras.ops.dot_product_attention
+    monkeypatch.setattr(
+        keras.ops, "dot_product_attention", lambda *a, **k: calls.append(1) or fused_op(*a, **k)
+    )
+    layer = Attention(score="scaled_dot", use_fused_attention=True)
+    wide = RNG.normal(size=(2, 5, 6)).astype("float32")
+    context = layer(Q, wide, key=V, value_mask=MASK)
+    assert calls == [] and tuple(context.shape) == (2, 3, 6)
+    layer(Q, V, value_mask=MASK)
+    assert calls == [1]

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from keras_attn.layers.attention.multi_head_attention import MultiHeadAttention
 from keras_attn.testing import run_layer_test
+from keras_attn.testing.mixed_precision_check import MIXED_PRECISION_TOLERANCES
 from tests import numpy_reference as ref
 
 RNG = np.random.default_rng(7)
@@ -285,7 +286,8 @@ def test_harness_causal_keras_masking():
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_projection_methods_compute_in_the_compute_dtype(policy):
-    layer = MultiHeadAttention(num_heads=2, key_dim=4, dtype=policy)
+    # The explicit path on every backend: `compute_attention` below takes it too.
+    layer = MultiHeadAttention(num_heads=2, key_dim=4, dtype=policy, use_fused_attention=False)
     expected = layer(X, V)
     keys, values = layer.project_key_value(V)  # outside __call__: no Keras autocast scope
     query = layer.project_query(X)
@@ -322,3 +324,166 @@ def test_self_attention_ignores_order_until_positions_are_added():
     moved = X[:, order]
     moved_with_positions = layer(moved + encode(moved), moved + encode(moved)).numpy()
     assert np.abs(moved_with_positions - with_positions[:, order]).max() > 1e-2
+
+
+# The fused path (`keras.ops.dot_product_attention`) against the explicit softmax, same weights.
+# Tolerances: float32 round-off (the fused op scales the logits, the explicit path the queries);
+# under a mixed policy the tolerance the mixed-precision checks use against float32.
+FUSED_TOLERANCES = {"float32": 1e-5, **MIXED_PRECISION_TOLERANCES}
+
+
+def fused_and_explicit(policy="float32", self_attention=False):
+    """Two built layers with the same random weights: fused path forced on, and off."""
+    layers = [
+        MultiHeadAttention(num_heads=2, key_dim=3, use_fused_attention=fused, dtype=policy)
+        for fused in (True, False)
+    ]
+    for layer in layers:
+        layer(X, X) if self_attention else layer(X, V, key=K)
+        randomise(layer, seed=11)
+    return layers
+
+
+def as_float32(x):
+    return keras.ops.convert_to_numpy(keras.ops.cast(x, "float32"))
+
+
+CAUSAL_PADDING = np.array([[True] * T_Q, [True, True, False]])
+FULLY_MASKED = np.ones((B, T_Q, T_K), bool)
+FULLY_MASKED[1, 0] = False  # query 0 of sentence 1 may see no key
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {},
+        {"value_mask": VALUE_MASK},
+        {"value_mask": VALUE_MASK, "query_mask": np.array([[True] * T_Q, [True, False, False]])},
+        {"attention_mask": FULLY_MASKED, "value_mask": VALUE_MASK},
+    ],
+    ids=["no_mask", "padding", "query_and_key_padding", "fully_masked_row"],
+)
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16", "mixed_bfloat16"])
+def test_fused_path_equals_explicit_path_cross_attention(case, policy):
+    fused, explicit = fused_and_explicit(policy)
+    got, expected = fused(X, V, key=K, **case), explicit(X, V, key=K, **case)
+    assert keras.backend.standardize_dtype(got.dtype) == fused.compute_dtype
+    tol = FUSED_TOLERANCES[policy]
+    np.testing.assert_allclose(as_float32(got), as_float32(expected), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_fused_path_equals_explicit_path_causal_self_attention(policy):
+    fused, explicit = fused_and_explicit(policy, self_attention=True)
+    kwargs = {"use_causal_mask": True, "query_mask": CAUSAL_PADDING, "value_mask": CAUSAL_PADDING}
+    tol = FUSED_TOLERANCES[policy]
+    np.testing.assert_allclose(
+        as_float32(fused(X, X, **kwargs)), as_float32(explicit(X, X, **kwargs)), atol=tol, rtol=tol
+    )
+
+
+def test_fully_masked_query_row_gets_a_zero_context_on_both_paths():
+    # A query that may see no key has all-zero weights (keras_attn.ops.softmax), so its heads are
+    # zero and its output is the output bias alone; the fused path gives the same, not the
+    # uniform average of the values.
+    fused, explicit = fused_and_explicit()
+    for layer in (fused, explicit):
+        output = as_float32(layer(X, V, key=K, attention_mask=FULLY_MASKED))
+        np.testing.assert_allclose(output[1, 0], as_float32(layer.output_bias), atol=1e-6)
+    _, weights = explicit(X, V, key=K, attention_mask=FULLY_MASKED, return_attention_scores=True)
+    assert np.all(as_float32(weights)[1, :, 0] == 0.0)
+
+
+def test_fused_cached_decoding_equals_explicit_steps():
+    length, heads, dim = 5, 2, 3
+    x = RNG.normal(size=(B, length, D)).astype("float32")
+    padding = np.array([[True] * length, [True, True, True, False, False]])
+    fused, explicit = fused_and_explicit(self_attention=True)
+    empty = (np.zeros((B, heads, length, dim), "float32"),) * 2
+    caches, outputs = {}, {}
+    for name, layer in (("fused", fused), ("explicit", explicit)):
+        # a two-token prefill, then one token per step: the causal mask is offset by the index
+        out, cache = layer(
+            x[:, :2],
+            x[:, :2],
+            use_causal_mask=True,
+            value_mask=np.concatenate([padding[:, :2], np.ones((B, length - 2), bool)], 1),
+            cache=empty,
+            cache_update_index=0,
+        )
+        steps = [as_float32(out)]
+        for t in range(2, length):
+            key_mask = np.ones((B, length), bool)
+            key_mask[:, : t + 1] = padding[:, : t + 1]
+            out, cache = layer(
+                x[:, t : t + 1],
+                x[:, t : t + 1],
+                use_causal_mask=True,
+                value_mask=key_mask,
+                cache=cache,
+                cache_update_index=t,
+            )
+            steps.append(as_float32(out))
+        outputs[name], caches[name] = np.concatenate(steps, 1), cache
+    np.testing.assert_allclose(outputs["fused"], outputs["explicit"], atol=1e-5, rtol=1e-5)
+    for got, expected in zip(caches["fused"], caches["explicit"], strict=True):
+        np.testing.assert_array_equal(as_float32(got), as_float32(expected))
+    full = as_float32(explicit(x, x, use_causal_mask=True, value_mask=padding))
+    np.testing.assert_allclose(outputs["fused"][0], full[0], atol=1e-5, rtol=1e-5)
+
+
+def test_path_choice():
+    fused, explicit = fused_and_explicit()
+    assert fused.uses_fused_attention() and not explicit.uses_fused_attention()
+    assert not fused.uses_fused_attention(return_attention_scores=True)
+    dropout = MultiHeadAttention(num_heads=2, key_dim=3, dropout=0.1, use_fused_attention=True)
+    assert not dropout.uses_fused_attention(training=True)
+    assert dropout.uses_fused_attention(training=False) and dropout.uses_fused_attention()
+    wide_values = MultiHeadAttention(num_heads=2, key_dim=3, value_dim=4, use_fused_attention=True)
+    assert not wide_values.uses_fused_attention()
+    automatic = MultiHeadAttention(num_heads=2, key_dim=3)
+    assert automatic.uses_fused_attention() == (keras.config.backend() in ("jax", "torch"))
+
+
+def test_fused_op_called_only_when_the_weights_are_not_returned(monkeypatch):
+    calls = []
+    fused_op = keras.ops.dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return fused_op(*args, **kwargs)
+
+    monkeypatch.setattr(keras.ops, "dot_product_attention", spy)
+    fused, explicit = fused_and_explicit()
+    calls.clear()
+    output = fused(X, V, key=K, value_mask=VALUE_MASK)
+    assert len(calls) == 1
+    same, weights = fused(X, V, key=K, value_mask=VALUE_MASK, return_attention_scores=True)
+    explicit(X, V, key=K, value_mask=VALUE_MASK)
+    assert len(calls) == 1
+    np.testing.assert_allclose(as_float32(output), as_float32(same), atol=1e-5, rtol=1e-5)
+    assert tuple(weights.shape) == (B, 2, T_Q, T_K)
+
+
+def test_use_fused_attention_round_trips_and_is_checked():
+    layer = MultiHeadAttention(num_heads=2, key_dim=3, use_fused_attention=True)
+    assert layer.get_config()["use_fused_attention"] is True
+    assert MultiHeadAttention.from_config(layer.get_config()).use_fused_attention is True
+    assert MultiHeadAttention(num_heads=2, key_dim=3).get_config()["use_fused_attention"] is None
+    with pytest.raises(ValueError, match="use_fused_attention='yes'"):
+        MultiHeadAttention(num_heads=2, key_dim=3, use_fused_attention="yes")
+
+
+def test_harness_fused_path():
+    run_layer_test(
+        MultiHeadAttention,
+        {"num_heads": 2, "key_dim": 3, "output_shape": 4, "use_fused_attention": True},
+        {"query": X, "value": V},
+        mask=VALUE_MASK,
+        padded_input="value",
+        mask_kwarg="value_mask",
+        expected_output_shape=(B, T_Q, 4),
+        run_saved_model_check=True,
+        atol=1e-5,
+        rtol=1e-5,
+    )

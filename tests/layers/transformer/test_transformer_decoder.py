@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attn.layers import TransformerDecoder
+from keras_attn.layers import MultiHeadAttention, TransformerDecoder
 from keras_attn.testing import run_layer_test
 from keras_attn.testing.harness import MIXED_PRECISION_TOLERANCES
 from tests.layers.transformer import numpy_transformer as npt
@@ -268,3 +268,51 @@ def test_harness_decoder_only():
         weights_kwarg=None,
         expected_output_shape=(B, T, D),
     )
+
+
+def force_fused_attention(decoder, flag: bool) -> None:
+    """Set `use_fused_attention` of every attention layer of `decoder`'s blocks."""
+    for block in decoder.blocks:
+        for attention in (block.self_attention, block.cross_attention_layer):
+            assert isinstance(attention, MultiHeadAttention)
+            attention.use_fused_attention = flag
+
+
+def count_fused_calls(monkeypatch) -> list:
+    calls = []
+    fused_op = keras.ops.dot_product_attention
+    monkeypatch.setattr(
+        keras.ops, "dot_product_attention", lambda *a, **k: calls.append(1) or fused_op(*a, **k)
+    )
+    return calls
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_fused_attention_equals_explicit_in_full_and_cached_passes(policy, monkeypatch):
+    decoder = built_decoder(seed=3, dtype=policy)
+    tolerance = {"float32": 1e-5, **MIXED_PRECISION_TOLERANCES}[policy]
+
+    def numpy(x):
+        return keras.ops.convert_to_numpy(keras.ops.cast(x, "float32"))
+
+    force_fused_attention(decoder, False)
+    expected = numpy(decoder(X, MEMORY, memory_mask=MEMORY_MASK))
+    calls = count_fused_calls(monkeypatch)
+    force_fused_attention(decoder, True)
+    full = numpy(decoder(X, MEMORY, memory_mask=MEMORY_MASK))
+    assert len(calls) == 4  # self- and cross-attention of both blocks
+    np.testing.assert_allclose(full, expected, atol=tolerance, rtol=tolerance)
+    # Returning the weights takes the explicit path in every block.
+    with_scores, _ = decoder(X, MEMORY, memory_mask=MEMORY_MASK, return_attention_scores=True)
+    assert len(calls) == 4
+    np.testing.assert_allclose(numpy(with_scores), expected, atol=tolerance, rtol=tolerance)
+    # Cached steps: the causal mask offset by the cache index, the projected memory in the cache.
+    cache = decoder.initial_cache(B, T, MEMORY)
+    outputs = []
+    for t in range(T):
+        output, cache = decoder(
+            X[:, t : t + 1], cache=cache, cache_index=t, memory_mask=MEMORY_MASK
+        )
+        outputs.append(numpy(output))
+    assert len(calls) == 4 + 4 * T
+    np.testing.assert_allclose(np.concatenate(outputs, 1), expected, atol=tolerance, rtol=tolerance)

@@ -70,3 +70,24 @@ def test_harness():
         mask_kwarg="inputs_mask",
         expected_output_shape=(B, T, D),
     )
+
+
+def test_fused_attention_equals_explicit_and_is_skipped_for_weights(monkeypatch):
+    encoder = built_encoder(seed=4)
+    attentions = [block.self_attention for block in encoder.blocks]
+    for attention in attentions:
+        attention.use_fused_attention = False
+    expected = keras.ops.convert_to_numpy(encoder(X, inputs_mask=PADDING))
+    calls = []
+    fused_op = keras.ops.dot_product_attention
+    monkeypatch.setattr(
+        keras.ops, "dot_product_attention", lambda *a, **k: calls.append(1) or fused_op(*a, **k)
+    )
+    for attention in attentions:
+        attention.use_fused_attention = True
+    got = keras.ops.convert_to_numpy(encoder(X, inputs_mask=PADDING))
+    assert len(calls) == 3  # one per block
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-5)
+    with_weights, weights = encoder(X, inputs_mask=PADDING, return_attention_scores=True)
+    assert len(calls) == 3 and tuple(weights.shape) == (B, 3, 2, T, T)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(with_weights), expected, atol=1e-5)
