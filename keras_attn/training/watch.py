@@ -8,7 +8,8 @@ evaluates the model on the dev split and writes to `logs/dev/` (next to the trai
 - the task's dev metrics (`Task.evaluate`): BLEU, exact match and ROUGE for translators,
   accuracy for classifiers, perplexity for language models, caption BLEU for captioners;
 - `attention/<i>`: pictures of the attention of a few fixed dev examples (`Task.attention_images`):
-  alignment heatmaps for translators, so the alignment can be watched sharpening as training goes.
+  alignment heatmaps for translators, each word's attention map over the image for captioners, so
+  the attention can be watched sharpening as training goes.
 
 The training writer adds `learning_rate` and `gradient_norm` (before clipping) to `loss` and
 `token_accuracy` every 50 steps.
@@ -122,6 +123,50 @@ def alignment_image(
         axes.set_title(title, fontsize=9)
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", bbox_inches="tight")  # room for the labels
+    finally:
+        plt.close(figure)
+    return tf.io.decode_png(buffer.getvalue(), channels=4).numpy()
+
+
+def overlay_image(
+    image: np.ndarray, words: Sequence[str], maps: np.ndarray, title: str
+) -> np.ndarray:
+    """The image, then one panel per word with that word's attention map over the image (the
+    map stretched to the image's size, brighter where the weight is higher), as an RGBA uint8
+    image drawn with matplotlib.
+
+    Args:
+        image: uint8 `(height, width, 3)`.
+        words: the caption's words.
+        maps: `(len(words), H', W')` weights on the image's grid of regions.
+        title: the figure's title (the caption).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    height, width = image.shape[:2]
+    figure, axes = plt.subplots(1, len(words) + 1, figsize=(1.6 * (len(words) + 1), 2.0), dpi=80)
+    try:
+        for panel, (axis, word) in enumerate(zip(axes, ["", *words], strict=True)):
+            axis.imshow(image)
+            if panel:
+                weights = np.asarray(maps[panel - 1], dtype=np.float32)
+                axis.imshow(
+                    weights,
+                    cmap="gray",
+                    alpha=0.6,
+                    vmin=0.0,
+                    vmax=max(float(weights.max()), 1e-6),
+                    extent=(-0.5, width - 0.5, height - 0.5, -0.5),  # the map over the whole image
+                    interpolation="bilinear",
+                )
+            axis.set_title(word, fontsize=9)
+            axis.axis("off")
+        figure.suptitle(title, fontsize=9)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", bbox_inches="tight")
     finally:
         plt.close(figure)
     return tf.io.decode_png(buffer.getvalue(), channels=4).numpy()

@@ -225,6 +225,38 @@ def test_evaluation_scores_greedy_captions_of_dev_and_unseen_scenes(run):
     assert scores["references"] == [scene.caption for scene in data["dev"]]
 
 
+def test_attention_pictures_show_each_caption_word_over_its_scene(run):
+    keras.utils.set_random_seed(1)
+    data = TASK.load_data(config(eval_sentences=2), FAMILY)
+    model = TASK.build_model(run, config(), FAMILY)
+    pictures = TASK.attention_images(run, config(), FAMILY, model, data, 2)
+    assert len(pictures) == 2
+    found = TASK._captioner(run, FAMILY, model).caption_pixels(
+        tf.constant(np.stack([scene.image for scene in data["dev"][:2]]))
+    )
+    widths = []
+    for picture, tokens in zip(pictures, found["tokens"].numpy(), strict=True):
+        words = [token for token in tokens if token]
+        if not words:
+            assert picture is None
+            continue
+        assert picture.dtype == np.uint8 and picture.shape[2] == 4
+        assert picture[..., :3].std() > 10  # a drawing, not a blank
+        widths.append((len(words), picture.shape[1]))
+    assert widths, "no caption had a word"
+    # One panel per word besides the image: the picture grows with the caption.
+    for (words_a, width_a), (words_b, width_b) in zip(widths, widths[1:], strict=False):
+        if words_a != words_b:
+            assert (width_a < width_b) == (words_a < words_b)
+
+
+def test_the_evaluations_of_one_model_reuse_one_captioner(run):
+    model = TASK.build_model(run, config(), FAMILY)
+    first = TASK._captioner(run, FAMILY, model)
+    assert TASK._captioner(run, FAMILY, model) is first
+    assert TASK._captioner(run, FAMILY, TASK.build_model(run, config(), FAMILY)) is not first
+
+
 class Oracle:
     """Captions every image with its scene's caption (or a fixed wrong one)."""
 

@@ -113,6 +113,17 @@ class Task(abc.ABC):
     def summary(self, metrics: dict) -> str:
         """One line on the evaluation's result."""
 
+    def cached_evaluator(self, model: keras.Model, made_for: tuple, make: Callable[[], Any]):
+        """`make()` (the translator or captioner that scores `model`), or the one made last
+        when it was made for the same `model` and `made_for`: the evaluations of one run
+        (`--eval-every`) reuse it, so its functions are traced once, not at every evaluation."""
+        last = getattr(self, "_last_evaluator", None)
+        if last is not None and last[0] is model and last[1] == made_for:
+            return last[2]
+        evaluator = make()
+        self._last_evaluator = (model, made_for, evaluator)
+        return evaluator
+
     def attention_images(
         self,
         run: RunDirectory,

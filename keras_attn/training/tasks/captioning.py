@@ -159,10 +159,7 @@ class CaptioningTask(Task):
         return loss, masked_token_accuracy(labels, logits)
 
     def evaluate(self, run, config, family, model, data) -> dict:
-        from keras_attn.export.captioner import MAX_CAPTION_TOKENS, Captioner
-
-        steps = family.decoding_steps(model, MAX_CAPTION_TOKENS)
-        captioner = Captioner(model, steps, run.tokenizer(), MAX_CAPTION_TOKENS)
+        captioner = self._captioner(run, family, model)
         metrics = {}
         for split in ("dev", "unseen"):
             scenes = data[split][: config.eval_sentences]
@@ -171,6 +168,33 @@ class CaptioningTask(Task):
             metrics[f"{split}_exact_match"] = round(scores["exact_match"], 4)
             metrics[f"{split}_sentences"] = len(scenes)
         return metrics
+
+    def attention_images(self, run, config, family, model, data, count) -> list:
+        """The first `count` dev scenes with each word's attention map over the image."""
+        from keras_attn.training.watch import overlay_image
+
+        scenes = data["dev"][:count]
+        if not scenes:
+            return []
+        images = np.stack([scene.image for scene in scenes])
+        found = self._captioner(run, family, model).caption_pixels(tf.constant(images))
+        pictures = []
+        for i, scene in enumerate(scenes):
+            words = [token.decode() for token in found["tokens"][i].numpy() if token]
+            maps = found["attention"][i].numpy()[: len(words)]
+            caption = found["caption"][i].numpy().decode()
+            pictures.append(overlay_image(scene.image, words, maps, caption) if words else None)
+        return pictures
+
+    def _captioner(self, run, family, model):
+        """The greedy captioner of `model` that scores the dev scenes."""
+        from keras_attn.export.captioner import MAX_CAPTION_TOKENS, Captioner
+
+        def make():
+            steps = family.decoding_steps(model, MAX_CAPTION_TOKENS)
+            return Captioner(model, steps, run.tokenizer(), MAX_CAPTION_TOKENS)
+
+        return self.cached_evaluator(model, (str(run.path),), make)
 
     def summary(self, metrics: dict) -> str:
         return (

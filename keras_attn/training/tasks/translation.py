@@ -96,7 +96,9 @@ class TranslationTask(Task):
         from keras_attn.training.evaluation import evaluate_pairs
 
         dev_pairs = data["dev"][: config.eval_sentences]
-        scores = evaluate_pairs(_translator(run, config, family, model), dev_pairs, normalize_text)
+        scores = evaluate_pairs(
+            self._translator(run, config, family, model), dev_pairs, normalize_text
+        )
         return {
             "dev_bleu": round(scores["bleu"], 2),
             "dev_exact_match": round(scores["exact_match"], 4),
@@ -109,7 +111,7 @@ class TranslationTask(Task):
         none where the step view's state has no attention, None for an empty translation)."""
         from keras_attn.training.watch import alignment_image
 
-        translator = _translator(run, config, family, model)
+        translator = self._translator(run, config, family, model)
         sources = [source for source, _ in data["dev"][:count]]
         if not translator.with_alignment or not sources:
             return []
@@ -132,28 +134,19 @@ class TranslationTask(Task):
             f"ROUGE-1/2/L {rouge}"
         )
 
+    def _translator(self, run, config: TrainConfig, family: ModelFamily, model: keras.Model):
+        """The greedy translator of `model` that scores the dev split."""
+        from keras_attn.export.translator import Translator
 
-# The last translator `_translator` made, with what it was made for: the evaluations of one run
-# (`--eval-every`) reuse it, so its functions are traced once, not at every evaluation.
-_last_translator: list = []
+        def make():
+            source_tokenizer, target_tokenizer = run.tokenizers()
+            return Translator(
+                model,
+                family.decoding_steps(model, MAX_OUTPUT_LENGTH),
+                source_tokenizer,
+                target_tokenizer,
+                config.max_length,
+                max_output_length=MAX_OUTPUT_LENGTH,
+            )
 
-
-def _translator(run, config: TrainConfig, family: ModelFamily, model: keras.Model):
-    """The greedy translator of `model` that scores the dev split (the last one again when it
-    is asked for the same model, run and length)."""
-    from keras_attn.export.translator import Translator
-
-    made_for = (str(run.path), config.max_length)
-    if _last_translator and _last_translator[0] is model and _last_translator[1] == made_for:
-        return _last_translator[2]
-    source_tokenizer, target_tokenizer = run.tokenizers()
-    translator = Translator(
-        model,
-        family.decoding_steps(model, MAX_OUTPUT_LENGTH),
-        source_tokenizer,
-        target_tokenizer,
-        config.max_length,
-        max_output_length=MAX_OUTPUT_LENGTH,
-    )
-    _last_translator[:] = [model, made_for, translator]
-    return translator
+        return self.cached_evaluator(model, (str(run.path), config.max_length), make)
