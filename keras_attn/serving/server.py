@@ -503,9 +503,9 @@ class ModelServer:
             if self._ui:
                 from keras_attn.serving.ui import ViewerPages
 
-                manager = self.manager
+                available = self.manager.available
                 pages = ViewerPages(
-                    lambda: [name for name, versions in manager.available().items() if versions]
+                    lambda: sorted(name for name, versions in available().items() if versions)
                 ).respond
             try:
                 self._rest = make_rest_server(

@@ -4,6 +4,7 @@ headless Chromium against served models, its numbers checked against the gRPC an
 from __future__ import annotations
 
 import html.parser
+import json
 import os
 import shutil
 import urllib.error
@@ -26,6 +27,8 @@ TEXT_SPEC = tf.TensorSpec([None], tf.string, name="text")
 IMG_MARKUP = "<img src=x onerror=\"document.title='pwned';window.pwned=1\">"
 SCRIPT_MARKUP = "<script>document.title='pwned';window.pwned=2</script>"
 BROWSER_SECONDS = 20
+CLASS_NAMES = ("animal", "thing", "other")
+SCENE_SIZE = 32  # the tiny captioner's images: 4x4 regions
 
 
 class SoftTranslator(tf.Module):
@@ -82,10 +85,86 @@ class MarkupTranslator(tf.Module):
         }
 
 
+class OptionsGenerator(tf.Module):
+    """A generator whose continuation spells out the options it was called with."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="prompt")])
+    def generate(self, prompt):
+        return self._answer(prompt, "greedy")
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.string, name="prompt"),
+            tf.TensorSpec([], tf.int32, name="max_length"),
+            tf.TensorSpec([], tf.float32, name="temperature"),
+            tf.TensorSpec([], tf.int32, name="top_k"),
+            tf.TensorSpec([], tf.float32, name="top_p"),
+        ]
+    )
+    def generate_with_options(self, prompt, max_length, temperature, top_k, top_p):
+        options = tf.strings.format(
+            "n={} t={} k={} p={}", (max_length, temperature, top_k, top_p), summarize=-1
+        )
+        return self._answer(prompt, options)
+
+    def _answer(self, prompt, options):
+        continuation = prompt + " " + options  # (batch,)
+        tokens = tf.strings.split(continuation).to_tensor(default_value="")  # (batch, T)
+        scores = -tf.cast(tf.strings.length(continuation), tf.float32) / 9.0
+        return {"continuation": continuation, "tokens": tokens, "scores": scores}
+
+
+class LengthClassifier(tf.Module):
+    """A classifier of `RUN_LABELS`: a softmax over the text's word count, character count and
+    count of the letter a, divided by 5."""
+
+    @tf.function(input_signature=[TEXT_SPEC])
+    def predict(self, text):
+        features = [
+            tf.cast(tf.strings.length(tf.strings.regex_replace(text, "[^ ]", "")), tf.float32) + 1,
+            tf.cast(tf.strings.length(text), tf.float32),
+            tf.cast(tf.strings.length(tf.strings.regex_replace(text, "[^a]", "")), tf.float32),
+        ]
+        scores = tf.nn.softmax(tf.stack(features, axis=1) / 5.0)  # (batch, 3)
+        labels = tf.constant(CLASS_NAMES)
+        return {
+            "label": tf.gather(labels, tf.argmax(scores, axis=1)),
+            "classes": tf.tile(labels[None], [tf.shape(text)[0], 1]),
+            "scores": scores,
+        }
+
+
 def _save(module: tf.Module, path, names: dict[str, str]) -> str:
     signatures = {key: getattr(module, method) for key, method in names.items()}
     tf.saved_model.save(module, str(path / "1"), signatures=signatures)
     return str(path)
+
+
+def _tiny_captioner(path) -> str:
+    """An untrained Show, Attend and Tell captioner of 32-pixel scenes, exported."""
+    import keras
+
+    from keras_attn.export.captioner import Captioner, export_captioner
+    from keras_attn.models.show_attend_tell.model import show_attend_tell
+    from keras_attn.models.show_attend_tell.steps import ShowAttendTellSteps
+    from keras_attn.text.tokenizer import WordPieceTokenizer
+    from keras_attn.training.tasks.captioning import caption_vocabulary
+
+    keras.utils.set_random_seed(3)
+    tokenizer = WordPieceTokenizer(caption_vocabulary())
+    model = show_attend_tell(
+        tokenizer.vocab_size, SCENE_SIZE, attention="soft", embedding_dim=8, units=16,
+        encoder_filters=(4, 8, 8), dropout=0.0,
+    )  # fmt: skip
+    captioner = Captioner(model, ShowAttendTellSteps(model), tokenizer, max_output_length=6)
+    export_captioner(captioner, path, check=False, images=[_scene_png(0)])
+    return str(path)
+
+
+def _scene_png(seed: int) -> bytes:
+    from keras_attn.vision import encode_png, generate_scene
+
+    return encode_png(generate_scene(np.random.default_rng(seed), SCENE_SIZE).image)
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +188,21 @@ def model_config(tmp_path_factory) -> model_server_config_pb2.ModelServerConfig:
                 "translate_with_alignment": "translate_with_alignment",
             },
         ),
+        "generator": _save(
+            OptionsGenerator(),
+            root / "generator",
+            {
+                "serving_default": "generate",
+                "generate": "generate",
+                "generate_with_options": "generate_with_options",
+            },
+        ),
+        "classifier": _save(
+            LengthClassifier(),
+            root / "classifier",
+            {"serving_default": "predict", "predict": "predict"},
+        ),
+        "captioner": _tiny_captioner(root / "captioner"),
     }
     config = model_server_config_pb2.ModelServerConfig()
     for name, path in paths.items():
@@ -166,7 +260,8 @@ def test_every_viewer_response_sends_a_restrictive_policy(page_url):
     assert policy["default-src"] == "'none'"
     assert policy["script-src"] == "'self'"  # no 'unsafe-inline', no 'unsafe-eval'
     assert policy["frame-ancestors"] == "'none'"
-    assert b'"models": ["translator", "markup"]' in _get(page_url + "ui/models.json")[2]
+    models = json.loads(_get(page_url + "ui/models.json")[2])["models"]
+    assert models == ["captioner", "classifier", "generator", "markup", "translator"]
 
 
 def test_the_page_has_no_inline_script_or_style(page_url):
@@ -350,8 +445,121 @@ def test_markup_in_model_outputs_is_shown_as_text(browser, page_url):
     assert browser.title == title != "pwned"
 
 
+def test_generator_view_sends_the_sampling_options(browser, page_url):
+    from selenium.webdriver.common.by import By
+
+    _open_model(browser, page_url, "generator", "generator")
+    for field, value in (
+        ("prompt", "once upon"),
+        ("temperature", "0.7"),
+        ("top-k", "5"),
+        ("top-p", "0.9"),
+        ("max-length", "12"),
+    ):
+        element = browser.find_element(By.ID, f"generator-{field}")
+        element.clear()
+        element.send_keys(value)
+    browser.find_element(By.ID, "generator-run").click()
+    output = browser.find_element(By.ID, "generator-continuation")
+    _wait(browser, lambda d: output.text, "no continuation shown")
+    assert output.text == "once upon n=12 t=0.7 k=5 p=0.9"
+    expected = -len(output.text) / 9.0
+    score = browser.find_element(By.ID, "generator-score").text
+    assert score == f"log-probability {np.float32(expected):.4f}"
+
+
+def test_classifier_view_shows_the_label_probabilities(browser, page_url, grpc_stub):
+    from selenium.webdriver.common.by import By
+
+    texts = ["a cat and a dog", "the big village park is there"]
+    _open_model(browser, page_url, "classifier", "classifier")
+    field = browser.find_element(By.ID, "classifier-input")
+    field.send_keys("\n".join(texts))
+    browser.find_element(By.ID, "classifier-run").click()
+    results = _wait(
+        browser,
+        lambda d: (
+            len(found := d.find_elements(By.CSS_SELECTOR, "#classifier-results .result"))
+            == len(texts)
+            and found
+        ),
+        "no label shown",
+    )
+    served = _grpc_outputs(grpc_stub, "classifier", "predict", texts)
+    for i, result in enumerate(results):
+        assert result.find_element(By.CSS_SELECTOR, ".label").text == _text(served["label"][i])
+        names = [cell.text for cell in result.find_elements(By.CSS_SELECTOR, ".class-name")]
+        values = [
+            float(cell.get_attribute("data-value"))
+            for cell in result.find_elements(By.CSS_SELECTOR, ".probability")
+        ]
+        order = np.argsort(-np.asarray(served["scores"][i]), kind="stable")
+        assert names == [_text(served["classes"][i][c]) for c in order]
+        np.testing.assert_allclose(values, np.asarray(served["scores"][i])[order], atol=1e-6)
+
+
+def _caption(driver, path: str) -> list:
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.ID, "captioner-file").send_keys(path)
+    return _wait(
+        driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#captioner-words .token"), "no words"
+    )
+
+
+def test_captioner_view_overlays_the_served_attention_of_a_word(
+    browser, page_url, grpc_stub, tmp_path
+):
+    from selenium.webdriver.common.by import By
+
+    png = _scene_png(7)
+    (tmp_path / "scene.png").write_bytes(png)
+    _open_model(browser, page_url, "captioner", "captioner")
+    words = _caption(browser, str(tmp_path / "scene.png"))
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "captioner"
+    request.model_spec.signature_name = "caption"
+    request.inputs["image"].CopyFrom(tf.make_tensor_proto([png]))
+    served = parse_response_outputs(grpc_stub.Predict(request, timeout=10))
+    tokens = [_text(t) for t in served["tokens"][0] if _text(t)]
+    assert [word.text for word in words] == tokens
+    assert browser.find_element(By.ID, "captioner-caption").text == _text(served["caption"][0])
+    src = browser.find_element(By.ID, "captioner-image").get_attribute("src")
+    assert src.startswith("data:image/png;base64,")
+    t = len(tokens) - 1
+    words[t].click()
+    cells = browser.find_elements(By.CSS_SELECTOR, "#captioner-overlay div")
+    served_map = np.asarray(served["attention"][0][t])  # (H', W')
+    assert len(cells) == served_map.size == 16
+    shown = np.zeros(served_map.shape)
+    for cell in cells:
+        row, column = int(cell.get_attribute("data-row")), int(cell.get_attribute("data-column"))
+        shown[row, column] = float(cell.get_attribute("data-weight"))
+    np.testing.assert_allclose(shown, served_map, rtol=0, atol=1e-6)
+    assert not np.allclose(served_map, served_map.flat[0])  # a map, not a constant
+    # The cells lie over the image in reading order, a quarter of it on each side.
+    first, last = cells[0].rect, cells[-1].rect
+    image = browser.find_element(By.ID, "captioner-image").rect
+    assert (first["x"], first["y"]) == (image["x"], image["y"])
+    assert last["x"] + last["width"] == pytest.approx(image["x"] + image["width"], abs=1)
+    assert first["width"] == pytest.approx(image["width"] / 4, abs=1)
+    _screenshot(browser, "viewer_captioner.png")
+
+
+def test_captioner_view_captions_a_generated_scene(browser, page_url):
+    from selenium.webdriver.common.by import By
+
+    _open_model(browser, page_url, "captioner", "captioner")
+    browser.find_element(By.ID, "captioner-scene").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "captioner-caption").text, "no caption")
+    assert "error" not in browser.find_element(By.ID, "status").get_attribute("class")
+
+
 def _screenshot(driver, name: str) -> None:
-    """Saves the page into docs/figures/ when KERAS_ATTN_SCREENSHOTS is set."""
+    """Saves a picture of the page as `name` in the folder KERAS_ATTN_SCREENSHOTS names, if set
+    (how docs/figures/viewer_*.png are made)."""
+    from selenium.webdriver.common.by import By
+
     folder = os.environ.get("KERAS_ATTN_SCREENSHOTS")
     if folder:
-        driver.save_screenshot(os.path.join(folder, name))
+        driver.find_element(By.TAG_NAME, "body").screenshot(os.path.join(folder, name))

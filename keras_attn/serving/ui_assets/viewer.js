@@ -190,7 +190,8 @@
     });
   }
 
-  // Overlays word `t`'s attention map (H' x W' regions) on the image.
+  // Overlays word `t`'s attention map (H' x W' regions) on the image: each region is darkened
+  // by how much less weight it has than the most attended one.
   function showAttention(t) {
     const map = caption.attention[0][t];
     const rows = map.length;
@@ -205,7 +206,8 @@
       cell.dataset.row = String(r);
       cell.dataset.column = String(c);
       cell.dataset.weight = String(weight);
-      cell.style.backgroundColor = `rgba(250, 204, 21, ${0.85 * weight / max})`;
+      cell.title = `attention ${weight.toFixed(4)}`;
+      cell.style.backgroundColor = `rgba(0, 0, 0, ${0.8 * (1 - weight / max)})`;
       overlay.appendChild(cell);
     }));
     $("captioner-words").querySelectorAll(".token").forEach((token, i) =>
