@@ -282,6 +282,9 @@ def test_the_page_has_no_inline_script_or_style(page_url):
     parser.feed(_get(page_url)[2].decode("utf-8"))
     assert parser.scripts == ["/ui/static/viewer.js"]
     assert parser.inline == []
+    script = _get(page_url + "ui/static/viewer.js")[2].decode("utf-8")
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert sink not in script  # model outputs reach the page through textContent only
 
 
 def test_the_viewer_routes_only_read(page_url):
@@ -304,8 +307,25 @@ def test_without_ui_the_page_is_not_served(server):
 
 
 def test_ui_needs_the_rest_port(tmp_path, capsys):
-    assert main(["serve", "--model_base_path", str(tmp_path), "--ui"]) == 2
+    assert main(["serve", "--model_name", "m", "--model_base_path", str(tmp_path), "--ui"]) == 2
     assert "--rest_api_port" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, ui", [([], False), (["--ui"], True), (["--ui=false"], False)])
+def test_serve_passes_ui_to_the_server(tmp_path, monkeypatch, flags, ui):
+    import keras_attn.serving.server as server_module
+
+    created = {}
+
+    class Refused(server_module.ModelServer):
+        def start(self):
+            created["ui"] = self._ui
+            raise OSError("refused by the test")
+
+    monkeypatch.setattr(server_module, "ModelServer", Refused)
+    args = ["serve", "--model_name", "m", "--model_base_path", str(tmp_path)]
+    assert main([*args, "--rest_api_port", "8501", *flags]) == 2  # never bound
+    assert created == {"ui": ui}
 
 
 # --------------------------------------------------------------------------- in the browser
@@ -443,6 +463,12 @@ def test_markup_in_model_outputs_is_shown_as_text(browser, page_url):
     browser.execute_script("return 0")  # lets any pending error handler run before the checks
     assert browser.execute_script("return window.pwned === undefined") is True
     assert browser.title == title != "pwned"
+    # The browser enforces the policy: a script element written into the page does not run.
+    ran = browser.execute_script(
+        "const s = document.createElement('script'); s.textContent = 'window.inline = 1';"
+        "document.body.appendChild(s); return window.inline === 1"
+    )
+    assert ran is False
 
 
 def test_generator_view_sends_the_sampling_options(browser, page_url):
