@@ -161,6 +161,17 @@ def _tiny_captioner(path) -> str:
     return str(path)
 
 
+def _tiny_translator(root) -> str:
+    """An untrained tiny `rnn-attention` run (`write_tiny_run`), exported as `keras-attn export`
+    does."""
+    from keras_attn.export.cli import export_run
+    from tests.export.conftest import write_tiny_run
+
+    run = write_tiny_run(root / "rnn-attention-run", "rnn-attention")
+    export_run(run.path, root / "rnn-attention", check=False, max_output_length=6)
+    return str(root / "rnn-attention")
+
+
 def _scene_png(seed: int) -> bytes:
     from keras_attn.vision import encode_png, generate_scene
 
@@ -203,6 +214,7 @@ def model_config(tmp_path_factory) -> model_server_config_pb2.ModelServerConfig:
             {"serving_default": "predict", "predict": "predict"},
         ),
         "captioner": _tiny_captioner(root / "captioner"),
+        "rnn-attention": _tiny_translator(root),
     }
     config = model_server_config_pb2.ModelServerConfig()
     for name, path in paths.items():
@@ -261,7 +273,9 @@ def test_every_viewer_response_sends_a_restrictive_policy(page_url):
     assert policy["script-src"] == "'self'"  # no 'unsafe-inline', no 'unsafe-eval'
     assert policy["frame-ancestors"] == "'none'"
     models = json.loads(_get(page_url + "ui/models.json")[2])["models"]
-    assert models == ["captioner", "classifier", "generator", "markup", "translator"]
+    assert models == [
+        "captioner", "classifier", "generator", "markup", "rnn-attention", "translator"
+    ]  # fmt: skip
 
 
 def test_the_page_has_no_inline_script_or_style(page_url):
@@ -402,20 +416,24 @@ def _text(value) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def test_translator_view_shows_the_served_translation_and_alignment(browser, page_url, grpc_stub):
+@pytest.mark.parametrize("model", ["translator", "rnn-attention"])
+def test_translator_view_shows_the_served_translation_and_alignment(
+    browser, page_url, grpc_stub, model
+):
     from selenium.webdriver.common.by import By
 
     texts = ["the girl sees a lion", "el parque"]
-    _open_model(browser, page_url, "translator", "translator")
+    _open_model(browser, page_url, model, "translator")
     results = _translate(browser, texts)
-    served = _grpc_outputs(grpc_stub, "translator", "translate_with_alignment", texts)
+    served = _grpc_outputs(grpc_stub, model, "translate_with_alignment", texts)
     for i, result in enumerate(results):
         translation = result.find_element(By.CSS_SELECTOR, ".translation").text
-        assert translation == _text(served["translation"][i])
+        assert translation == _text(served["translation"][i]).strip()
         score = result.find_element(By.CSS_SELECTOR, ".score").text
         assert score == f"log-probability {served['scores'][i]:.4f}"
         targets = [_text(t) for t in served["tokens"][i] if _text(t)]
         sources = [_text(t) for t in served["source_tokens"][i] if _text(t)]
+        assert len(targets) >= 2 and len(sources) >= 2
         heads = result.find_elements(By.CSS_SELECTOR, "thead th.source-token")
         assert [head.text for head in heads] == sources
         rows = result.find_elements(By.CSS_SELECTOR, "tbody tr")
@@ -428,21 +446,22 @@ def test_translator_view_shows_the_served_translation_and_alignment(browser, pag
         expected = np.asarray(served["alignment"][i])[: len(targets), : len(sources)]
         np.testing.assert_allclose(np.array(weights), expected, rtol=0, atol=1e-6)
         assert not np.allclose(expected, np.round(expected, 2))  # the check sees every digit
-        cell = rows[1].find_elements(By.CSS_SELECTOR, "td")[0]
-        title = f"{targets[1]} → {sources[0]}: {expected[1, 0]:.4f}"
+        cell = rows[-1].find_elements(By.CSS_SELECTOR, "td")[0]
+        title = f"{targets[-1]} → {sources[0]}: {expected[-1, 0]:.4f}"
         assert cell.get_attribute("title") == title
     # A click on a target word marks its row and the source words it attends to most.
-    result = results[0]
-    result.find_elements(By.CSS_SELECTOR, ".tokens .token")[2].click()
+    result, t = results[0], 1
+    result.find_elements(By.CSS_SELECTOR, ".tokens .token")[t].click()
     rows = result.find_elements(By.CSS_SELECTOR, "tbody tr")
     assert ["selected" in row.get_attribute("class") for row in rows] == [
-        False, False, True, False, False
-    ]  # fmt: skip
-    row = np.asarray(served["alignment"][0])[2, :5]
-    strong = ["strong" in h.get_attribute("class") for h in result.find_elements(
-        By.CSS_SELECTOR, "thead th.source-token")]  # fmt: skip
-    assert strong == list(row >= row.max() / 2)
-    _screenshot(browser, "viewer_translator.png")
+        row == t for row in range(len(rows))
+    ]
+    heads = result.find_elements(By.CSS_SELECTOR, "thead th.source-token")
+    weights = np.asarray(served["alignment"][0])[t, : len(heads)]
+    strong = ["strong" in head.get_attribute("class") for head in heads]
+    assert strong == list(weights >= weights.max() / 2)
+    if model == "translator":
+        _screenshot(browser, "viewer_translator.png")
 
 
 def test_markup_in_model_outputs_is_shown_as_text(browser, page_url):
