@@ -18,6 +18,11 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from tensorflow_serving.config import model_server_config_pb2
 
 from keras_attn.cli import main
+from keras_attn.export.contract import (
+    GENERATOR_SIGNATURES,
+    TRANSLATOR_SIGNATURES,
+    classifier_signatures,
+)
 from keras_attn.serving.client import parse_response_outputs
 from keras_attn.serving.server import ModelServer
 from keras_attn.serving.ui import CONTENT_SECURITY_POLICY
@@ -299,6 +304,28 @@ def test_the_page_has_no_inline_script_or_style(page_url):
     script = _get(page_url + "ui/static/viewer.js")[2].decode("utf-8")
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert sink not in script  # model outputs reach the page through textContent only
+
+
+@pytest.mark.parametrize(
+    "model, signatures",
+    [
+        ("generator", GENERATOR_SIGNATURES),
+        ("classifier", {k: v for k, v in classifier_signatures(3).items() if k != "classify"}),
+        ("translator", TRANSLATOR_SIGNATURES),
+    ],
+)
+def test_the_fixture_models_have_the_exported_signatures(page_url, model, signatures):
+    """What the views rely on: the names and dtypes of each kind's exported signatures."""
+    metadata = json.loads(_get(f"{page_url}v1/models/{model}/metadata")[2])
+    served = metadata["metadata"]["signature_def"]["signature_def"]
+    for name, (inputs, outputs) in signatures.items():
+        for expected, tensors in (
+            (inputs, served[name]["inputs"]),
+            (outputs, served[name]["outputs"]),
+        ):
+            assert {key: tensors[key]["dtype"] for key in tensors} == {
+                key: dtype for key, (dtype, _) in expected.items()
+            }, (model, name)
 
 
 def test_the_viewer_routes_only_read(page_url):
