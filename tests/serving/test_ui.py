@@ -618,13 +618,25 @@ def test_captioner_view_overlays_the_served_attention_of_a_word(
     _screenshot(browser, "viewer_captioner.png")
 
 
-def test_captioner_view_captions_a_generated_scene(browser, page_url):
+def test_captioner_view_captions_a_generated_scene(browser, page_url, grpc_stub):
+    import base64
+
     from selenium.webdriver.common.by import By
 
     _open_model(browser, page_url, "captioner", "captioner")
     browser.find_element(By.ID, "captioner-scene").click()
-    _wait(browser, lambda d: d.find_element(By.ID, "captioner-caption").text, "no caption")
-    assert "error" not in browser.find_element(By.ID, "status").get_attribute("class")
+    status = browser.find_element(By.ID, "status")
+    _wait(browser, lambda d: status.text == "ready", "the scene was not captioned")
+    assert "error" not in status.get_attribute("class")
+    src = browser.find_element(By.ID, "captioner-image").get_attribute("src")
+    png = base64.b64decode(src.removeprefix("data:image/png;base64,"))
+    assert tf.io.decode_png(png).shape == (64, 64, 3)
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "captioner"
+    request.inputs["image"].CopyFrom(tf.make_tensor_proto([png]))
+    served = parse_response_outputs(grpc_stub.Predict(request, timeout=10))
+    caption = browser.find_element(By.ID, "captioner-caption").text
+    assert caption == _text(served["caption"][0])
 
 
 def _screenshot(driver, name: str) -> None:
