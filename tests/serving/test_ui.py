@@ -646,4 +646,8 @@ def _screenshot(driver, name: str) -> None:
 
     folder = os.environ.get("KERAS_ATTN_SCREENSHOTS")
     if folder:
+        size = driver.get_window_size()
+        height = driver.execute_script("return document.body.scrollHeight")
+        driver.set_window_size(size["width"], max(size["height"], height + 150))
         driver.find_element(By.TAG_NAME, "body").screenshot(os.path.join(folder, name))
+        driver.set_window_size(size["width"], size["height"])
