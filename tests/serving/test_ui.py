@@ -400,11 +400,12 @@ def _wait(driver, condition, message: str):
     return WebDriverWait(driver, BROWSER_SECONDS).until(condition, message)
 
 
-def _open_model(driver, page_url: str, name: str, kind: str) -> None:
+def _open_model(driver, page_url: str, name: str, kind: str, reload: bool = True) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    driver.get(page_url)
+    if reload:
+        driver.get(page_url)
     _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#model option"), "no model list")
     Select(driver.find_element(By.ID, "model")).select_by_value(name)
     _wait(
@@ -508,6 +509,8 @@ def test_markup_in_model_outputs_is_shown_as_text(browser, page_url):
     assert browser.find_elements(By.CSS_SELECTOR, "main script") == []
     browser.execute_script("return 0")  # lets any pending error handler run before the checks
     assert browser.execute_script("return window.pwned === undefined") is True
+    _open_model(browser, page_url, "translator", "translator", reload=False)
+    assert browser.find_elements(By.CSS_SELECTOR, "#translator-results .result") == []
     assert browser.title == title != "pwned"
     # The browser enforces the policy: a script element written into the page does not run.
     ran = browser.execute_script(

@@ -269,10 +269,23 @@
 
   // ----------------------------------------------------------------- models
 
+  // Empties every view, so that no answer of the previous model stays on the page.
+  function clearOutputs() {
+    for (const id of ["translator-results", "classifier-results", "captioner-words",
+      "captioner-overlay"]) $(id).replaceChildren();
+    for (const id of ["captioner-caption", "generator-continuation", "generator-score"]) {
+      $(id).textContent = "";
+    }
+    $("captioner-image").removeAttribute("src");
+    image = null;
+    caption = null;
+  }
+
   async function selectModel(name) {
     const metadata = await fetchJson(`${modelPath(name)}/metadata`);
     const signatures = metadata.metadata.signature_def.signature_def;
     current = { name, signatures, kind: kindOf(signatures) };
+    clearOutputs();
     for (const view of VIEWS) $(view).hidden = view !== current.kind;
     $("kind").textContent = `${current.kind} · version ${metadata.model_spec.version}`;
     document.body.dataset.model = name;
