@@ -25,8 +25,17 @@ demo: $(STAMP)
 # (tests/file_seconds.json, see tests/conftest.py); the 20 slowest tests are listed at the end.
 PYTEST_XDIST := -n 3 --dist loadfile --no-loadscope-reorder
 
-test: corpora
+test: corpora browser
 	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python -m pytest -q $(PYTEST_XDIST) --durations=20 tests
+
+# Headless Chromium and its driver, for the attention viewer's tests (tests/serving/test_ui.py):
+# the Debian packages, installed when missing (root only; otherwise those tests are skipped).
+.PHONY: browser
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
+	  apt-get install -y -qq --no-install-recommends chromium chromium-driver; \
+	else echo "no chromium/chromedriver and not root: the browser tests will be skipped" >&2; fi
 
 # The inner loop: everything but the tests marked slow.
 test-fast: $(STAMP)

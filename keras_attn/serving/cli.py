@@ -215,6 +215,12 @@ def add_parsers(subparsers: Any) -> None:
         help="a text MonitoringConfig; prometheus_config { enable: true } serves metrics on "
         "the REST port at its path (default /monitoring/prometheus/metrics)",
     )
+    _add_bool_flag(
+        serve,
+        "--ui",
+        False,
+        "serve the attention viewer page at / on the REST port (needs --rest_api_port; off)",
+    )
     serve.set_defaults(func=run_serve)
 
     translate = subparsers.add_parser(
@@ -286,6 +292,8 @@ def _check_serve_flags(args: argparse.Namespace) -> None:
         )
     _check_readable(args.batching_parameters_file)
     _check_readable(args.monitoring_config_file)
+    if args.ui and not args.rest_api_port:
+        raise UserError("--ui serves its page on the REST port: give --rest_api_port too")
     waits_for_it = args.model_config_file or args.file_system_poll_wait_seconds > 0
     if not waits_for_it and not os.path.isdir(args.model_base_path):
         raise UserError(
@@ -335,6 +343,7 @@ def _serve(args: argparse.Namespace) -> int:
         limits=RequestLimits(
             **{f.name: getattr(args, f.name) for f in dataclasses.fields(RequestLimits)}
         ),
+        ui=args.ui,
     )
     stop = threading.Event()
 

@@ -122,11 +122,13 @@ class HttpRequest:
 
 @dataclasses.dataclass(frozen=True)
 class HttpResponse:
-    """What the handler answers: a status (200-599), a body and its content type."""
+    """What the handler answers: a status (200-599), a body, its content type and any other
+    header fields, as (name, value) pairs."""
 
     status: int
     body: bytes
     content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 class _HttpError(Exception):
@@ -163,17 +165,28 @@ class _Connection:
 
 
 def _encode_response(
-    status: int, body: bytes, content_type: str, *, head_only: bool = False
+    status: int,
+    body: bytes,
+    content_type: str,
+    *,
+    head_only: bool = False,
+    headers: Iterable[tuple[str, str]] = (),
 ) -> bytes:
     """The bytes of a `Connection: close` response (the body left out when `head_only`).
 
     Raises:
-        ValueError: a status outside 200-599 or a content type with control characters.
+        ValueError: a status outside 200-599, a content type or header value with control
+            characters, or a header name that is not a token.
     """
     if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
         raise ValueError(f"Expected an HTTP status in 200-599. Received: status={status!r}")
     if not _CONTENT_TYPE.fullmatch(content_type):
         raise ValueError(f"Expected a printable content type. Received: {content_type!r}")
+    extra = ""
+    for name, value in headers:
+        if not _TOKEN.fullmatch(name.encode("latin-1")) or not _CONTENT_TYPE.fullmatch(value):
+            raise ValueError(f"Expected a token and a printable value. Received: {name!r}")
+        extra += f"{name}: {value}\r\n"
     body = bytes(body)
     try:
         reason = http.HTTPStatus(status).phrase
@@ -184,6 +197,7 @@ def _encode_response(
         f"Date: {formatdate(usegmt=True)}\r\n"
         f"Content-Type: {content_type}\r\n"
         f"Content-Length: {len(body)}\r\n"
+        f"{extra}"
         "Connection: close\r\n\r\n"
     ).encode("latin-1")
     return head if head_only else head + body
@@ -717,6 +731,7 @@ class HttpServer:
                 response.body,
                 response.content_type,
                 head_only=request.method == "HEAD",
+                headers=response.headers,
             )
         except Exception:
             logger.exception("HTTP handler failed on %s %.200s", request.method, request.target)

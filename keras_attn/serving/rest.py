@@ -228,18 +228,22 @@ def make_rest_server(
     timeout_seconds: float | None = DEFAULT_REST_TIMEOUT_S,
     num_threads: int = 16,
     track: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+    pages: Callable[[HttpRequest], HttpResponse | None] | None = None,
 ) -> HttpServer:
     """A REST server for `core` on host:port (0: a free port); call `start()`, then `stop()`.
 
     Bodies are capped at `core.limits.max_request_bytes` (HTTP 413 beyond it), requests are
     answered by `num_threads` threads, and each request runs inside `track()` when given (the
-    model server counts the requests in flight with it, to drain them on shutdown).
+    model server counts the requests in flight with it, to drain them on shutdown). `pages`
+    answers the requests it knows first (the attention viewer's, `keras_attn.serving.ui`) and
+    None for the others, which go to the REST API.
     """
     api = RestApi(core, metrics, timeout_seconds, prometheus_path)
 
     def handler(request: HttpRequest) -> HttpResponse:
         with track() if track is not None else contextlib.nullcontext():
-            return api.respond(request)
+            page = pages(request) if pages is not None else None
+            return page if page is not None else api.respond(request)
 
     return HttpServer(
         handler, host, port, num_threads=num_threads, max_body_bytes=api.limits.max_request_bytes

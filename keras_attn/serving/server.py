@@ -270,6 +270,7 @@ class ModelServer:
         rest_api_num_threads: threads answering REST requests (stock flag; 16).
         limits: the caps on each request (`RequestLimits()` by default; see
             `keras_attn.serving.limits`).
+        ui: serve the attention viewer page on the REST port (`keras_attn.serving.ui`).
     """
 
     def __init__(
@@ -301,6 +302,7 @@ class ModelServer:
         rest_api_timeout_in_ms: int = 30_000,
         rest_api_num_threads: int = 16,
         limits: RequestLimits | None = None,
+        ui: bool = False,
     ):
         self.model_name = model_name
         self.model_base_path = model_base_path
@@ -328,6 +330,7 @@ class ModelServer:
         self._rest_timeout = rest_api_timeout_in_ms / 1000
         self._rest_threads = rest_api_num_threads
         self.limits = limits or RequestLimits()
+        self._ui = ui
         self._in_flight = _InFlight()
         self._interrupted = threading.Event()
         self.manager: ModelManager | None = None
@@ -496,6 +499,14 @@ class ModelServer:
             from keras_attn.serving.rest import make_rest_server
 
             rest_address = format_address(self.host, self._requested_rest_port)
+            pages = None
+            if self._ui:
+                from keras_attn.serving.ui import ViewerPages
+
+                available = self.manager.available
+                pages = ViewerPages(
+                    lambda: sorted(name for name, versions in available().items() if versions)
+                ).respond
             try:
                 self._rest = make_rest_server(
                     core,
@@ -506,6 +517,7 @@ class ModelServer:
                     timeout_seconds=self._rest_timeout,
                     num_threads=self._rest_threads,
                     track=self._in_flight.track,
+                    pages=pages,
                 ).start()
             except OSError as error:
                 server.stop(None)  # release the gRPC port bound above

@@ -269,6 +269,23 @@ def test_head_gets_the_length_but_no_body(serve):
     assert int(reply.headers["content-length"]) == len(json.dumps(echoed("HEAD", "/h")))
 
 
+def test_a_response_carries_the_handler_s_header_fields(serve):
+    fields = (
+        ("Content-Security-Policy", "default-src 'none'"),
+        ("X-Content-Type-Options", "nosniff"),
+    )
+    server = serve(lambda request: HttpResponse(200, b"<p>", "text/html", fields))
+    for method in (b"GET", b"HEAD"):
+        with connect(server.port) as sock:
+            sock.sendall(method + b" / HTTP/1.1\r\n\r\n")
+            reply = parse_reply(read_all(sock), head_only=method == b"HEAD")
+        assert reply.headers["content-security-policy"] == "default-src 'none'"
+        assert reply.headers["x-content-type-options"] == "nosniff"
+        assert reply.headers["content-type"] == "text/html"
+    bad = serve(lambda request: HttpResponse(200, b"", headers=(("X-Bad", "a\r\nSet-Cookie: x"),)))
+    assert exchange(bad.port, b"GET / HTTP/1.1\r\n\r\n").status == 500
+
+
 def test_body_and_head_at_the_limits_are_accepted(serve):
     server = serve()
     body = bytes(range(256)) * 3 + b"b" * 232  # 1000 bytes
