@@ -33,9 +33,7 @@ def check_training(
     Gradients are taken with `training=True`; the loss is compared before and after training with
     `training=False`, so dropout does not blur the comparison. Gradients with respect to the float
     inputs must be finite as well. A layer without trainable weights only gets the input-gradient
-    check. `keras.utils.set_random_seed(seed)` is called first. Runs under TensorFlow and JAX;
-    under JAX a weight the loss does not reach gets a zero gradient rather than none, so only
-    TensorFlow reports such a weight as missing.
+    check. `keras.utils.set_random_seed(seed)` is called first. Runs under TensorFlow and JAX.
 
     `samples=K` is for layers that sample in training (hard attention): their inference output is
     a piecewise-constant function of the weights (an arg max that a few small steps rarely move)
@@ -148,15 +146,29 @@ def _gradients(model: keras.Model, loss: Callable, data: dict, inputs: dict) -> 
         import jax
 
         def value(trainable, watched):
-            outputs, _ = model.stateless_call(
+            outputs, non_trainable = model.stateless_call(
                 trainable,
                 [v.value for v in model.non_trainable_variables],
                 {**data, **watched},
                 training=True,
             )
-            return loss(outputs)
+            return loss(outputs), non_trainable
 
         trainable = [v.value for v in model.trainable_variables]
-        variable_grads, input_grads = jax.grad(value, argnums=(0, 1))(trainable, inputs)
-        return list(variable_grads), input_grads
+        (variable_grads, input_grads), non_trainable = jax.grad(
+            value, argnums=(0, 1), has_aux=True
+        )(trainable, inputs)
+        # The call's new seed-generator states, so the next call draws new noise, as in TF.
+        for variable, new_value in zip(model.non_trainable_variables, non_trainable, strict=True):
+            variable.assign(new_value)
+        # jax.grad gives zeros for a weight the loss never reads; TensorFlow gives None. The
+        # weights no equation of the traced loss reads get None here too.
+        jaxpr = jax.make_jaxpr(lambda *args: value(*args)[0])(trainable, inputs).jaxpr
+        read = {id(var) for equation in jaxpr.eqns for var in equation.invars}
+        read |= {id(var) for var in jaxpr.outvars}
+        variable_grads = [
+            grad if id(var) in read else None
+            for grad, var in zip(variable_grads, jaxpr.invars[: len(trainable)], strict=True)
+        ]
+        return variable_grads, input_grads
     raise NotImplementedError(f"check_training runs under TensorFlow and JAX, not {backend}")

@@ -137,6 +137,8 @@ def test_length_penalty_changes_the_choice():
     np.testing.assert_allclose(ops.convert_to_numpy(long.scores), [np.log(0.38 * 0.95)], rtol=1e-5)
 
 
+# The tests that count the step's Python calls are TensorFlow's: its eager while_loop calls the
+# body once per iteration, JAX's traces it once.
 def counting(step):
     calls = []
 
@@ -147,6 +149,7 @@ def counting(step):
     return counted, calls
 
 
+@pytest.mark.tensorflow_only
 def test_early_stop():
     # END first with 0.9: with alpha = 0 nothing live can catch up after one step.
     table = tree_table(
@@ -178,6 +181,7 @@ def test_early_stop():
     assert len(calls) == 3 and ops.convert_to_numpy(best.ids)[0, :3].tolist() == [4, 4, END]
 
 
+@pytest.mark.tensorflow_only
 def test_stops_when_all_beams_finished():
     table = tree_table({(): {4: 0.5, 5: 0.5}, (4,): {END: 1.0}, (5,): {END: 1.0}}, max_length=6)
     step, calls = counting(prefix_step(table, 6))

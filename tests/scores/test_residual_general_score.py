@@ -66,6 +66,7 @@ def adam_step_change(layer, upstream, learning_rate=1e-2):
     return ops.convert_to_numpy(layer(Q, K)) - before
 
 
+@pytest.mark.tensorflow_only
 def test_one_adam_step_moves_the_score_one_dth_as_far_as_the_general_score():
     # The reason for the class: from the same function (W_a = I), Adam's first step moves each
     # kernel entry by about the learning rate in both, and the residual form divides the effect
