@@ -25,8 +25,17 @@ demo: $(STAMP)
 # (tests/file_seconds.json, see tests/conftest.py); the 20 slowest tests are listed at the end.
 PYTEST_XDIST := -n 3 --dist loadfile --no-loadscope-reorder
 
+#
+# Then the backend-neutral tests again under JAX (keras-hub's habit: the same tests under each
+# KERAS_BACKEND): the layer harness, the NumPy-reference tests of the scores, distributions and
+# layers, and the decoding tests; tests of TensorFlow itself (marked tensorflow_only) skip
+# themselves. Either run failing fails `make test`.
+JAX_TESTS := tests/testing tests/scores tests/distributions tests/decoding \
+	tests/layers/recurrent/test_elman_rnn_cell.py tests/layers/recurrent/test_jordan_rnn_cell.py
+
 test: corpora browser
 	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python -m pytest -q $(PYTEST_XDIST) --durations=20 tests
+	KERAS_BACKEND=jax $(BIN)/python -m pytest -q $(PYTEST_XDIST) $(JAX_TESTS)
 
 # Headless Chromium and its driver, for the attention viewer's tests (tests/serving/test_ui.py):
 # the Debian packages, installed when missing (root only; otherwise those tests are skipped).

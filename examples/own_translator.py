@@ -12,6 +12,10 @@
    the graph, no step view of our own (the model is rerun on the target prefix at each step).
 4. Serve it with `keras-attn serve` and ask over gRPC and REST; both answers equal the
    translations decoded in this process.
+
+`--train-only` stops after step 2, with `translator.keras` and `vocab.txt` written: steps 1 and 2
+run under any Keras backend (`KERAS_BACKEND=jax python examples/own_translator.py --train-only`),
+and `keras-attn export --keras-model` exports the saved model under TensorFlow.
 """
 
 from __future__ import annotations
@@ -156,6 +160,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--units", type=int, default=32)
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--train-only", action="store_true", help="stop once translator.keras and vocab.txt exist"
+    )
     return parser.parse_args(argv)
 
 
@@ -178,6 +185,9 @@ def main(argv=None) -> int:
 
     save_vocab(out / "vocab.txt", VOCAB)
     model.save(out / "translator.keras")
+    if args.train_only:
+        print(f"saved {out / 'translator.keras'} and {out / 'vocab.txt'}")
+        return 0
     version = export_translator(
         model,
         VOCAB,  # a token list or a vocabulary file: out / "vocab.txt" works alike

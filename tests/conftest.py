@@ -18,6 +18,11 @@ FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
 
 
 def pytest_collection_modifyitems(config, items):
+    if keras.backend.backend() != "tensorflow":
+        skip = pytest.mark.skip(reason=f"TensorFlow only, the backend is {keras.backend.backend()}")
+        for item in items:
+            if item.get_closest_marker("tensorflow_only"):
+                item.add_marker(skip)
     seconds = json.loads(FILE_SECONDS.read_text())
     unknown = statistics.median(seconds.values())
     # A stable sort: each file's tests stay together and in their order.

@@ -1,19 +1,104 @@
 """Random sampling with temperature, top-k and top-p (nucleus) filtering, inside the graph.
 
-Randomness comes from TensorFlow's stateless ops (`tf.random.stateless_categorical`) keyed by a
-seed tensor: `keras.random` (3.15) accepts only Python ints and `SeedGenerator`s as seeds, and a
-served `generate` signature needs the seed as an input tensor.
+Each token is a Gumbel-max draw, `argmax(filtered_logits + gumbel_noise)`, whose uniform noise
+is Threefry-2x32 (Salmon et al., 2011), the counter-based generator JAX uses by default,
+written with `keras.ops` 32-bit integer arithmetic. The noise is a pure function of a seed
+tensor, the step and the position, so the seed can be an input of a served signature (where
+`keras.random` takes only Python ints and `SeedGenerator`s), the draws are the same on every
+backend and under XLA, and no random op of one backend is needed except for `seed=None`.
 """
 
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
+import numpy as np
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.decoding.result import DecodingResult
 from keras_attn.decoding.search_loop import StepFn, decode_one_path
+
+# Threefry-2x32 with 20 rounds: the rotation distances of the two alternating groups of four
+# rounds, and the key schedule's parity constant (Salmon et al., 2011, table 4).
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_PARITY = 0x1BD11BDA
+
+
+def _u32(value):
+    return ops.convert_to_tensor(np.uint32(value), dtype="uint32")
+
+
+def _rotate_left(x, distance: int):
+    return ops.bitwise_or(ops.left_shift(x, distance), ops.right_shift(x, 32 - distance))
+
+
+def threefry2x32(key, counter):
+    """Threefry-2x32-20 of `counter` under `key`: two uint32 words in, two uint32 words out.
+
+    Args:
+        key: a pair `(k0, k1)` of uint32 scalars (or tensors broadcastable to the counter).
+        counter: a pair `(x0, x1)` of uint32 tensors of one shape.
+
+    Returns:
+        The pair of uint32 tensors `(y0, y1)`, the shape of the counter.
+
+    References:
+        Salmon et al., 2011, Parallel Random Numbers: As Easy as 1, 2, 3, SC '11.
+    """
+    k0, k1 = key
+    schedule = (k0, k1, ops.bitwise_xor(ops.bitwise_xor(k0, k1), _u32(_PARITY)))
+    x0, x1 = counter[0] + schedule[0], counter[1] + schedule[1]
+    for block in range(5):  # 5 blocks of 4 rounds, a key injection after each
+        for distance in _ROTATIONS[block % 2]:
+            x0 = x0 + x1
+            x1 = ops.bitwise_xor(_rotate_left(x1, distance), x0)
+        x0 = x0 + schedule[(block + 1) % 3]
+        x1 = x1 + schedule[(block + 2) % 3] + _u32(block + 1)
+    return x0, x1
+
+
+def _seed_words(value):
+    """A seed as two uint32 words: a Python int or an integer tensor modulo 2**64."""
+    if isinstance(value, int):
+        return _u32(value & 0xFFFFFFFF), _u32((value >> 32) & 0xFFFFFFFF)
+    value = ops.convert_to_tensor(value)
+    high_shift = 32 if value.dtype == "int64" else 31  # int32: the sign, extended
+    return ops.cast(value, "uint32"), ops.cast(ops.right_shift(value, high_shift), "uint32")
+
+
+def _base_key(seed):
+    """The key `(k0, k1)` of one call: from an int / scalar tensor / SeedGenerator, or random."""
+    if isinstance(seed, keras.random.SeedGenerator):
+        state = seed.next()  # (2,) [seed, counter], advanced at each call
+        return ops.cast(state[0], "uint32"), ops.cast(state[1], "uint32")
+    if seed is None:
+        return _fresh_key()
+    return _seed_words(seed)
+
+
+def _fresh_key():
+    """A random key, drawn anew at every call, also in an exported TensorFlow function."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf  # a stateful op: a SavedModel's calls differ
+
+        words = tf.random.uniform([2], minval=tf.int32.min, maxval=tf.int32.max, dtype=tf.int32)
+    else:  # Keras' global SeedGenerator (eager only under JAX: jit needs a seed)
+        words = keras.random.randint([2], -(2**31), 2**31 - 1, dtype="int32")
+    words = ops.cast(words, "uint32")
+    return words[0], words[1]
+
+
+def uniform_noise(key, step, shape):
+    """Uniform draws in the open interval (0, 1), float32, of `shape` `(batch, V)` at `step`.
+
+    Element `(b, v)` is the first word of Threefry-2x32 under `key` of the counter
+    `(step, b * V + v)`, its 24 high bits scaled to `(k + 0.5) / 2**24`.
+    """
+    positions = ops.reshape(ops.arange(shape[0] * shape[1], dtype="int32"), shape)
+    counter = (ops.cast(ops.full(shape, step), "uint32"), ops.cast(positions, "uint32"))
+    bits, _ = threefry2x32(key, counter)
+    mantissa = ops.cast(ops.right_shift(bits, 8), "float32")  # 24 bits: exact in float32
+    return (mantissa + 0.5) * (1.0 / 2**24)
 
 
 @keras_attn_export("keras_attn.decoding.filter_logits")
@@ -61,15 +146,6 @@ def filter_logits(logits, temperature=1.0, top_k=0, top_p=1.0):
     return ops.where(logits < threshold, float("-inf"), logits)
 
 
-def _base_seed(seed):
-    """The int64 `(2,)` seed of one call: from an int / scalar tensor / SeedGenerator, or random."""
-    if isinstance(seed, keras.random.SeedGenerator):
-        return tf.cast(seed.next(), tf.int64)
-    if seed is None:
-        return tf.random.uniform([2], maxval=tf.int64.max, dtype=tf.int64)
-    return tf.stack([tf.cast(seed, tf.int64), tf.constant(0, tf.int64)])
-
-
 @keras_attn_export("keras_attn.decoding.sample")
 def sample(
     step_fn: StepFn,
@@ -84,7 +160,6 @@ def sample(
     seed=None,
     pad_id: int = 0,
     length_limit=None,
-    int32_seeds: bool = False,
 ) -> DecodingResult:
     """Draw every token from the model's (filtered) distribution until END or `max_length`.
 
@@ -93,11 +168,13 @@ def sample(
     greedy (argmax), the limit of temperature -> 0. `temperature`, `top_k` and `top_p` may be
     scalar tensors (e.g. signature inputs).
 
-    Seeds: the draws are stateless functions of one base seed per call, from which a seed per
-    step is derived; the same base seed gives the same output.
-    - `seed=None`: a fresh random base seed at every call (a stateful `RandomUniformInt` op, so
-      calls of an exported `tf.function` differ too).
-    - an int or a scalar int tensor: reproducible; the seed can be a signature input.
+    Seeds: the draws are pure functions of one key per call (`threefry2x32`, `uniform_noise`);
+    the same key gives the same output on every backend, compiled or not.
+    - `seed=None`: a fresh random key at every call (under TensorFlow a stateful
+      `RandomUniformInt` op, so calls of an exported `tf.function` differ too; under JAX Keras'
+      global `SeedGenerator`, eagerly only).
+    - an int or a scalar int tensor (modulo 2**64): reproducible; the seed can be a signature
+      input.
     - a `keras.random.SeedGenerator`: the generator advances at every call, so calls differ yet
       the sequence of calls is reproducible from the generator's seed; an exported module must
       track the generator's `state` variable (assign it to a `tf.Module` attribute, or track a
@@ -117,9 +194,6 @@ def sample(
         seed: None, int, scalar int tensor or `keras.random.SeedGenerator` (above).
         length_limit: stop after this many tokens (scalar <= `max_length`; None: `max_length`),
             the outputs keeping `max_length` columns, as in `greedy_search`.
-        int32_seeds: draw with int32 step seeds, the only seeds XLA's `StatelessMultinomial`
-            kernel takes: set it inside a `tf.function(jit_compile=True)`. The draws are then
-            other (equally random) draws than with the default int64 seeds.
 
     Returns:
         A `DecodingResult`; `ids` is `(batch, max_length)`.
@@ -127,20 +201,16 @@ def sample(
     References:
         Fan et al., 2018, Hierarchical Neural Story Generation, arXiv:1805.04833 (top-k);
         Holtzman et al., 2020, The Curious Case of Neural Text Degeneration, arXiv:1904.09751
-        (top-p).
+        (top-p); Maddison et al., 2014, A* Sampling, arXiv:1411.0030 (the Gumbel-max draw).
     """
     temperature = ops.cast(temperature, "float32")
-    step_seeds = tf.random.stateless_uniform(
-        [max_length, 2], seed=_base_seed(seed), minval=None, maxval=None, dtype=tf.int64
-    )  # (max_length, 2): one independent seed per step
+    key = _base_key(seed)
 
     def choose(t, logits):
         filtered = filter_logits(logits, ops.maximum(temperature, 1e-6), top_k, top_p)
-        step_seed = step_seeds[t]
-        if int32_seeds:  # the low 31 bits of each half: non-negative int32s
-            step_seed = tf.cast(tf.bitwise.bitwise_and(step_seed, 0x7FFFFFFF), tf.int32)
-        drawn = tf.random.stateless_categorical(filtered, 1, seed=step_seed, dtype=tf.int32)
-        return ops.where(temperature > 0, drawn[:, 0], ops.argmax(logits, axis=-1))
+        gumbel = -ops.log(-ops.log(uniform_noise(key, t, ops.shape(filtered))))
+        drawn = ops.argmax(filtered + gumbel, axis=-1)  # Gumbel-max: a draw from the softmax
+        return ops.where(temperature > 0, drawn, ops.argmax(logits, axis=-1))
 
     return decode_one_path(
         step_fn,

@@ -119,11 +119,7 @@ class Generator(tf.Module):
         """
         limit = {"max_length": max_length}
         if self.jit_compile:
-            limit = {
-                "max_length": self.max_output_length,
-                "length_limit": max_length,
-                "int32_seeds": True,
-            }
+            limit = {"max_length": self.max_output_length, "length_limit": max_length}
         return sample(
             self._steps.step,
             self._steps.prefill(prompt_ids),

@@ -1,10 +1,15 @@
-"""The training check: every trainable weight gets a finite gradient; a few steps lower a loss."""
+"""The training check: every trainable weight gets a finite gradient; a few steps lower a loss.
+
+Keras 3 has no backend-neutral gradient function: `_gradients` takes them with the backend's
+own (`tf.GradientTape`, `jax.grad` over `Model.stateless_call`), the rest is `keras.ops`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import keras
 import numpy as np
-import tensorflow as tf
 
 from keras_attn.testing.assertions import fail
 from keras_attn.testing.comparison import dtype_name, flat, is_float, to_numpy
@@ -28,7 +33,7 @@ def check_training(
     Gradients are taken with `training=True`; the loss is compared before and after training with
     `training=False`, so dropout does not blur the comparison. Gradients with respect to the float
     inputs must be finite as well. A layer without trainable weights only gets the input-gradient
-    check. `keras.utils.set_random_seed(seed)` is called first.
+    check. `keras.utils.set_random_seed(seed)` is called first. Runs under TensorFlow and JAX.
 
     `samples=K` is for layers that sample in training (hard attention): their inference output is
     a piecewise-constant function of the weights (an arg max that a few small steps rarely move)
@@ -51,29 +56,28 @@ def check_training(
         )
     keras.utils.set_random_seed(seed)
     model, _ = spec.build_model(spec.make(), return_weights=spec.returns_weights)
-    data = {name: tf.constant(value) for name, value in spec.model_inputs().items()}
+    data = dict(spec.model_inputs())
     first = flat(model(data))[0]
     if not is_float(first):
         fail(check, spec, f"the first output is {dtype_name(first)}; cannot fit an MSE loss")
     target = np.random.default_rng(seed).normal(size=tuple(first.shape)).astype("float32")
     if samples is not None:
         # K copies of the batch: each copy draws its own noise in one call.
-        data = {name: tf.concat([x] * samples, axis=0) for name, x in data.items()}
+        data = {name: np.concatenate([x] * samples, axis=0) for name, x in data.items()}
         target = np.concatenate([target] * samples, axis=0)
-    target = tf.constant(target)
+    data = {name: keras.ops.convert_to_tensor(x) for name, x in data.items()}
+    target = keras.ops.convert_to_tensor(target)
 
-    def loss_fn(training: bool) -> tf.Tensor:
-        prediction = keras.ops.cast(flat(model(data, training=training))[0], "float32")
+    def mse(outputs):
+        prediction = keras.ops.cast(flat(outputs)[0], "float32")
         return keras.ops.mean(keras.ops.square(prediction - target))
 
+    def loss_fn(training: bool):
+        return mse(model(data, training=training))
+
     variables = list(model.trainable_variables)
-    float_inputs = {name: x for name, x in data.items() if x.dtype.is_floating}
-    with tf.GradientTape(persistent=True) as tape:
-        tape.watch(list(float_inputs.values()))
-        loss = loss_fn(training=True)
-    variable_grads = tape.gradient(loss, variables)
-    input_grads = tape.gradient(loss, float_inputs)
-    del tape
+    float_inputs = {name: x for name, x in data.items() if is_float(x)}
+    variable_grads, input_grads = _gradients(model, mse, data, float_inputs)
 
     for name, grad in input_grads.items():
         if grad is not None and not np.all(np.isfinite(to_numpy(grad))):
@@ -111,9 +115,8 @@ def check_training(
     optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
     initial = evaluate()
     for _ in range(steps):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(training=True)
-        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
+        grads, _ = _gradients(model, mse, data, {})
+        optimizer.apply_gradients(zip(grads, variables, strict=True))
     final = evaluate()
     if not np.isfinite(final) or final >= initial:
         fail(
@@ -122,3 +125,50 @@ def check_training(
             f"{steps} Adam steps (learning_rate={learning_rate}) did not lower {what}: "
             f"{initial:.6g} -> {final:.6g}",
         )
+
+
+def _gradients(model: keras.Model, loss: Callable, data: dict, inputs: dict) -> tuple[list, dict]:
+    """Gradients of `loss(model(data, training=True))` with respect to the model's trainable
+    variables (a list, None where none flows) and to the tensors `inputs` (a subset of `data`,
+    a dict by name)."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(list(inputs.values()))
+            value = loss(model(data, training=True))
+        variable_grads = tape.gradient(value, model.trainable_variables)
+        input_grads = tape.gradient(value, inputs)
+        del tape
+        return variable_grads, input_grads
+    if backend == "jax":
+        import jax
+
+        def value(trainable, watched):
+            outputs, non_trainable = model.stateless_call(
+                trainable,
+                [v.value for v in model.non_trainable_variables],
+                {**data, **watched},
+                training=True,
+            )
+            return loss(outputs), non_trainable
+
+        trainable = [v.value for v in model.trainable_variables]
+        (variable_grads, input_grads), non_trainable = jax.grad(
+            value, argnums=(0, 1), has_aux=True
+        )(trainable, inputs)
+        # The call's new seed-generator states, so the next call draws new noise, as in TF.
+        for variable, new_value in zip(model.non_trainable_variables, non_trainable, strict=True):
+            variable.assign(new_value)
+        # jax.grad gives zeros for a weight the loss never reads; TensorFlow gives None. The
+        # weights no equation of the traced loss reads get None here too.
+        jaxpr = jax.make_jaxpr(lambda *args: value(*args)[0])(trainable, inputs).jaxpr
+        read = {id(var) for equation in jaxpr.eqns for var in equation.invars}
+        read |= {id(var) for var in jaxpr.outvars}
+        variable_grads = [
+            grad if id(var) in read else None
+            for grad, var in zip(variable_grads, jaxpr.invars[: len(trainable)], strict=True)
+        ]
+        return variable_grads, input_grads
+    raise NotImplementedError(f"check_training runs under TensorFlow and JAX, not {backend}")

@@ -1,7 +1,7 @@
 """Scripted step functions whose logits depend on the whole prefix, and a NumPy beam search."""
 
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 PAD, UNK, START, END = 0, 1, 2, 3
 V = 6
@@ -23,33 +23,33 @@ def prefix_step(table, max_length):
     token counts of the consumed prefix normalised to sum 1, is computed. Wrong gathering of
     either shows in the scores or in the alignments.
     """
-    table = tf.constant(table, tf.float32)
+    table = ops.convert_to_tensor(table, "float32")
 
     def step(tokens, state):
         t = state["t"]
         code = state["prefix"]["code"] * V + tokens
-        column = tf.one_hot(t, max_length + 1, dtype=tf.int32)
+        column = ops.one_hot(t, max_length + 1, dtype="int32")
         (history,) = state["history"]
         history = history + column[None, :] * tokens[:, None]
-        consumed = tf.cast(tf.range(max_length + 1) <= t, tf.float32)  # (max_length + 1,)
-        counts = tf.reduce_sum(tf.one_hot(history, V) * consumed[None, :, None], axis=1)
+        consumed = ops.cast(ops.arange(max_length + 1) <= t, "float32")  # (max_length + 1,)
+        counts = ops.sum(ops.one_hot(history, V) * consumed[None, :, None], axis=1)
         new_state = {
             "t": t + 1,
             "prefix": {"code": code},
             "history": (history,),
-            "attention": counts / tf.reduce_sum(counts, -1, keepdims=True),
+            "attention": counts / ops.sum(counts, -1, keepdims=True),
         }
-        return tf.gather(table, code), new_state
+        return ops.take(table, code, axis=0), new_state
 
     return step
 
 
 def prefix_state(batch, max_length):
     return {
-        "t": tf.constant(0),
-        "prefix": {"code": tf.range(batch, dtype=tf.int32)},
-        "history": (tf.zeros((batch, max_length + 1), tf.int32),),
-        "attention": tf.zeros((batch, V)),
+        "t": ops.convert_to_tensor(0, "int32"),
+        "prefix": {"code": ops.arange(batch, dtype="int32")},
+        "history": (ops.zeros((batch, max_length + 1), "int32"),),
+        "attention": ops.zeros((batch, V)),
     }
 
 

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.models import (
@@ -52,10 +53,18 @@ def test_beam_of_one_is_greedy_on_a_prefix_model():
     greedy = greedy_search(prefix_step(table, 5), prefix_state(3, 5), 3, START, END, 5)
     for alpha in (0.0, 0.8):
         beam = decode(table, 3, 5, beam_size=1, length_penalty=alpha)
-        np.testing.assert_array_equal(beam.ids.numpy(), greedy.ids.numpy())
-        np.testing.assert_array_equal(beam.lengths.numpy(), greedy.lengths.numpy())
-        np.testing.assert_allclose(beam.scores.numpy(), greedy.scores.numpy(), rtol=1e-6)
-        np.testing.assert_allclose(beam.alignments.numpy(), greedy.alignments.numpy())
+        np.testing.assert_array_equal(
+            ops.convert_to_numpy(beam.ids), ops.convert_to_numpy(greedy.ids)
+        )
+        np.testing.assert_array_equal(
+            ops.convert_to_numpy(beam.lengths), ops.convert_to_numpy(greedy.lengths)
+        )
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(beam.scores), ops.convert_to_numpy(greedy.scores), rtol=1e-6
+        )
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(beam.alignments), ops.convert_to_numpy(greedy.alignments)
+        )
 
 
 @pytest.mark.parametrize("beam_size", [2, 3])
@@ -72,7 +81,7 @@ def test_all_beams_match_a_numpy_beam_search(beam_size, alpha, seed):
     for sentence in range(batch):
         reference = reference_beam_search(table, sentence, beam_size, alpha, max_length)
         for k, (ids, log_prob, steps, finished) in enumerate(reference):
-            np.testing.assert_array_equal(result.ids[sentence, k].numpy(), ids)
+            np.testing.assert_array_equal(ops.convert_to_numpy(result.ids[sentence, k]), ids)
             assert result.lengths[sentence, k] == steps - int(finished)
             np.testing.assert_allclose(result.scores[sentence, k], log_prob, rtol=1e-5)
             # The state went along each path: scores and alignments recomputed from the ids.
@@ -80,7 +89,7 @@ def test_all_beams_match_a_numpy_beam_search(beam_size, alpha, seed):
                 log_prob, path_log_prob(table, sentence, list(ids[:steps])), rtol=1e-6
             )
             np.testing.assert_allclose(
-                result.alignments[sentence, k].numpy(),
+                ops.convert_to_numpy(result.alignments[sentence, k]),
                 expected_alignment(ids, steps, max_length),
                 atol=1e-6,
             )
@@ -97,7 +106,7 @@ def test_best_hypothesis_with_early_stop_equals_the_full_search(alpha):
             ids, log_prob, steps, finished = reference_beam_search(
                 table, sentence, 3, alpha, max_length
             )[0]
-            np.testing.assert_array_equal(result.ids[sentence].numpy(), ids)
+            np.testing.assert_array_equal(ops.convert_to_numpy(result.ids[sentence]), ids)
             np.testing.assert_allclose(result.scores[sentence], log_prob, rtol=1e-5)
             assert result.lengths[sentence] == steps - int(finished)
 
@@ -108,12 +117,12 @@ def test_finds_the_hypothesis_greedy_misses():
         {(): {4: 0.5, 5: 0.4, END: 0.1}, (4,): {4: 0.4, 5: 0.3, END: 0.3}, (5,): {END: 0.9, 4: 0.1}}
     )
     greedy = greedy_search(prefix_step(table, 3), prefix_state(1, 3), 1, START, END, 3)
-    assert greedy.ids.numpy()[0].tolist() == [4, 4, END]
+    assert ops.convert_to_numpy(greedy.ids)[0].tolist() == [4, 4, END]
     beam = decode(table, 1, 3, beam_size=2)
-    np.testing.assert_array_equal(beam.ids.numpy(), [[5, END, PAD]])
-    np.testing.assert_allclose(beam.scores.numpy(), [np.log(0.36)], rtol=1e-5)
-    assert beam.lengths.numpy().tolist() == [1]
-    assert beam.scores.numpy()[0] > greedy.scores.numpy()[0]
+    np.testing.assert_array_equal(ops.convert_to_numpy(beam.ids), [[5, END, PAD]])
+    np.testing.assert_allclose(ops.convert_to_numpy(beam.scores), [np.log(0.36)], rtol=1e-5)
+    assert ops.convert_to_numpy(beam.lengths).tolist() == [1]
+    assert ops.convert_to_numpy(beam.scores)[0] > ops.convert_to_numpy(greedy.scores)[0]
 
 
 def test_length_penalty_changes_the_choice():
@@ -121,13 +130,15 @@ def test_length_penalty_changes_the_choice():
     # alpha = 1: -0.916 / 1 < -1.019 / (7 / 6) = -0.873, so the longer one wins.
     table = tree_table({(): {END: 0.4, 4: 0.38, 5: 0.22}, (4,): {END: 0.95, 5: 0.05}})
     short = decode(table, 1, 3, beam_size=2, length_penalty=0.0)
-    np.testing.assert_array_equal(short.ids.numpy(), [[END, PAD, PAD]])
-    np.testing.assert_allclose(short.scores.numpy(), [np.log(0.4)], rtol=1e-5)
+    np.testing.assert_array_equal(ops.convert_to_numpy(short.ids), [[END, PAD, PAD]])
+    np.testing.assert_allclose(ops.convert_to_numpy(short.scores), [np.log(0.4)], rtol=1e-5)
     long = decode(table, 1, 3, beam_size=2, length_penalty=1.0)
-    np.testing.assert_array_equal(long.ids.numpy(), [[4, END, PAD]])
-    np.testing.assert_allclose(long.scores.numpy(), [np.log(0.38 * 0.95)], rtol=1e-5)
+    np.testing.assert_array_equal(ops.convert_to_numpy(long.ids), [[4, END, PAD]])
+    np.testing.assert_allclose(ops.convert_to_numpy(long.scores), [np.log(0.38 * 0.95)], rtol=1e-5)
 
 
+# The tests that count the step's Python calls are TensorFlow's: its eager while_loop calls the
+# body once per iteration, JAX's traces it once.
 def counting(step):
     calls = []
 
@@ -138,6 +149,7 @@ def counting(step):
     return counted, calls
 
 
+@pytest.mark.tensorflow_only
 def test_early_stop():
     # END first with 0.9: with alpha = 0 nothing live can catch up after one step.
     table = tree_table(
@@ -146,15 +158,17 @@ def test_early_stop():
     )
     step, calls = counting(prefix_step(table, 8))
     best = beam_search(step, prefix_state(1, 8), 1, START, END, 8, beam_size=2)
-    assert len(calls) == 1 and best.ids.numpy()[0, 0] == END
+    assert len(calls) == 1 and ops.convert_to_numpy(best.ids)[0, 0] == END
     # All beams: on until the second hypothesis, 4 4 (then END surely), has finished.
     step, calls = counting(prefix_step(table, 8))
     every = beam_search(
         step, prefix_state(1, 8), 1, START, END, 8, beam_size=2, return_all_beams=True
     )
     assert len(calls) == 3
-    np.testing.assert_array_equal(every.ids.numpy()[0, :, :4], [[END, 0, 0, 0], [4, 4, END, 0]])
-    assert every.lengths.numpy().tolist() == [[0, 2]]
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(every.ids)[0, :, :4], [[END, 0, 0, 0], [4, 4, END, 0]]
+    )
+    assert ops.convert_to_numpy(every.lengths).tolist() == [[0, 2]]
     # With alpha = 2 the live [4] (log 0.06 = -2.81) could still reach -2.81 / lp(8) = -0.60,
     # below the finished [END] (-0.105): stop too. With END at 0.5 and [4] at 0.45 its bound
     # -0.80 / lp(8) = -0.17 beats -0.69: the search goes on (and [4 4 END] wins at step 3).
@@ -164,9 +178,10 @@ def test_early_stop():
     table[START, [END, 4, 5]] = np.log([0.5, 0.45, 0.05])
     step, calls = counting(prefix_step(table, 8))
     best = beam_search(step, prefix_state(1, 8), 1, START, END, 8, beam_size=2, length_penalty=2.0)
-    assert len(calls) == 3 and best.ids.numpy()[0, :3].tolist() == [4, 4, END]
+    assert len(calls) == 3 and ops.convert_to_numpy(best.ids)[0, :3].tolist() == [4, 4, END]
 
 
+@pytest.mark.tensorflow_only
 def test_stops_when_all_beams_finished():
     table = tree_table({(): {4: 0.5, 5: 0.5}, (4,): {END: 1.0}, (5,): {END: 1.0}}, max_length=6)
     step, calls = counting(prefix_step(table, 6))
@@ -174,18 +189,21 @@ def test_stops_when_all_beams_finished():
         step, prefix_state(1, 6), 1, START, END, 6, beam_size=2, return_all_beams=True
     )
     assert len(calls) == 2
-    assert sorted(result.ids.numpy()[0, :, 0].tolist()) == [4, 5]
-    np.testing.assert_array_equal(result.ids.numpy()[0, :, 1:], [[END, 0, 0, 0, 0]] * 2)
+    assert sorted(ops.convert_to_numpy(result.ids)[0, :, 0].tolist()) == [4, 5]
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(result.ids)[0, :, 1:], [[END, 0, 0, 0, 0]] * 2
+    )
 
 
 def test_never_generates_pad_or_start():
     table = tree_table({(): {PAD: 0.5, START: 0.3, 4: 0.2}, (4,): {START: 0.9, END: 0.1}})
     result = decode(table, 1, 3, beam_size=3, return_all_beams=True)
-    ids, lengths = result.ids.numpy()[0], result.lengths.numpy()[0]
+    ids, lengths = ops.convert_to_numpy(result.ids)[0], ops.convert_to_numpy(result.lengths)[0]
     for k in range(3):
         assert not {PAD, START} & set(ids[k, : lengths[k] + 1].tolist())
 
 
+@pytest.mark.tensorflow_only
 def test_runs_in_a_tf_function_with_dynamic_sizes():
     max_length = 4
     table = random_table(3, max_length, seed=9)
@@ -208,10 +226,15 @@ def test_runs_in_a_tf_function_with_dynamic_sizes():
     for alpha in (0.0, 1.0):
         got = run(tf.constant(2), tf.constant(max_length), tf.constant(alpha))
         eager = decode(table, 2, max_length, beam_size=2, length_penalty=alpha)
-        np.testing.assert_array_equal(got.ids.numpy(), eager.ids.numpy())
-        np.testing.assert_allclose(got.scores.numpy(), eager.scores.numpy(), rtol=1e-6)
+        np.testing.assert_array_equal(
+            ops.convert_to_numpy(got.ids), ops.convert_to_numpy(eager.ids)
+        )
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(got.scores), ops.convert_to_numpy(eager.scores), rtol=1e-6
+        )
 
 
+@pytest.mark.tensorflow_only
 def test_xla_compiles_top_k_to_its_kernel_not_a_sort_of_every_score():
     """Under jit_compile the per-step top-k must stay a TopK, not a sort of batch x (k * V).
 
@@ -230,8 +253,10 @@ def test_xla_compiles_top_k_to_its_kernel_not_a_sort_of_every_score():
     code = tf.range(3)
     got = run(code)
     eager = decode(table, 3, max_length, beam_size=3)
-    np.testing.assert_array_equal(got.ids.numpy(), eager.ids.numpy())
-    np.testing.assert_allclose(got.scores.numpy(), eager.scores.numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(ops.convert_to_numpy(got.ids), ops.convert_to_numpy(eager.ids))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(got.scores), ops.convert_to_numpy(eager.scores), rtol=1e-6
+    )
     hlo = run.experimental_get_compiler_ir(code)(stage="optimized_hlo")
     assert 'custom_call_target="TopK"' in hlo
     assert " sort(" not in hlo
@@ -260,20 +285,29 @@ def test_beam_of_one_is_greedy_on_an_rnn_translator(family):
     state = steps.encode(source)
     greedy = greedy_search(steps.step, state, 3, START, END, 9)
     beam = beam_search(steps.step, state, 3, START, END, 9, beam_size=1, length_penalty=0.6)
-    np.testing.assert_array_equal(beam.ids.numpy(), greedy.ids.numpy())
-    np.testing.assert_array_equal(beam.lengths.numpy(), greedy.lengths.numpy())
-    np.testing.assert_allclose(beam.scores.numpy(), greedy.scores.numpy(), rtol=1e-5)
-    np.testing.assert_allclose(beam.alignments.numpy(), greedy.alignments.numpy(), atol=1e-6)
+    np.testing.assert_array_equal(ops.convert_to_numpy(beam.ids), ops.convert_to_numpy(greedy.ids))
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(beam.lengths), ops.convert_to_numpy(greedy.lengths)
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(beam.scores), ops.convert_to_numpy(greedy.scores), rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(beam.alignments), ops.convert_to_numpy(greedy.alignments), atol=1e-6
+    )
     # A wider beam on the same model: every hypothesis' score is its teacher-forced log-prob.
     wide = beam_search(steps.step, state, 3, START, END, 9, beam_size=3, return_all_beams=True)
     for b in range(3):
         for k in range(3):
             length = int(wide.lengths[b, k])
-            ids = wide.ids.numpy()[b, k]
+            ids = ops.convert_to_numpy(wide.ids)[b, k]
             generated = list(ids[: length + 1]) if length < 9 else list(ids[:length])
             target = np.array([[START, *generated[:-1]]], "int32")
             logits = model({"source_ids": source[b : b + 1], "target_ids": target})
-            log_probs = tf.nn.log_softmax(logits).numpy()[0]
+            log_probs = ops.convert_to_numpy(ops.log_softmax(logits))[0]
             expected = log_probs[np.arange(len(generated)), generated].sum()
             np.testing.assert_allclose(wide.scores[b, k], expected, rtol=1e-4, atol=1e-4)
-            assert np.all(wide.alignments.numpy()[b, k, : len(generated)][:, source[b] == 0] == 0)
+            assert np.all(
+                ops.convert_to_numpy(wide.alignments)[b, k, : len(generated)][:, source[b] == 0]
+                == 0
+            )

@@ -1,5 +1,7 @@
 import numpy as np
+import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn.decoding import DecodingResult, greedy_search
 
@@ -8,11 +10,11 @@ PAD, START, END = 0, 2, 3
 
 def scripted_step(table):
     """A step function replaying `table[t]`: logits (batch, V) at step t."""
-    table = tf.constant(table, tf.float32)  # (T, batch, V)
+    table = ops.convert_to_tensor(table, "float32")  # (T, batch, V)
 
     def step(tokens, state):
         t = state["t"]
-        new_state = {"t": t + 1, "attention": tf.one_hot(tf.fill(tf.shape(tokens), t), 3)}
+        new_state = {"t": t + 1, "attention": ops.one_hot(ops.full(ops.shape(tokens), t), 3)}
         return table[t], new_state
 
     return step
@@ -32,17 +34,21 @@ def test_picks_argmax_stops_at_end_and_pads():
     table = logits_for([[4, 5], [5, END], [END, 4], [4, 4]])
     result = greedy_search(
         scripted_step(table),
-        {"t": tf.constant(0), "attention": tf.zeros((2, 3))},
+        {"t": ops.convert_to_tensor(0), "attention": ops.zeros((2, 3))},
         2,
         START,
         END,
         max_length=4,
     )
     assert isinstance(result, DecodingResult)
-    np.testing.assert_array_equal(result.ids.numpy(), [[4, 5, END, PAD], [5, END, PAD, PAD]])
-    np.testing.assert_array_equal(result.lengths.numpy(), [2, 1])
-    np.testing.assert_allclose(result.scores.numpy(), [3 * np.log(0.7), 2 * np.log(0.7)], rtol=1e-5)
-    alignments = result.alignments.numpy()
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(result.ids), [[4, 5, END, PAD], [5, END, PAD, PAD]]
+    )
+    np.testing.assert_array_equal(ops.convert_to_numpy(result.lengths), [2, 1])
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(result.scores), [3 * np.log(0.7), 2 * np.log(0.7)], rtol=1e-5
+    )
+    alignments = ops.convert_to_numpy(result.alignments)
     np.testing.assert_array_equal(alignments[1, 2:], 0.0)  # finished: no alignment recorded
     np.testing.assert_array_equal(alignments[0, :3], np.eye(3))
 
@@ -51,14 +57,15 @@ def test_length_limit_and_no_alignment_state():
     table = logits_for([[4, 4]] * 3)
 
     def step(tokens, state):
-        return tf.constant(table)[state["t"]], {"t": state["t"] + 1}
+        return ops.convert_to_tensor(table)[state["t"]], {"t": state["t"] + 1}
 
-    result = greedy_search(step, {"t": tf.constant(0)}, 2, START, END, max_length=3)
-    np.testing.assert_array_equal(result.ids.numpy(), [[4, 4, 4]] * 2)
-    np.testing.assert_array_equal(result.lengths.numpy(), [3, 3])
+    result = greedy_search(step, {"t": ops.convert_to_tensor(0)}, 2, START, END, max_length=3)
+    np.testing.assert_array_equal(ops.convert_to_numpy(result.ids), [[4, 4, 4]] * 2)
+    np.testing.assert_array_equal(ops.convert_to_numpy(result.lengths), [3, 3])
     assert result.alignments is None
 
 
+@pytest.mark.tensorflow_only
 def test_runs_inside_tf_function_with_dynamic_limit():
     table = logits_for([[4], [END], [4]])
 
@@ -73,8 +80,8 @@ def test_runs_inside_tf_function_with_dynamic_limit():
             max_length=limit,
         ).ids
 
-    np.testing.assert_array_equal(decode(tf.constant(3)).numpy(), [[4, END, PAD]])
-    np.testing.assert_array_equal(decode(tf.constant(1)).numpy(), [[4]])
+    np.testing.assert_array_equal(ops.convert_to_numpy(decode(tf.constant(3))), [[4, END, PAD]])
+    np.testing.assert_array_equal(ops.convert_to_numpy(decode(tf.constant(1))), [[4]])
 
 
 def test_never_generates_pad_or_start():
@@ -83,16 +90,16 @@ def test_never_generates_pad_or_start():
     table[0, 1, 4] = np.log(0.2)
     result = greedy_search(
         scripted_step(table),
-        {"t": tf.constant(0), "attention": tf.zeros((2, 3))},
+        {"t": ops.convert_to_tensor(0), "attention": ops.zeros((2, 3))},
         2,
         START,
         END,
         max_length=2,
     )
-    np.testing.assert_array_equal(result.ids.numpy()[:, 0], [5, 4])
+    np.testing.assert_array_equal(ops.convert_to_numpy(result.ids)[:, 0], [5, 4])
     log_probs = table - np.log(np.exp(table).sum(-1, keepdims=True))  # the model's own
     expected = [
         log_probs[0, 0, 5] + log_probs[1, 0, END],
         log_probs[0, 1, 4] + log_probs[1, 1, END],
     ]
-    np.testing.assert_allclose(result.scores.numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(result.scores), expected, rtol=1e-5)

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.distributions.hardmax import Hardmax
 from keras_attn.testing import run_layer_test
@@ -11,7 +12,7 @@ ATTENTION_MASK = np.broadcast_to(MASK[:, None, :], SCORES.shape)
 
 
 def test_matches_numpy_reference_with_mask():
-    out = Hardmax()(SCORES, attention_mask=ATTENTION_MASK).numpy()
+    out = ops.convert_to_numpy(Hardmax()(SCORES, attention_mask=ATTENTION_MASK))
     np.testing.assert_allclose(
         out, np.eye(5)[np.argmax(np.where(ATTENTION_MASK, SCORES, -np.inf), -1)], atol=2e-6
     )

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.models import char_cnn
 from keras_attn.models.char_cnn import frames_after_convolutions
@@ -9,7 +10,10 @@ LENGTH = 135  # frames: (135-6)//3=43 -> (43-6)//3=12 -> 10, 8, 6 -> (6-2)//3=1
 
 
 def conv_relu(x, layer):
-    kernel, bias = layer.kernel.numpy(), layer.bias.numpy()  # (k, in, out)
+    kernel, bias = (
+        ops.convert_to_numpy(layer.kernel),
+        ops.convert_to_numpy(layer.bias),
+    )  # (k, in, out)
     width = kernel.shape[0]
     windows = np.stack([x[:, i : i + width] for i in range(x.shape[1] - width + 1)], axis=1)
     return np.maximum(np.einsum("btki,kio->bto", windows, kernel) + bias, 0.0)
@@ -29,9 +33,11 @@ def reference_logits(model, ids, alphabet_size):
     x = x.reshape(x.shape[0], -1)
     for name in ("dense_7", "dense_8"):
         layer = model.get_layer(name)
-        x = np.maximum(x @ layer.kernel.numpy() + layer.bias.numpy(), 0.0)
+        x = np.maximum(
+            x @ ops.convert_to_numpy(layer.kernel) + ops.convert_to_numpy(layer.bias), 0.0
+        )
     layer = model.get_layer("classifier")
-    return x @ layer.kernel.numpy() + layer.bias.numpy()
+    return x @ ops.convert_to_numpy(layer.kernel) + ops.convert_to_numpy(layer.bias)
 
 
 def char_ids(rng, count, alphabet_size, real=100):
@@ -45,7 +51,7 @@ def test_one_hot_model_matches_numpy_reference():
     model = char_cnn(3, alphabet_size=12, input_length=LENGTH)
     ids = char_ids(np.random.default_rng(0), 2, 12)
     ids[0, 5] = 0  # an out-of-alphabet character inside the text: the zero vector
-    logits = model(ids).numpy()
+    logits = ops.convert_to_numpy(model(ids))
     assert logits.shape == (2, 3) and model.output.dtype == "float32"
     np.testing.assert_allclose(logits, reference_logits(model, ids, 12), rtol=1e-4, atol=1e-5)
     quantization = model.get_layer("char_embedding")
@@ -71,12 +77,16 @@ def test_paper_sizes_give_the_paper_frames_and_parameter_counts():
 def test_output_independent_of_the_padding_embedding():
     model = char_cnn(3, alphabet_size=12, input_length=LENGTH, embedding_dim=5, dropout=0.0)
     ids = char_ids(np.random.default_rng(1), 2, 12, real=60)
-    expected = model(ids).numpy()
+    expected = ops.convert_to_numpy(model(ids))
     table = model.get_layer("char_embedding").embeddings
-    table.assign(np.concatenate([np.full((1, 5), 9.0), table.numpy()[1:]]).astype("float32"))
-    np.testing.assert_allclose(model(ids).numpy(), expected, atol=1e-6)
-    table.assign(table.numpy() * np.r_[1.0, np.full(12, 2.0)][:, None])  # real rows matter
-    assert np.abs(model(ids).numpy() - expected).max() > 1e-4
+    table.assign(
+        np.concatenate([np.full((1, 5), 9.0), ops.convert_to_numpy(table)[1:]]).astype("float32")
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(model(ids)), expected, atol=1e-6)
+    table.assign(
+        ops.convert_to_numpy(table) * np.r_[1.0, np.full(12, 2.0)][:, None]
+    )  # real rows matter
+    assert np.abs(ops.convert_to_numpy(model(ids)) - expected).max() > 1e-4
 
 
 def test_training_lowers_the_loss():
@@ -102,7 +112,9 @@ def test_keras_round_trip(tmp_path):
     ids = char_ids(np.random.default_rng(3), 2, 12)
     model.save(tmp_path / "char_cnn.keras")
     reloaded = keras.saving.load_model(tmp_path / "char_cnn.keras")
-    np.testing.assert_allclose(reloaded(ids).numpy(), model(ids).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(reloaded(ids)), ops.convert_to_numpy(model(ids)), atol=1e-6
+    )
 
 
 def test_user_mistakes_are_one_clear_error():

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.models import han_attention_weights, han_classifier
 
@@ -18,19 +19,23 @@ def tiny(**kwargs):
 
 def test_logits_are_the_hierarchy_pooled_then_classified():
     model = tiny()
-    logits = model(DOCS).numpy()
+    logits = ops.convert_to_numpy(model(DOCS))
     assert logits.shape == (2, 3) and model.output.dtype == "float32"
     embedded = model.get_layer("embedding")(DOCS)
-    document = model.get_layer("hierarchical_attention")(embedded, mask=DOCS != 0).numpy()
+    document = ops.convert_to_numpy(
+        model.get_layer("hierarchical_attention")(embedded, mask=DOCS != 0)
+    )
     dense = model.get_layer("classifier")
     np.testing.assert_allclose(
-        logits, document @ dense.kernel.numpy() + dense.bias.numpy(), atol=1e-5
+        logits,
+        document @ ops.convert_to_numpy(dense.kernel) + ops.convert_to_numpy(dense.bias),
+        atol=1e-5,
     )
 
 
 def test_attention_weights_are_distributions_with_zero_padding():
     model = tiny()
-    words, sentences = (w.numpy() for w in han_attention_weights(model, DOCS))
+    words, sentences = (ops.convert_to_numpy(w) for w in han_attention_weights(model, DOCS))
     assert words.shape == (2, 2, 3) and sentences.shape == (2, 2)
     np.testing.assert_array_equal(words[DOCS == 0], 0.0)
     np.testing.assert_allclose(words.sum(-1), [[1, 1], [1, 0]], atol=1e-6)
@@ -40,13 +45,15 @@ def test_attention_weights_are_distributions_with_zero_padding():
 
 def test_output_independent_of_padding_amount_and_padding_embedding():
     model = tiny()
-    expected = model(DOCS).numpy()
+    expected = ops.convert_to_numpy(model(DOCS))
     padded = np.zeros((2, 4, 6), "int32")
     padded[:, :2, :3] = DOCS
     table = model.get_layer("embedding").embeddings
-    table.assign(np.concatenate([np.full((1, 6), 7.0), table.numpy()[1:]]).astype("float32"))
-    np.testing.assert_allclose(model(padded).numpy(), expected, atol=1e-5)
-    np.testing.assert_allclose(model(DOCS).numpy(), expected, atol=1e-5)
+    table.assign(
+        np.concatenate([np.full((1, 6), 7.0), ops.convert_to_numpy(table)[1:]]).astype("float32")
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(model(padded)), expected, atol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(model(DOCS)), expected, atol=1e-5)
 
 
 def test_paper_sizes_give_the_expected_parameter_count():
@@ -81,9 +88,13 @@ def test_keras_round_trip(tmp_path):
     model = tiny(encoder="lstm")
     model.save(tmp_path / "han.keras")
     reloaded = keras.saving.load_model(tmp_path / "han.keras")
-    np.testing.assert_allclose(reloaded(DOCS).numpy(), model(DOCS).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(reloaded(DOCS)), ops.convert_to_numpy(model(DOCS)), atol=1e-6
+    )
     words, _ = han_attention_weights(reloaded, DOCS)
-    np.testing.assert_allclose(words.numpy(), han_attention_weights(model, DOCS)[0], atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(words), han_attention_weights(model, DOCS)[0], atol=1e-6
+    )
 
 
 def test_user_mistakes_are_one_clear_error():

@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn import ops as attn_ops
 from tests import numpy_reference as ref
@@ -14,7 +15,7 @@ def test_softmax_matches_numpy_with_mask():
     scores = RNG.normal(size=(3, 4, 6)).astype("float32")
     mask = RNG.random((3, 4, 6)) > 0.3
     mask[:, :, 0] = True
-    out = attn_ops.softmax(scores, mask=mask).numpy()
+    out = ops.convert_to_numpy(attn_ops.softmax(scores, mask=mask))
     np.testing.assert_allclose(out, ref.softmax(scores, mask), rtol=1e-5, atol=1e-7)
     assert np.all(out[~mask] == 0.0)
     np.testing.assert_allclose(out.sum(-1), 1.0, rtol=1e-6)
@@ -22,7 +23,9 @@ def test_softmax_matches_numpy_with_mask():
 
 def test_softmax_without_mask():
     scores = RNG.normal(size=(2, 5)).astype("float32")
-    np.testing.assert_allclose(attn_ops.softmax(scores).numpy(), ref.softmax(scores), rtol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(attn_ops.softmax(scores)), ref.softmax(scores), rtol=1e-5
+    )
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
@@ -66,13 +69,13 @@ ALL_FUNCTIONS = [
 
 
 def test_sigmoid_matches_numpy_and_is_zero_on_mask():
-    out = attn_ops.sigmoid(SCORES, mask=MASK).numpy()
+    out = ops.convert_to_numpy(attn_ops.sigmoid(SCORES, mask=MASK))
     np.testing.assert_allclose(out, np.where(MASK, ref.sigmoid(SCORES), 0.0), rtol=1e-6)
     assert np.all(out[~MASK] == 0.0)
 
 
 def test_sparsemax_matches_sort_based_numpy_reference():
-    out = attn_ops.sparsemax(SCORES, mask=MASK).numpy()
+    out = ops.convert_to_numpy(attn_ops.sparsemax(SCORES, mask=MASK))
     np.testing.assert_allclose(out, sparse_ref.sparsemax(SCORES, MASK), atol=1e-6)
     assert np.all(out[~MASK] == 0.0)
     np.testing.assert_allclose(out.sum(-1), 1.0, rtol=1e-6)
@@ -80,7 +83,7 @@ def test_sparsemax_matches_sort_based_numpy_reference():
 
 
 def test_sparsemax_threshold_satisfies_its_defining_equation():
-    out = attn_ops.sparsemax(SCORES, mask=MASK).numpy().astype("float64")
+    out = ops.convert_to_numpy(attn_ops.sparsemax(SCORES, mask=MASK)).astype("float64")
     z = SCORES.astype("float64")
     for index in np.ndindex(SCORES.shape[:-1]):
         p, s, m = out[index], z[index], MASK[index]
@@ -94,7 +97,7 @@ def test_sparsemax_threshold_satisfies_its_defining_equation():
 
 def test_sparsemax_is_the_euclidean_projection_onto_the_simplex():
     scores = RNG.normal(scale=2.0, size=(20, 9)).astype("float32")
-    out = attn_ops.sparsemax(scores).numpy()
+    out = ops.convert_to_numpy(attn_ops.sparsemax(scores))
     for p, z in zip(out, scores.astype("float64"), strict=True):
         np.testing.assert_allclose(p, sparse_ref.simplex_projection(z), atol=1e-6)
         others = RNG.dirichlet(np.ones(z.size), size=50)  # random points of the simplex
@@ -102,7 +105,7 @@ def test_sparsemax_is_the_euclidean_projection_onto_the_simplex():
 
 
 def test_sparsemax_along_another_axis():
-    out = attn_ops.sparsemax(SCORES, mask=MASK, axis=1).numpy()
+    out = ops.convert_to_numpy(attn_ops.sparsemax(SCORES, mask=MASK, axis=1))
     expected = np.moveaxis(
         sparse_ref.sparsemax(np.moveaxis(SCORES, 1, -1), np.moveaxis(MASK, 1, -1)), -1, 1
     )
@@ -110,7 +113,7 @@ def test_sparsemax_along_another_axis():
 
 
 def test_entmax15_matches_numpy_reference_and_defining_equation():
-    out = attn_ops.entmax15(SCORES, mask=MASK).numpy()
+    out = ops.convert_to_numpy(attn_ops.entmax15(SCORES, mask=MASK))
     np.testing.assert_allclose(out, sparse_ref.entmax(SCORES, 1.5, MASK), atol=2e-6)
     assert np.all(out[~MASK] == 0.0)
     np.testing.assert_allclose(out.sum(-1), 1.0, rtol=1e-5)
@@ -126,8 +129,8 @@ def test_entmax15_matches_numpy_reference_and_defining_equation():
 
 def test_entmax15_equals_entmax_bisect_at_alpha_one_and_a_half():
     np.testing.assert_allclose(
-        attn_ops.entmax15(SCORES, mask=MASK).numpy(),
-        attn_ops.entmax_bisect(SCORES, 1.5, mask=MASK).numpy(),
+        ops.convert_to_numpy(attn_ops.entmax15(SCORES, mask=MASK)),
+        ops.convert_to_numpy(attn_ops.entmax_bisect(SCORES, 1.5, mask=MASK)),
         atol=2e-6,
     )
 
@@ -136,7 +139,7 @@ def test_entmax15_equals_entmax_bisect_at_alpha_one_and_a_half():
 # tau (~6e-8) moves a small weight by ~0.5 / sqrt(u) times that at alpha = 3, hence 1e-5 there.
 @pytest.mark.parametrize("alpha, atol", [(1.25, 2e-6), (1.5, 2e-6), (2.0, 2e-6), (3.0, 1e-5)])
 def test_entmax_bisect_matches_numpy_reference(alpha, atol):
-    out = attn_ops.entmax_bisect(SCORES, alpha, mask=MASK).numpy()
+    out = ops.convert_to_numpy(attn_ops.entmax_bisect(SCORES, alpha, mask=MASK))
     np.testing.assert_allclose(out, sparse_ref.entmax(SCORES, alpha, MASK), atol=atol)
     assert np.all(out[~MASK] == 0.0)
     np.testing.assert_allclose(out.sum(-1), 1.0, rtol=1e-6)
@@ -144,12 +147,12 @@ def test_entmax_bisect_matches_numpy_reference(alpha, atol):
 
 def test_entmax_bisect_limits_sparsemax_and_softmax():
     np.testing.assert_allclose(
-        attn_ops.entmax_bisect(SCORES, 2.0, mask=MASK).numpy(),
-        attn_ops.sparsemax(SCORES, mask=MASK).numpy(),
+        ops.convert_to_numpy(attn_ops.entmax_bisect(SCORES, 2.0, mask=MASK)),
+        ops.convert_to_numpy(attn_ops.sparsemax(SCORES, mask=MASK)),
         atol=2e-6,
     )
     np.testing.assert_allclose(
-        attn_ops.entmax_bisect(SCORES, 1.001, mask=MASK).numpy(),
+        ops.convert_to_numpy(attn_ops.entmax_bisect(SCORES, 1.001, mask=MASK)),
         ref.softmax(SCORES, MASK),
         atol=2e-3,
     )
@@ -157,7 +160,7 @@ def test_entmax_bisect_limits_sparsemax_and_softmax():
 
 def test_entmax_bisect_with_one_alpha_per_row():
     alpha = np.array([1.2, 1.5, 2.5], "float32").reshape(3, 1, 1)
-    out = attn_ops.entmax_bisect(SCORES, alpha, mask=MASK).numpy()
+    out = ops.convert_to_numpy(attn_ops.entmax_bisect(SCORES, alpha, mask=MASK))
     for b in range(3):
         expected = sparse_ref.entmax(SCORES[b], float(alpha[b, 0, 0]), MASK[b])
         np.testing.assert_allclose(out[b], expected, atol=2e-6)
@@ -166,13 +169,14 @@ def test_entmax_bisect_with_one_alpha_per_row():
 def test_hardmax_one_hot_first_of_ties_among_unmasked():
     scores = np.array([[3.0, 1.0, 3.0, 9.0], [2.0, 5.0, 5.0, 5.0]], "float32")
     mask = np.array([[True, True, True, False], [True, True, True, True]])
-    out = attn_ops.hardmax(scores, mask=mask).numpy()
+    out = ops.convert_to_numpy(attn_ops.hardmax(scores, mask=mask))
     np.testing.assert_array_equal(out, [[1, 0, 0, 0], [0, 1, 0, 0]])
-    out = attn_ops.hardmax(SCORES, mask=MASK).numpy()
+    out = ops.convert_to_numpy(attn_ops.hardmax(SCORES, mask=MASK))
     expected = np.eye(7)[np.argmax(np.where(MASK, SCORES, -np.inf), axis=-1)]
     np.testing.assert_array_equal(out, expected)
 
 
+@pytest.mark.tensorflow_only
 def test_hardmax_gradient_is_zero_not_none():
     scores = tf.constant(SCORES)
     with tf.GradientTape() as tape:
@@ -180,16 +184,22 @@ def test_hardmax_gradient_is_zero_not_none():
         loss = tf.reduce_sum(attn_ops.hardmax(scores, mask=MASK) * SCORES)
     grad = tape.gradient(loss, scores)
     assert grad is not None
-    np.testing.assert_array_equal(grad.numpy(), 0.0)
+    np.testing.assert_array_equal(ops.convert_to_numpy(grad), 0.0)
 
 
 def _vjp_and_finite_difference(fn, numpy_fn, scores, cotangent, eps=1e-6):
-    """TF gradient of sum(fn(s) * c) and its float64 central difference on the NumPy reference."""
-    s = tf.constant(scores)
-    with tf.GradientTape() as tape:
-        tape.watch(s)
-        loss = tf.reduce_sum(fn(s) * cotangent)
-    grad = tape.gradient(loss, s).numpy()
+    """The backend's gradient of sum(fn(s) * c) (`tf.GradientTape`, `jax.grad`) and its float64
+    central difference on the NumPy reference."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        grad = np.asarray(jax.grad(lambda s: ops.sum(fn(s) * cotangent))(scores))
+    else:
+        s = tf.constant(scores)
+        with tf.GradientTape() as tape:
+            tape.watch(s)
+            loss = tf.reduce_sum(fn(s) * cotangent)
+        grad = ops.convert_to_numpy(tape.gradient(loss, s))
     numeric = np.zeros(scores.shape, "float64")
     base = scores.astype("float64")
     for index in np.ndindex(scores.shape):
@@ -228,6 +238,7 @@ def test_gradient_matches_central_finite_differences(name):
     assert np.all(grad[~mask] == 0.0)
 
 
+@pytest.mark.tensorflow_only
 def test_entmax_bisect_gradient_with_respect_to_alpha():
     scores, mask = SCORES[0], MASK[0]
     cotangent = RNG.normal(size=scores.shape)
@@ -244,6 +255,7 @@ def test_entmax_bisect_gradient_with_respect_to_alpha():
     np.testing.assert_allclose(grad, numeric, rtol=1e-3)
 
 
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("fn", ALL_FUNCTIONS, ids=lambda f: f.__name__)
 def test_fully_masked_row_gives_zeros_and_finite_gradients(fn, dtype):
@@ -268,7 +280,7 @@ def test_fully_masked_row_gives_zeros_and_finite_gradients(fn, dtype):
 def test_float16_inputs_normalise_in_float32(fn):
     out = fn(SCORES.astype("float16"), mask=MASK)
     assert keras.backend.standardize_dtype(out.dtype) == "float16"
-    expected = fn(SCORES.astype("float16").astype("float32"), mask=MASK).numpy()
+    expected = ops.convert_to_numpy(fn(SCORES.astype("float16").astype("float32"), mask=MASK))
     np.testing.assert_allclose(np.asarray(out, "float32"), expected, atol=1e-3)
 
 
@@ -281,6 +293,7 @@ def test_entmax_bisect_bad_arguments():
         attn_ops.entmax_bisect(SCORES, np.array([1.5, 1.5, 1.5], "float32"))
 
 
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize("fn", ALL_FUNCTIONS, ids=lambda f: f.__name__)
 def test_xla_compiled_values_and_gradients_match_eager(fn):
     mask = MASK.copy()
@@ -296,4 +309,4 @@ def test_xla_compiled_values_and_gradients_match_eager(fn):
     compiled = tf.function(value_and_grad, jit_compile=True)(tf.constant(SCORES))
     eager = value_and_grad(tf.constant(SCORES))
     for got, want in zip(compiled, eager, strict=True):
-        np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6)
+        np.testing.assert_allclose(ops.convert_to_numpy(got), ops.convert_to_numpy(want), atol=1e-6)

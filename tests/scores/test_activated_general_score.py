@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.scores.activated_general_score import ActivatedGeneralScore
 from keras_attn.scores.general_score import GeneralScore
@@ -25,8 +26,8 @@ def built_layer(**kwargs):
 
 def test_matches_numpy_tanh():
     layer = built_layer()
-    expected = activated_general_reference(Q, K, layer.kernel.numpy(), 0.3)
-    np.testing.assert_allclose(layer(Q, K).numpy(), expected, rtol=1e-5, atol=1e-6)
+    expected = activated_general_reference(Q, K, ops.convert_to_numpy(layer.kernel), 0.3)
+    np.testing.assert_allclose(ops.convert_to_numpy(layer(Q, K)), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_linear_without_bias_equals_general():
@@ -34,17 +35,19 @@ def test_linear_without_bias_equals_general():
     assert layer.bias is None and len(layer.weights) == 1
     general = GeneralScore()
     general(Q, K)
-    general.kernel.assign(layer.kernel.numpy())
-    np.testing.assert_allclose(layer(Q, K).numpy(), general(Q, K).numpy(), rtol=1e-6)
+    general.kernel.assign(ops.convert_to_numpy(layer.kernel))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer(Q, K)), ops.convert_to_numpy(general(Q, K)), rtol=1e-6
+    )
 
 
 def test_prepare_keys_then_score_equals_call():
     layer = built_layer(activation="sigmoid")
     expected = activated_general_reference(
-        Q, K, layer.kernel.numpy(), 0.3, act=lambda x: 1 / (1 + np.exp(-x))
+        Q, K, ops.convert_to_numpy(layer.kernel), 0.3, act=lambda x: 1 / (1 + np.exp(-x))
     )
-    out = layer.score(Q, layer.prepare_keys(K)).numpy()
-    np.testing.assert_allclose(out, layer(Q, K).numpy(), rtol=1e-6)
+    out = ops.convert_to_numpy(layer.score(Q, layer.prepare_keys(K)))
+    np.testing.assert_allclose(out, ops.convert_to_numpy(layer(Q, K)), rtol=1e-6)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
 
 

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.scores.biased_general_score import BiasedGeneralScore
 from keras_attn.testing import run_layer_test
@@ -25,17 +26,19 @@ def built_layer(**kwargs):
 def test_matches_numpy():
     layer = built_layer()
     assert tuple(layer.kernel.shape) == (6, 4)
-    expected = biased_general_reference(Q, K, layer.kernel.numpy(), layer.bias.numpy())
-    np.testing.assert_allclose(layer(Q, K).numpy(), expected, rtol=1e-5, atol=1e-5)
+    expected = biased_general_reference(
+        Q, K, ops.convert_to_numpy(layer.kernel), ops.convert_to_numpy(layer.bias)
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(layer(Q, K)), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_bias_contributes_k_dot_b():
     layer = built_layer()
-    with_bias = layer(Q, K).numpy()
-    bias = layer.bias.numpy()
+    with_bias = ops.convert_to_numpy(layer(Q, K))
+    bias = ops.convert_to_numpy(layer.bias)
     layer.bias.assign(np.zeros(6, "float32"))
     np.testing.assert_allclose(
-        with_bias - layer(Q, K).numpy(),
+        with_bias - ops.convert_to_numpy(layer(Q, K)),
         np.broadcast_to((K @ bias)[:, None, :], with_bias.shape),
         rtol=1e-5,
         atol=1e-5,
@@ -47,7 +50,10 @@ def test_prepare_keys_then_score_equals_call():
     prepared = layer.prepare_keys(K)
     assert tuple(prepared.shape) == (2, 5, 5)  # [K W ; K b]: d_q + 1
     np.testing.assert_allclose(
-        layer.score(Q, prepared).numpy(), layer(Q, K).numpy(), rtol=1e-6, atol=1e-6
+        ops.convert_to_numpy(layer.score(Q, prepared)),
+        ops.convert_to_numpy(layer(Q, K)),
+        rtol=1e-6,
+        atol=1e-6,
     )
 
 

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.scores.additive_score import AdditiveScore
 from keras_attn.scores.deep_score import DeepScore
@@ -30,7 +31,7 @@ def randomise(layer):
 
 
 def reference_for(layer, act=relu):
-    w = {x.name: x.numpy() for x in layer.weights}
+    w = {x.name: ops.convert_to_numpy(x) for x in layer.weights}
     hidden = [(w[f"kernel_{i}"], w[f"bias_{i}"]) for i in range(2, len(layer.hidden_kernels) + 2)]
     return deep_reference(
         Q, K, w["key_kernel"], w["query_kernel"], w["bias_1"], hidden, w["v"], w["output_bias"], act
@@ -42,7 +43,9 @@ def test_matches_numpy_three_hidden_layers():
     layer(Q, K)
     randomise(layer)
     assert [tuple(k.shape) for k in layer.hidden_kernels] == [(7, 5), (5, 3)]
-    np.testing.assert_allclose(layer(Q, K).numpy(), reference_for(layer), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer(Q, K)), reference_for(layer), rtol=1e-5, atol=1e-5
+    )
 
 
 def test_int_units_and_num_layers():
@@ -51,7 +54,7 @@ def test_int_units_and_num_layers():
     randomise(layer)
     assert [tuple(k.shape) for k in layer.hidden_kernels] == [(4, 4), (4, 4)]
     expected = reference_for(layer, act=np.tanh)
-    np.testing.assert_allclose(layer(Q, K).numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(layer(Q, K)), expected, rtol=1e-5, atol=1e-5)
     default = DeepScore()
     default(Q, K)
     assert [tuple(k.shape) for k in default.hidden_kernels] == [(6, 6)]  # key size, 2 layers
@@ -63,13 +66,13 @@ def test_one_hidden_layer_is_additive_plus_output_bias():
     randomise(layer)
     additive = AdditiveScore(5)
     additive(Q, K)
-    additive.query_kernel.assign(layer.query_kernel.numpy())
-    additive.key_kernel.assign(layer.key_kernel.numpy())
-    additive.bias.assign(layer.hidden_biases[0].numpy())
-    additive.v.assign(layer.v.numpy())
+    additive.query_kernel.assign(ops.convert_to_numpy(layer.query_kernel))
+    additive.key_kernel.assign(ops.convert_to_numpy(layer.key_kernel))
+    additive.bias.assign(ops.convert_to_numpy(layer.hidden_biases[0]))
+    additive.v.assign(ops.convert_to_numpy(layer.v))
     np.testing.assert_allclose(
-        layer(Q, K).numpy(),
-        additive(Q, K).numpy() + layer.output_bias.numpy(),
+        ops.convert_to_numpy(layer(Q, K)),
+        ops.convert_to_numpy(additive(Q, K)) + ops.convert_to_numpy(layer.output_bias),
         rtol=1e-5,
         atol=1e-6,
     )
@@ -80,7 +83,9 @@ def test_prepare_keys_then_score_equals_call():
     layer(Q, K)
     randomise(layer)
     np.testing.assert_allclose(
-        layer.score(Q, layer.prepare_keys(K)).numpy(), layer(Q, K).numpy(), rtol=1e-6
+        ops.convert_to_numpy(layer.score(Q, layer.prepare_keys(K))),
+        ops.convert_to_numpy(layer(Q, K)),
+        rtol=1e-6,
     )
 
 

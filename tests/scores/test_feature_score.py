@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.scores.additive_score import AdditiveScore
 from keras_attn.scores.feature_score import FeatureScore
@@ -25,14 +26,16 @@ def built_layer(**kwargs):
 
 
 def reference_for(layer, **kwargs):
-    w = {x.name: x.numpy() for x in layer.weights}
+    w = {x.name: ops.convert_to_numpy(x) for x in layer.weights}
     bias = w.get("bias", 0.0)
     return feature_reference(Q, K, w["key_kernel"], w["query_kernel"], w["v"], bias, **kwargs)
 
 
 def test_matches_numpy_relu_features():
     layer = built_layer(units=7)
-    np.testing.assert_allclose(layer(Q, K).numpy(), reference_for(layer), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer(Q, K)), reference_for(layer), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_other_feature_map_without_bias():
@@ -42,7 +45,7 @@ def test_other_feature_map_without_bias():
         phi=lambda x: np.where(x > 0, x, np.expm1(x)),
         act=lambda x: 1.0 / (1.0 + np.exp(-x)),
     )
-    np.testing.assert_allclose(layer(Q, K).numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(layer(Q, K)), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_features_are_used_and_linear_map_is_additive():
@@ -50,18 +53,24 @@ def test_features_are_used_and_linear_map_is_additive():
     additive = AdditiveScore(5)
     additive(Q, K)
     for name in ("query_kernel", "key_kernel", "bias", "v"):
-        getattr(additive, name).assign(getattr(layer, name).numpy())
-    np.testing.assert_allclose(layer(Q, K).numpy(), additive(Q, K).numpy(), rtol=1e-6)
+        getattr(additive, name).assign(ops.convert_to_numpy(getattr(layer, name)))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer(Q, K)), ops.convert_to_numpy(additive(Q, K)), rtol=1e-6
+    )
     relu = built_layer(units=5)
     for name in ("query_kernel", "key_kernel", "bias", "v"):
-        getattr(relu, name).assign(getattr(layer, name).numpy())
-    assert not np.allclose(relu(Q, K).numpy(), additive(Q, K).numpy(), atol=1e-3)
+        getattr(relu, name).assign(ops.convert_to_numpy(getattr(layer, name)))
+    assert not np.allclose(
+        ops.convert_to_numpy(relu(Q, K)), ops.convert_to_numpy(additive(Q, K)), atol=1e-3
+    )
 
 
 def test_prepare_keys_then_score_equals_call():
     layer = built_layer(units=4)
     np.testing.assert_allclose(
-        layer.score(Q, layer.prepare_keys(K)).numpy(), layer(Q, K).numpy(), rtol=1e-6
+        ops.convert_to_numpy(layer.score(Q, layer.prepare_keys(K))),
+        ops.convert_to_numpy(layer(Q, K)),
+        rtol=1e-6,
     )
 
 

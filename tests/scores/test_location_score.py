@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.scores.location_score import LocationScore
 from keras_attn.testing import run_layer_test
@@ -17,19 +18,23 @@ def location_reference(q, w, key_length, act=lambda x: x):
 
 def test_matches_numpy_eq_9():
     layer = LocationScore(max_length=8)
-    out = layer(Q, K).numpy()
+    out = ops.convert_to_numpy(layer(Q, K))
     assert tuple(layer.kernel.shape) == (4, 8)
-    np.testing.assert_allclose(out, location_reference(Q, layer.kernel.numpy(), 5), rtol=1e-5)
+    np.testing.assert_allclose(
+        out, location_reference(Q, ops.convert_to_numpy(layer.kernel), 5), rtol=1e-5
+    )
     # A shorter source reuses the same weights: its scores are a prefix.
-    np.testing.assert_allclose(layer(Q, K[:, :2]).numpy(), out[:, :, :2], rtol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(layer(Q, K[:, :2])), out[:, :, :2], rtol=1e-6)
 
 
 def test_activation_and_key_values_ignored():
     layer = LocationScore(max_length=5, activation="tanh")
-    out = layer(Q, K).numpy()
-    expected = location_reference(Q, layer.kernel.numpy(), 5, act=np.tanh)
+    out = ops.convert_to_numpy(layer(Q, K))
+    expected = location_reference(Q, ops.convert_to_numpy(layer.kernel), 5, act=np.tanh)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(layer(Q, 1e3 * RNG.normal(size=K.shape)).numpy(), out)
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(layer(Q, 1e3 * RNG.normal(size=K.shape))), out
+    )
 
 
 def test_max_length_from_build_shape():
@@ -44,16 +49,18 @@ def test_dynamic_key_length_in_functional_model():
     layer = LocationScore(max_length=7)
     model = keras.Model([query, keys], layer(query, keys))
     for length in (2, 7):
-        out = model([Q, K[:, :1].repeat(length, axis=1)]).numpy()
+        out = ops.convert_to_numpy(model([Q, K[:, :1].repeat(length, axis=1)]))
         np.testing.assert_allclose(
-            out, location_reference(Q, layer.kernel.numpy(), length), rtol=1e-5
+            out, location_reference(Q, ops.convert_to_numpy(layer.kernel), length), rtol=1e-5
         )
 
 
 def test_prepare_keys_then_score_equals_call():
     layer = LocationScore(max_length=6)
-    full = layer(Q, K).numpy()
-    np.testing.assert_allclose(layer.score(Q, layer.prepare_keys(K)).numpy(), full, rtol=1e-6)
+    full = ops.convert_to_numpy(layer(Q, K))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer.score(Q, layer.prepare_keys(K))), full, rtol=1e-6
+    )
 
 
 def test_bad_arguments_and_too_long_keys():

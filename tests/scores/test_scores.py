@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn import scores
 from keras_attn.layers import Attention
@@ -14,11 +15,13 @@ K6 = RNG.normal(size=(2, 5, 6)).astype("float32")
 
 
 def weights(layer):
-    return {w.name: w.numpy() for w in layer.weights}
+    return {w.name: ops.convert_to_numpy(w) for w in layer.weights}
 
 
 def test_dot_matches_numpy():
-    np.testing.assert_allclose(scores.get("dot")(Q, K).numpy(), ref.dot_score(Q, K), rtol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(scores.get("dot")(Q, K)), ref.dot_score(Q, K), rtol=1e-5
+    )
 
 
 def test_dot_rejects_mismatched_sizes():
@@ -32,14 +35,14 @@ def test_scaled_general_is_general_over_sqrt_d_q():
     scaled(Q, K6)
     scaled.kernel.assign(general.kernel)
     reference = ref.general_score(Q, K6, weights(general)["kernel"]) / np.sqrt(Q.shape[-1])
-    np.testing.assert_allclose(scaled(Q, K6).numpy(), reference, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(scaled(Q, K6)), reference, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="known query size"):
         scores.ScaledGeneralScore().build((None, None, None), (None, None, 4))
 
 
 def test_general_matches_numpy():
     layer = scores.get("general")
-    out = layer(Q, K6).numpy()
+    out = ops.convert_to_numpy(layer(Q, K6))
     np.testing.assert_allclose(out, ref.general_score(Q, K6, weights(layer)["kernel"]), rtol=1e-5)
 
 
@@ -47,7 +50,7 @@ def test_additive_matches_numpy_eq_2_21():
     layer = scores.get("additive", units=7)
     layer(Q, K6)
     layer.bias.assign(RNG.normal(size=(7,)).astype("float32"))
-    out = layer(Q, K6).numpy()
+    out = ops.convert_to_numpy(layer(Q, K6))
     w = weights(layer)
     expected = ref.additive_score(Q, K6, w["query_kernel"], w["key_kernel"], w["v"], w["bias"])
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
@@ -55,7 +58,7 @@ def test_additive_matches_numpy_eq_2_21():
 
 def test_concat_materialised_equals_split_and_additive():
     concat = scores.ConcatScore(5)
-    out = concat(Q, K6).numpy()
+    out = ops.convert_to_numpy(concat(Q, K6))
     w = weights(concat)
     np.testing.assert_allclose(
         out, ref.concat_score(Q, K6, w["kernel"], w["v"], w["bias"]), rtol=1e-5, atol=1e-6
@@ -65,14 +68,16 @@ def test_concat_materialised_equals_split_and_additive():
     additive.query_kernel.assign(w["kernel"][:4])
     additive.key_kernel.assign(w["kernel"][4:])
     additive.v.assign(w["v"])
-    np.testing.assert_allclose(additive(Q, K6).numpy(), out, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(additive(Q, K6)), out, rtol=1e-5, atol=1e-6)
 
 
 def test_prepare_keys_then_score_equals_call():
     for name in scores.SCORES:
         layer = scores.get(name)
-        full = layer(Q, K).numpy()
-        np.testing.assert_allclose(layer.score(Q, layer.prepare_keys(K)).numpy(), full, rtol=1e-6)
+        full = ops.convert_to_numpy(layer(Q, K))
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(layer.score(Q, layer.prepare_keys(K))), full, rtol=1e-6
+        )
 
 
 TABLE_2_1 = {
@@ -109,7 +114,7 @@ def test_attention_with_every_score_masks_padding(name):
     mask = np.array([[True, True, True, False, False], [False] * 5])  # row 1 fully padded
     layer = Attention(score=name)
     context, weights = layer(Q, values, value_mask=mask, return_attention_scores=True)
-    context, weights = context.numpy(), weights.numpy()
+    context, weights = ops.convert_to_numpy(context), ops.convert_to_numpy(weights)
     assert np.all(np.isfinite(context)) and np.all(np.isfinite(weights))
     np.testing.assert_array_equal(weights[0, :, 3:], 0.0)
     np.testing.assert_allclose(weights[0].sum(-1), 1.0, rtol=1e-6)
@@ -118,7 +123,7 @@ def test_attention_with_every_score_masks_padding(name):
     noisy = values.copy()
     noisy[0, 3:] = 1e3 * RNG.normal(size=(2, 4))
     np.testing.assert_allclose(
-        layer(Q, noisy, value_mask=mask).numpy()[0], context[0], rtol=1e-6, atol=1e-6
+        ops.convert_to_numpy(layer(Q, noisy, value_mask=mask))[0], context[0], rtol=1e-6, atol=1e-6
     )
 
 

@@ -150,6 +150,12 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         embedded = embedded + self.position_layer(embedded, start_index=start_index)
         return self.dropout_layer(embedded, training=training)
 
+    def compute_output_spec(self, inputs, start_index=0, reverse=False, training=None):
+        # Given, not traced: JAX cannot slice the position table to a symbolic length.
+        if reverse:
+            return self.token_embedding.compute_output_spec(inputs, reverse=True)
+        return keras.KerasTensor((*inputs.shape, self.embedding_dim), dtype=self.compute_dtype)
+
     def compute_mask(self, inputs, previous_mask=None):
         # Hidden states (the reverse call) keep their mask; ids are masked where they are 0.
         if not self.mask_zero or keras.backend.is_float_dtype(

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers.attention.area_attention import AreaAttention
 from keras_attn.testing import run_layer_test
@@ -31,10 +32,16 @@ def test_matches_numpy_basic_area_attention():
     expected_context, expected_weights = ref.attention(
         ref.dot_score(Q.astype(np.float64), keys), values, valid[:, None, :]
     )
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(context.numpy(), expected_context, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(context), expected_context, rtol=1e-5, atol=1e-5
+    )
     # Example 1 has 3 real positions: only areas inside them are attended.
-    attended = [span for span, w in zip(spans, weights.numpy()[1, 0], strict=True) if w > 0]
+    attended = [
+        span for span, w in zip(spans, ops.convert_to_numpy(weights)[1, 0], strict=True) if w > 0
+    ]
     assert attended == [(0, 1), (1, 1), (2, 1), (0, 2), (1, 2), (0, 3)]
 
 
@@ -46,14 +53,20 @@ def test_other_poolings_and_separate_keys(key_pooling, value_pooling):
     )
     context, weights = layer(Q, V, key=keys, value_mask=MASK, return_attention_scores=True)
     _, area_keys, area_values, valid = area_reference(keys, V, MASK, 2, key_pooling, value_pooling)
-    scores = ref.general_score(Q, area_keys, layer.score_fn.kernel.numpy())
+    scores = ref.general_score(Q, area_keys, ops.convert_to_numpy(layer.score_fn.kernel))
     expected_context, expected_weights = ref.attention(scores, area_values, valid[:, None, :])
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(context.numpy(), expected_context, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(context), expected_context, rtol=1e-5, atol=1e-5
+    )
 
 
 def test_width_one_is_ordinary_attention_and_width_is_capped():
-    context = AreaAttention(max_area_width=1, score="dot")(Q, V, value_mask=MASK).numpy()
+    context = ops.convert_to_numpy(
+        AreaAttention(max_area_width=1, score="dot")(Q, V, value_mask=MASK)
+    )
     expected, _ = ref.attention(ref.dot_score(Q, V), V, MASK[:, None, :])
     np.testing.assert_allclose(context, expected, rtol=1e-5, atol=1e-6)
     layer = AreaAttention(max_area_width=9, score="dot")
@@ -69,10 +82,14 @@ def test_padded_areas_get_zero_weight_and_fully_masked_row_is_finite():
     layer = AreaAttention(max_area_width=2, score="dot")
     context, weights = layer(Q, noisy, value_mask=mask, return_attention_scores=True)
     _, _, _, valid = area_reference(V, V, mask, 2)
-    assert np.all(weights.numpy()[np.broadcast_to(~valid[:, None, :], weights.shape)] == 0.0)
-    assert np.all(np.isfinite(context.numpy())) and np.all(context.numpy()[0] == 0.0)
-    clean = layer(Q, V, value_mask=mask).numpy()
-    np.testing.assert_allclose(context.numpy(), clean, rtol=1e-6, atol=1e-6)
+    assert np.all(
+        ops.convert_to_numpy(weights)[np.broadcast_to(~valid[:, None, :], weights.shape)] == 0.0
+    )
+    assert np.all(np.isfinite(ops.convert_to_numpy(context))) and np.all(
+        ops.convert_to_numpy(context)[0] == 0.0
+    )
+    clean = ops.convert_to_numpy(layer(Q, V, value_mask=mask))
+    np.testing.assert_allclose(ops.convert_to_numpy(context), clean, rtol=1e-6, atol=1e-6)
 
 
 def test_weights_over_areas_in_a_saved_model(tmp_path):
@@ -85,13 +102,21 @@ def test_weights_over_areas_in_a_saved_model(tmp_path):
     context, weights = model([Q, V, MASK])
     assert tuple(weights.shape) == (2, 3, 9)
     eager_context, eager_weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
-    np.testing.assert_allclose(weights.numpy(), eager_weights.numpy(), atol=1e-7)
-    np.testing.assert_allclose(context.numpy(), eager_context.numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), ops.convert_to_numpy(eager_weights), atol=1e-7
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(context), ops.convert_to_numpy(eager_context), atol=1e-6
+    )
     path = str(tmp_path / "area.keras")
     model.save(path)
     loaded_context, loaded_weights = keras.saving.load_model(path)([Q, V, MASK])
-    np.testing.assert_allclose(loaded_weights.numpy(), weights.numpy(), atol=1e-7)
-    np.testing.assert_allclose(loaded_context.numpy(), context.numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(loaded_weights), ops.convert_to_numpy(weights), atol=1e-7
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(loaded_context), ops.convert_to_numpy(context), atol=1e-6
+    )
 
 
 def test_query_keras_mask_propagates():
@@ -100,7 +125,12 @@ def test_query_keras_mask_propagates():
     context = AreaAttention(score="dot")(embedded, embedded)
     pooled = keras.layers.GlobalAveragePooling1D()(context)
     full, mean = keras.Model(tokens, [context, pooled])(np.array([[1, 2, 0, 0]]))
-    np.testing.assert_allclose(mean.numpy()[0], full.numpy()[0, :2].mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(mean)[0],
+        ops.convert_to_numpy(full)[0, :2].mean(0),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_bad_arguments():
@@ -143,9 +173,11 @@ def test_attention_mask_over_areas():
     value = np.arange(12, dtype="float32").reshape(1, 3, 4) / 10.0
     allowed = np.array([[[True, False, True, False, True], [False] * 4 + [True]]])
     context, weights = layer(query, value, attention_mask=allowed, return_attention_scores=True)
-    weights = weights.numpy()
+    weights = ops.convert_to_numpy(weights)
     assert np.all(weights[~allowed] == 0.0)
     np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
     np.testing.assert_allclose(weights[0, 1], [0, 0, 0, 0, 1.0])
     # The only allowed area of the second query is (1, 2): the sum of values 1 and 2.
-    np.testing.assert_allclose(context.numpy()[0, 1], value[0, 1] + value[0, 2], rtol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(context)[0, 1], value[0, 1] + value[0, 2], rtol=1e-6
+    )

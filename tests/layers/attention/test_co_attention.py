@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers.attention.co_attention import CoAttention
 from keras_attn.testing import run_layer_test
@@ -31,18 +32,26 @@ def test_general_matches_numpy_reference():
     (context_a, context_b), weights = layer(
         A, B, a_mask=A_MASK, b_mask=B_MASK, return_attention_scores=True
     )
-    affinity = ref.general_score(A.astype(np.float64), B, layer.score_fn.kernel.numpy())
+    affinity = ref.general_score(
+        A.astype(np.float64), B, ops.convert_to_numpy(layer.score_fn.kernel)
+    )
     expected = numpy_co_attention(affinity, A, B, A_MASK, B_MASK)
-    np.testing.assert_allclose(context_a.numpy(), expected[0], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(context_b.numpy(), expected[1], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(weights.numpy()[:, 0], expected[2], rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(weights.numpy()[:, 1], expected[3], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(ops.convert_to_numpy(context_a), expected[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(context_b), expected[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights)[:, 0], expected[2], rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights)[:, 1], expected[3], rtol=1e-5, atol=1e-7
+    )
     # Padding on either side: zero weights and zero contexts, distributions over real positions.
-    assert np.all(weights.numpy()[1, :, 2, :] == 0.0)
-    assert np.all(weights.numpy()[1, :, :, 3:] == 0.0)
-    assert np.all(context_a.numpy()[1, 2] == 0.0) and np.all(context_b.numpy()[1, 3:] == 0.0)
-    np.testing.assert_allclose(weights.numpy()[1, 0, :2].sum(-1), 1.0, rtol=1e-6)
-    np.testing.assert_allclose(weights.numpy()[1, 1, :, :3].sum(-2), 1.0, rtol=1e-6)
+    assert np.all(ops.convert_to_numpy(weights)[1, :, 2, :] == 0.0)
+    assert np.all(ops.convert_to_numpy(weights)[1, :, :, 3:] == 0.0)
+    assert np.all(ops.convert_to_numpy(context_a)[1, 2] == 0.0) and np.all(
+        ops.convert_to_numpy(context_b)[1, 3:] == 0.0
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(weights)[1, 0, :2].sum(-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(weights)[1, 1, :, :3].sum(-2), 1.0, rtol=1e-6)
 
 
 def test_dot_affinity_is_dcn_and_symmetric():
@@ -51,11 +60,25 @@ def test_dot_affinity_is_dcn_and_symmetric():
     forward = layer(A, b, a_mask=A_MASK, b_mask=B_MASK, return_attention_scores=True)
     backward = layer(b, A, a_mask=B_MASK, b_mask=A_MASK, return_attention_scores=True)
     expected = numpy_co_attention(ref.dot_score(A, b), A, b, A_MASK, B_MASK)
-    np.testing.assert_allclose(forward[0][0].numpy(), expected[0], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(forward[0][1].numpy(), expected[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(forward[0][0]), expected[0], rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(forward[0][1]), expected[1], rtol=1e-5, atol=1e-6
+    )
     # Swapping the sequences swaps the contexts (the dot affinity is symmetric).
-    np.testing.assert_allclose(backward[0][0].numpy(), forward[0][1].numpy(), rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(backward[0][1].numpy(), forward[0][0].numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(backward[0][0]),
+        ops.convert_to_numpy(forward[0][1]),
+        rtol=1e-6,
+        atol=1e-7,
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(backward[0][1]),
+        ops.convert_to_numpy(forward[0][0]),
+        rtol=1e-6,
+        atol=1e-7,
+    )
 
 
 def test_one_direction_equals_keras_attention():
@@ -66,8 +89,15 @@ def test_one_direction_equals_keras_attention():
     theirs, their_weights = keras.layers.Attention()(
         [A, b], mask=[None, B_MASK], return_attention_scores=True
     )
-    np.testing.assert_allclose(context_a.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(weights.numpy()[:, 0], their_weights.numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(context_a), ops.convert_to_numpy(theirs), rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights)[:, 0],
+        ops.convert_to_numpy(their_weights),
+        rtol=1e-5,
+        atol=1e-7,
+    )
 
 
 def test_sparsemax_distribution_normalises_both_directions():
@@ -75,18 +105,29 @@ def test_sparsemax_distribution_normalises_both_directions():
     (context_a, context_b), weights = layer(
         A, B, a_mask=A_MASK, b_mask=B_MASK, return_attention_scores=True
     )
-    affinity = ref.general_score(A.astype(np.float64), B, layer.score_fn.kernel.numpy())
+    affinity = ref.general_score(
+        A.astype(np.float64), B, ops.convert_to_numpy(layer.score_fn.kernel)
+    )
     pairs = A_MASK[:, :, None] & B_MASK[:, None, :]
     expected_a = numpy_distributions.sparsemax(affinity, pairs)
     expected_b = np.swapaxes(
         numpy_distributions.sparsemax(np.swapaxes(affinity, 1, 2), np.swapaxes(pairs, 1, 2)), 1, 2
     )
-    np.testing.assert_allclose(weights.numpy()[:, 0], expected_a, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(weights.numpy()[:, 1], expected_b, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(
-        context_b.numpy(), np.einsum("bij,bid->bjd", expected_b, A), rtol=1e-5, atol=1e-5
+        ops.convert_to_numpy(weights)[:, 0], expected_a, rtol=1e-5, atol=1e-6
     )
-    assert np.any(weights.numpy()[0, 0] == 0.0) and np.all(weights.numpy()[1, :, 2] == 0.0)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights)[:, 1], expected_b, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(context_b),
+        np.einsum("bij,bid->bjd", expected_b, A),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    assert np.any(ops.convert_to_numpy(weights)[0, 0] == 0.0) and np.all(
+        ops.convert_to_numpy(weights)[1, :, 2] == 0.0
+    )
 
 
 def test_fully_masked_side_gives_zeros_not_nan():
@@ -94,7 +135,7 @@ def test_fully_masked_side_gives_zeros_not_nan():
         A, B, b_mask=np.zeros((2, 5), bool), return_attention_scores=True
     )
     for x in (context_a, context_b, weights):
-        np.testing.assert_array_equal(x.numpy(), 0.0)
+        np.testing.assert_array_equal(ops.convert_to_numpy(x), 0.0)
 
 
 def numpy_dcn_coattention(document, question, document_mask, question_mask):
@@ -125,16 +166,23 @@ def test_second_level_is_dcn_coattention_context():
     )
     expected_c_d, expected_c_q = numpy_dcn_coattention(A, question, A_MASK, B_MASK)
     assert tuple(context_a.shape) == (2, 3, 8)
-    np.testing.assert_allclose(context_a.numpy(), expected_c_d, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(context_b.numpy(), expected_c_q, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(context_a), expected_c_d, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(context_b), expected_c_q, rtol=1e-5, atol=1e-6)
     # The first half is the first level's context, the weights are the first level's.
     first = CoAttention(score="dot")
     (first_a, _), first_weights = first(
         A, question, a_mask=A_MASK, b_mask=B_MASK, return_attention_scores=True
     )
-    np.testing.assert_allclose(context_a.numpy()[..., :4], first_a.numpy(), rtol=1e-6, atol=1e-7)
-    np.testing.assert_array_equal(weights.numpy(), first_weights.numpy())
-    assert np.all(context_a.numpy()[1, 2] == 0.0)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(context_a)[..., :4],
+        ops.convert_to_numpy(first_a),
+        rtol=1e-6,
+        atol=1e-7,
+    )
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(weights), ops.convert_to_numpy(first_weights)
+    )
+    assert np.all(ops.convert_to_numpy(context_a)[1, 2] == 0.0)
 
 
 def test_bad_arguments():

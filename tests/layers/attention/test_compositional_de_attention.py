@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers.attention.compositional_de_attention import CompositionalDeAttention
 from keras_attn.testing import run_layer_test
@@ -33,14 +34,16 @@ def coda_reference(query, key, value, w_e, w_n, alpha, beta, mask=None, centre=F
 def test_matches_numpy_reference_with_projections_and_default_scales():
     layer = CompositionalDeAttention(units=8)
     output, weights = layer(Q, V, key=K, value_mask=MASK, return_attention_scores=True)
-    w_e = layer.affinity_projection.kernel.numpy()
-    w_n = layer.dissimilarity_projection.kernel.numpy()
+    w_e = ops.convert_to_numpy(layer.affinity_projection.kernel)
+    w_n = ops.convert_to_numpy(layer.dissimilarity_projection.kernel)
     expected_output, expected_weights = coda_reference(
         Q, K, V, w_e, w_n, 1 / np.sqrt(8), 1 / 8, MASK[:, None, :]
     )
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(output.numpy(), expected_output, rtol=1e-5, atol=1e-5)
-    assert np.all(weights.numpy()[1, :, 3:] == 0.0)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(output), expected_output, rtol=1e-5, atol=1e-5)
+    assert np.all(ops.convert_to_numpy(weights)[1, :, 3:] == 0.0)
 
 
 def test_identity_features_and_explicit_scales():
@@ -48,34 +51,38 @@ def test_identity_features_and_explicit_scales():
     output, weights = layer(Q, V, key=K, return_attention_scores=True)
     eye = np.eye(4)
     expected_output, expected_weights = coda_reference(Q, K, V, eye, eye, 0.7, 0.3)
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(output.numpy(), expected_output, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(output), expected_output, rtol=1e-5, atol=1e-5)
     assert layer.weights == []
 
 
 def test_centred_dissimilarity_matches_numpy_and_gates_above_one_half():
     layer = CompositionalDeAttention(units=8, centre_dissimilarity=True)
     output, weights = layer(Q, V, key=K, value_mask=MASK, return_attention_scores=True)
-    w_e = layer.affinity_projection.kernel.numpy()
-    w_n = layer.dissimilarity_projection.kernel.numpy()
+    w_e = ops.convert_to_numpy(layer.affinity_projection.kernel)
+    w_n = ops.convert_to_numpy(layer.dissimilarity_projection.kernel)
     expected_output, expected_weights = coda_reference(
         Q, K, V, w_e, w_n, 1 / np.sqrt(8), 1 / 8, MASK[:, None, :], centre=True
     )
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(output.numpy(), expected_output, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(output), expected_output, rtol=1e-5, atol=1e-5)
     # The gate now exceeds 1/2 for keys nearer than average: |M| > 1/2 happens with large E.
     strong = CompositionalDeAttention(affinity_scale=3.0, centre_dissimilarity=True)
     _, strong_weights = strong(Q, K, return_attention_scores=True)
-    assert np.abs(strong_weights.numpy()).max() > 0.5
+    assert np.abs(ops.convert_to_numpy(strong_weights)).max() > 0.5
     # Padded keys take no part in the mean: their values do not matter.
     noisy_k = np.where(MASK[..., None], K, 1e3 * RNG.normal(size=K.shape)).astype("float32")
-    noisy = layer(Q, V, key=noisy_k, value_mask=MASK).numpy()
-    np.testing.assert_allclose(noisy, output.numpy(), rtol=1e-5, atol=1e-6)
+    noisy = ops.convert_to_numpy(layer(Q, V, key=noisy_k, value_mask=MASK))
+    np.testing.assert_allclose(noisy, ops.convert_to_numpy(output), rtol=1e-5, atol=1e-6)
 
 
 def test_weights_are_signed_bounded_and_not_normalised():
     _, weights = CompositionalDeAttention(affinity_scale=2.0)(Q, K, return_attention_scores=True)
-    weights = weights.numpy()
+    weights = ops.convert_to_numpy(weights)
     assert np.all(np.abs(weights) <= 0.5)  # |tanh| <= 1 and sigmoid(N <= 0) <= 1/2
     assert weights.min() < 0 < weights.max()
     assert not np.allclose(weights.sum(-1), 1.0)
@@ -95,15 +102,15 @@ def test_query_mask_and_attention_mask():
         return_attention_scores=True,
     )
     allowed = attention_mask & MASK[:, None, :]
-    assert np.all(weights.numpy()[~allowed] == 0.0)
-    np.testing.assert_array_equal(output.numpy()[0, 1], 0.0)
+    assert np.all(ops.convert_to_numpy(weights)[~allowed] == 0.0)
+    np.testing.assert_array_equal(ops.convert_to_numpy(output)[0, 1], 0.0)
 
 
 def test_keras_masking_from_embedding():
     tokens = keras.Input((None,), dtype="int32")
     embedded = keras.layers.Embedding(10, 4, mask_zero=True)(tokens)
     _, weights = CompositionalDeAttention()(embedded, embedded, return_attention_scores=True)
-    out = keras.Model(tokens, weights)(np.array([[1, 2, 0, 0]])).numpy()
+    out = ops.convert_to_numpy(keras.Model(tokens, weights)(np.array([[1, 2, 0, 0]])))
     np.testing.assert_array_equal(out[0, :, 2:], 0.0)
     assert np.all(out[0, :2, :2] != 0.0)
 

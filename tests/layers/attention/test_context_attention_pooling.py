@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers.attention.context_attention_pooling import ContextAttentionPooling
 from keras_attn.testing import run_layer_test
@@ -22,13 +23,15 @@ def test_matches_numpy_reference():
     layer = ContextAttentionPooling(6, context_initializer="random_normal")
     layer.build(H.shape)
     layer.bias.assign(RNG.normal(size=(6,)).astype("float32"))
-    w = {x.name: x.numpy() for x in layer.weights}
+    w = {x.name: ops.convert_to_numpy(x) for x in layer.weights}
     pooled, weights = layer(H, mask=MASK, return_attention_scores=True)
     expected, expected_weights = numpy_pooling(H, MASK, w["kernel"], w["bias"], w["context"])
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(pooled.numpy(), expected, rtol=1e-5, atol=1e-6)
-    assert np.all(weights.numpy()[1, 3:] == 0.0)
-    np.testing.assert_allclose(weights.numpy().sum(-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(pooled), expected, rtol=1e-5, atol=1e-6)
+    assert np.all(ops.convert_to_numpy(weights)[1, 3:] == 0.0)
+    np.testing.assert_allclose(ops.convert_to_numpy(weights).sum(-1), 1.0, rtol=1e-6)
 
 
 def test_keras_masking_and_fully_masked_row():
@@ -37,10 +40,10 @@ def test_keras_masking_and_fully_masked_row():
     pooled, weights = ContextAttentionPooling(3)(embedded, return_attention_scores=True)
     model = keras.Model(tokens, [pooled, weights])
     pooled, weights = model(np.array([[1, 2, 0, 0], [0, 0, 0, 0]]))
-    np.testing.assert_array_equal(weights.numpy()[0, 2:], 0.0)
-    np.testing.assert_allclose(weights.numpy()[0].sum(), 1.0, rtol=1e-6)
-    np.testing.assert_array_equal(weights.numpy()[1], 0.0)
-    np.testing.assert_array_equal(pooled.numpy()[1], 0.0)
+    np.testing.assert_array_equal(ops.convert_to_numpy(weights)[0, 2:], 0.0)
+    np.testing.assert_allclose(ops.convert_to_numpy(weights)[0].sum(), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(ops.convert_to_numpy(weights)[1], 0.0)
+    np.testing.assert_array_equal(ops.convert_to_numpy(pooled)[1], 0.0)
 
 
 def test_bad_arguments():

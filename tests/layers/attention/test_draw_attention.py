@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers import DrawRead, DrawWrite
 from keras_attn.testing import run_layer_test
@@ -35,7 +36,7 @@ def numpy_filterbank(center, stride, variance, n, length):
 def randomised(layer, *inputs):
     layer(*inputs)
     layer.set_weights([RNG.normal(scale=0.3, size=w.shape) for w in layer.get_weights()])
-    return [w.numpy() for w in layer.window.weights]
+    return [ops.convert_to_numpy(w) for w in layer.window.weights]
 
 
 def test_read_matches_numpy():
@@ -46,8 +47,10 @@ def test_read_matches_numpy():
     f_y = numpy_filterbank(window["center_y"], window["stride"], window["variance"], N, H)
     expected = np.einsum("bih,bhwc,bjw->bijc", f_y, IMAGES, f_x)
     expected *= window["intensity"][:, None, None, None]
-    np.testing.assert_allclose(read(IMAGES, STATE).numpy(), expected, rtol=1e-4, atol=1e-6)
-    got = {k: v.numpy() for k, v in read.window_parameters(STATE, H, W).items()}
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(read(IMAGES, STATE)), expected, rtol=1e-4, atol=1e-6
+    )
+    got = {k: ops.convert_to_numpy(v) for k, v in read.window_parameters(STATE, H, W).items()}
     for name, value in window.items():
         np.testing.assert_allclose(got[name], value, rtol=1e-5, err_msg=name)
 
@@ -64,10 +67,10 @@ def test_write_matches_numpy_and_is_the_adjoint_of_read():
     f_y = numpy_filterbank(window["center_y"], window["stride"], window["variance"], N, H)
     expected = np.einsum("bih,bijc,bjw->bhwc", f_y, patch, f_x)
     expected /= window["intensity"][:, None, None, None]
-    written = write(patch, STATE).numpy()
+    written = ops.convert_to_numpy(write(patch, STATE))
     np.testing.assert_allclose(written, expected, rtol=1e-4, atol=1e-6)
     gamma2 = window["intensity"] ** 2
-    left = (read(IMAGES, STATE).numpy() * patch).sum((1, 2, 3))
+    left = (ops.convert_to_numpy(read(IMAGES, STATE)) * patch).sum((1, 2, 3))
     right = (IMAGES * written).sum((1, 2, 3)) * gamma2
     np.testing.assert_allclose(left, right, rtol=1e-4)
 
@@ -81,7 +84,9 @@ def test_a_sharp_unit_stride_window_reads_the_pixels_it_covers():
     log_delta = np.log((N - 1) / (max(H, W) - 1))
     bias = np.array([g_x, g_y, np.log(1e-4), log_delta, 0.0], "float32")
     read.window.set_weights([np.zeros((D, 5), "float32"), bias])
-    np.testing.assert_allclose(read(IMAGES, STATE).numpy(), IMAGES[:, 2:6, 4:8], atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(read(IMAGES, STATE)), IMAGES[:, 2:6, 4:8], atol=1e-5
+    )
 
 
 def test_a_window_far_outside_the_image_reads_finite_values():
@@ -89,7 +94,7 @@ def test_a_window_far_outside_the_image_reads_finite_values():
     read(IMAGES, STATE)
     bias = np.array([40.0, -40.0, np.log(1e-3), 0.0, 0.0], "float32")
     read.window.set_weights([np.zeros((D, 5), "float32"), bias])
-    assert np.all(np.isfinite(read(IMAGES, STATE).numpy()))
+    assert np.all(np.isfinite(ops.convert_to_numpy(read(IMAGES, STATE))))
 
 
 def test_bad_arguments():

@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn.layers.attention.hard_attention import HardAttention
 from keras_attn.testing import run_layer_test
@@ -16,12 +17,16 @@ MASK = np.array([[True] * 5, [True, True, True, False, False]])
 def test_inference_is_the_argmax_of_the_softmax():
     layer = HardAttention(score="general")
     context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
-    probs = ref.softmax(ref.general_score(Q, V, layer.score_fn.kernel.numpy()), MASK[:, None, :])
+    probs = ref.softmax(
+        ref.general_score(Q, V, ops.convert_to_numpy(layer.score_fn.kernel)), MASK[:, None, :]
+    )
     expected = np.eye(5)[probs.argmax(-1)]
-    np.testing.assert_array_equal(weights.numpy(), expected)
-    np.testing.assert_allclose(context.numpy(), np.einsum("bqk,bkd->bqd", expected, V), atol=1e-6)
+    np.testing.assert_array_equal(ops.convert_to_numpy(weights), expected)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(context), np.einsum("bqk,bkd->bqd", expected, V), atol=1e-6
+    )
     again = layer(Q, V, value_mask=MASK, return_attention_scores=True)[1]
-    np.testing.assert_array_equal(again.numpy(), weights.numpy())
+    np.testing.assert_array_equal(ops.convert_to_numpy(again), ops.convert_to_numpy(weights))
 
 
 @pytest.mark.parametrize("estimator", ["gumbel", "reinforce"])
@@ -35,7 +40,7 @@ def test_sampling_frequencies_match_softmax(estimator):
     _, weights = layer(
         query, keys, value_mask=value_mask, return_attention_scores=True, training=True
     )
-    weights = weights.numpy()[0]
+    weights = ops.convert_to_numpy(weights)[0]
     np.testing.assert_array_equal(weights.sum(-1), 1.0)
     assert set(np.unique(weights)) == {0.0, 1.0}
     probs = ref.softmax(ref.dot_score(query[:, :1], keys), value_mask[:, None, :])[0, 0]
@@ -50,14 +55,18 @@ def test_sampling_frequencies_match_softmax(estimator):
 def test_seeded_samples_are_reproducible():
     def draw(seed):
         layer = HardAttention(score="dot", seed=seed)
-        return layer(Q, V, return_attention_scores=True, training=True)[1].numpy()
+        return ops.convert_to_numpy(layer(Q, V, return_attention_scores=True, training=True)[1])
 
     np.testing.assert_array_equal(draw(5), draw(5))
     layer = HardAttention(score="dot", seed=5)
-    samples = [layer(Q, V, return_attention_scores=True, training=True)[1].numpy() for _ in "ab"]
+    samples = [
+        ops.convert_to_numpy(layer(Q, V, return_attention_scores=True, training=True)[1])
+        for _ in "ab"
+    ]
     assert not np.array_equal(samples[0], samples[1])  # the generator advances between calls
 
 
+@pytest.mark.tensorflow_only
 def test_gumbel_straight_through_gradient_flows():
     layer = HardAttention(score="general", temperature=0.5, seed=2)
     layer(Q, V)
@@ -65,13 +74,14 @@ def test_gumbel_straight_through_gradient_flows():
     with tf.GradientTape() as tape:
         context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True, training=True)
         loss = tf.reduce_sum(tf.square(context - target))
-    assert set(np.unique(weights.numpy())) == {0.0, 1.0}
-    assert np.all(weights.numpy()[1, :, 3:] == 0.0)
+    assert set(np.unique(ops.convert_to_numpy(weights))) == {0.0, 1.0}
+    assert np.all(ops.convert_to_numpy(weights)[1, :, 3:] == 0.0)
     grad = tape.gradient(loss, layer.score_fn.kernel)
-    assert grad is not None and np.all(np.isfinite(grad.numpy()))
-    assert np.abs(grad.numpy()).max() > 1e-4
+    assert grad is not None and np.all(np.isfinite(ops.convert_to_numpy(grad)))
+    assert np.abs(ops.convert_to_numpy(grad)).max() > 1e-4
 
 
+@pytest.mark.tensorflow_only
 def test_reinforce_gives_no_pathwise_gradient_and_learns_from_reward():
     # A bandit: the reward is 1 when position 2 is chosen. Training the score with
     # -advantage * log_prob must raise the probability of position 2.
@@ -83,7 +93,7 @@ def test_reinforce_gives_no_pathwise_gradient_and_learns_from_reward():
     kernel.assign(np.zeros(kernel.shape, "float32"))  # start uniform: p(2) = 0.25, any init seed
 
     def prob_of_2():
-        scores = ref.general_score(query[:, :1], keys, kernel.numpy())
+        scores = ref.general_score(query[:, :1], keys, ops.convert_to_numpy(kernel))
         return ref.softmax(scores)[0, 0, 2]
 
     with tf.GradientTape() as tape:
@@ -100,19 +110,21 @@ def test_reinforce_gives_no_pathwise_gradient_and_learns_from_reward():
             loss = -tf.reduce_mean(advantage * layer.log_prob(query, keys, weights)[0])
         optimizer.apply_gradients([(tape.gradient(loss, kernel), kernel)])
     assert prob_of_2() > before + 0.2, (before, prob_of_2())
-    assert 0.0 < float(layer.baseline.numpy()) <= 1.0
+    assert 0.0 < float(ops.convert_to_numpy(layer.baseline)) <= 1.0
 
 
 def test_log_prob_and_baseline_values():
     layer = HardAttention(score="dot", estimator="reinforce", baseline_decay=0.75)
     _, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True, training=True)
-    log_prob = layer.log_prob(Q, V, weights, value_mask=MASK).numpy()
+    log_prob = ops.convert_to_numpy(layer.log_prob(Q, V, weights, value_mask=MASK))
     probs = ref.softmax(ref.dot_score(Q, V), MASK[:, None, :])
-    expected = np.log((probs * weights.numpy()).sum(-1))
+    expected = np.log((probs * ops.convert_to_numpy(weights)).sum(-1))
     np.testing.assert_allclose(log_prob, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(layer.advantage(np.array([2.0, 4.0])).numpy(), [2.0, 4.0])
-    np.testing.assert_allclose(layer.baseline.numpy(), 0.25 * 3.0)
-    np.testing.assert_allclose(layer.advantage(1.0).numpy(), 1.0 - 0.75)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer.advantage(np.array([2.0, 4.0]))), [2.0, 4.0]
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(layer.baseline), 0.25 * 3.0)
+    np.testing.assert_allclose(ops.convert_to_numpy(layer.advantage(1.0)), 1.0 - 0.75)
     gumbel = HardAttention(score="dot")
     gumbel(Q, V)
     assert not hasattr(gumbel, "baseline")
@@ -128,9 +140,11 @@ def test_fully_masked_row_gives_zero_weights_not_nan():
         context, weights = layer(
             Q, V, value_mask=mask, return_attention_scores=True, training=training
         )
-        assert np.all(weights.numpy()[0] == 0.0) and np.all(np.isfinite(context.numpy()))
-        np.testing.assert_array_equal(weights.numpy()[1].sum(-1), 1.0)
-    log_prob = layer.log_prob(Q, V, weights, value_mask=mask).numpy()
+        assert np.all(ops.convert_to_numpy(weights)[0] == 0.0) and np.all(
+            np.isfinite(ops.convert_to_numpy(context))
+        )
+        np.testing.assert_array_equal(ops.convert_to_numpy(weights)[1].sum(-1), 1.0)
+    log_prob = ops.convert_to_numpy(layer.log_prob(Q, V, weights, value_mask=mask))
     assert np.all(log_prob[0] == 0.0) and np.all(np.isfinite(log_prob))
 
 
@@ -140,7 +154,12 @@ def test_query_keras_mask_propagates():
     context = HardAttention(score="dot")(embedded, embedded)
     pooled = keras.layers.GlobalAveragePooling1D()(context)
     full, mean = keras.Model(tokens, [context, pooled])(np.array([[1, 2, 0, 0]]))
-    np.testing.assert_allclose(mean.numpy()[0], full.numpy()[0, :2].mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(mean)[0],
+        ops.convert_to_numpy(full)[0, :2].mean(0),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_bad_arguments():
@@ -197,8 +216,8 @@ def test_attention_mask_excludes_positions():
     value = np.eye(2, dtype="float32")[None]
     allowed = np.array([[[False, True], [True, True]]])
     _, weights = layer(query, value, attention_mask=allowed, return_attention_scores=True)
-    np.testing.assert_array_equal(weights.numpy(), [[[0.0, 1.0], [0.0, 1.0]]])
+    np.testing.assert_array_equal(ops.convert_to_numpy(weights), [[[0.0, 1.0], [0.0, 1.0]]])
     _, sampled = layer(
         query, value, attention_mask=allowed, return_attention_scores=True, training=True
     )
-    assert sampled.numpy()[0, 0, 0] == 0.0
+    assert ops.convert_to_numpy(sampled)[0, 0, 0] == 0.0

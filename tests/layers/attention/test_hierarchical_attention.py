@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers.attention.hierarchical_attention import HierarchicalAttention
 from keras_attn.testing import run_layer_test
@@ -69,17 +70,27 @@ def test_matches_numpy_reference_with_word_mask():
         X, mask=WORD_MASK, return_attention_scores=True
     )
     expected = numpy_han(X, WORD_MASK, layer)
-    np.testing.assert_allclose(word_weights.numpy(), expected[1], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(sentence_weights.numpy(), expected[2], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(document.numpy(), expected[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(word_weights), expected[1], rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(sentence_weights), expected[2], rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(document), expected[0], rtol=1e-5, atol=1e-6)
     # Padded words and the fully padded sentence get exactly zero weight, and no NaN anywhere.
-    assert np.all(word_weights.numpy()[~WORD_MASK] == 0.0)
-    assert np.all(sentence_weights.numpy()[1, 1] == 0.0)
-    np.testing.assert_allclose(word_weights.numpy()[WORD_MASK.any(-1)].sum(-1), 1.0, rtol=1e-6)
-    np.testing.assert_allclose(sentence_weights.numpy().sum(-1), 1.0, rtol=1e-6)
+    assert np.all(ops.convert_to_numpy(word_weights)[~WORD_MASK] == 0.0)
+    assert np.all(ops.convert_to_numpy(sentence_weights)[1, 1] == 0.0)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(word_weights)[WORD_MASK.any(-1)].sum(-1), 1.0, rtol=1e-6
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(sentence_weights).sum(-1), 1.0, rtol=1e-6)
     # The padded words' values do not matter.
     noisy = np.where(WORD_MASK[..., None], X, 1e3 * RNG.normal(size=X.shape)).astype("float32")
-    np.testing.assert_allclose(layer(noisy, mask=WORD_MASK).numpy(), document.numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer(noisy, mask=WORD_MASK)),
+        ops.convert_to_numpy(document),
+        atol=1e-6,
+    )
 
 
 def test_sentence_mask_equals_broadcast_word_mask():
@@ -89,8 +100,8 @@ def test_sentence_mask_equals_broadcast_word_mask():
     from_words = layer(X, mask=word_mask, return_attention_scores=True)
     flat_sentences, flat_words = keras.tree.flatten(from_sentences), keras.tree.flatten(from_words)
     for a, b in zip(flat_sentences, flat_words, strict=True):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
-    assert np.all(from_sentences[1][1].numpy()[1, 2] == 0.0)
+        np.testing.assert_array_equal(ops.convert_to_numpy(a), ops.convert_to_numpy(b))
+    assert np.all(ops.convert_to_numpy(from_sentences[1][1])[1, 2] == 0.0)
 
 
 def test_keras_masking_from_word_ids_and_empty_document():
@@ -99,7 +110,7 @@ def test_keras_masking_from_word_ids_and_empty_document():
     outputs = HierarchicalAttention(2, 2)(embedded, return_attention_scores=True)
     model = keras.Model(ids, keras.tree.flatten(outputs))
     batch = np.array([[[1, 2, 0, 0], [0, 0, 0, 0], [3, 4, 5, 6]], np.zeros((3, 4), "int32")])
-    document, word_weights, sentence_weights = (x.numpy() for x in model(batch))
+    document, word_weights, sentence_weights = (ops.convert_to_numpy(x) for x in model(batch))
     np.testing.assert_array_equal(word_weights[0, 0, 2:], 0.0)
     np.testing.assert_array_equal(word_weights[0, 1], 0.0)
     np.testing.assert_array_equal(sentence_weights[0, 1], 0.0)

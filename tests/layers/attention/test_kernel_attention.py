@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn.layers.attention.kernel_attention import KernelAttention
 from keras_attn.testing import run_layer_test
@@ -26,7 +27,7 @@ def randomise(layer, seed=0, scale=0.5):
 
 def projections(layer, query, value):
     w = {
-        f"{p}_{k}": getattr(layer, f"{p}_{k}").numpy().astype("float64")
+        f"{p}_{k}": ops.convert_to_numpy(getattr(layer, f"{p}_{k}")).astype("float64")
         for p in _PARTS
         for k in ("kernel", "bias")
     }
@@ -46,7 +47,7 @@ def phi(x, features, key_dim):
 def quadratic_reference(layer, query, value, mask=None, causal=False):
     """phi(Q) phi(K)^T V / phi(Q) phi(K)^T 1 formed explicitly (the quadratic form) in NumPy."""
     q, k, v, w = projections(layer, query, value)
-    features = layer.random_features.numpy().astype("float64")
+    features = ops.convert_to_numpy(layer.random_features).astype("float64")
     scores = np.einsum("bhqm,bhkm->bhqk", phi(q, features, layer.key_dim), phi(k, features, 4))
     if mask is not None:
         scores = scores * mask[:, None, None, :]
@@ -71,9 +72,11 @@ def test_linear_form_equals_quadratic_form_with_mask():
     randomise(layer, seed=1)
     output, weights = layer(X, V, value_mask=VALUE_MASK, return_attention_scores=True)
     expected, expected_weights = quadratic_reference(layer, X, V, mask=VALUE_MASK)
-    np.testing.assert_allclose(output.numpy(), expected, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
-    assert np.all(weights.numpy()[1, :, :, 3:] == 0.0)
+    np.testing.assert_allclose(ops.convert_to_numpy(output), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-6
+    )
+    assert np.all(ops.convert_to_numpy(weights)[1, :, :, 3:] == 0.0)
 
 
 def test_causal_prefix_sums_equal_quadratic_form():
@@ -82,19 +85,21 @@ def test_causal_prefix_sums_equal_quadratic_form():
     randomise(layer, seed=2)
     output, weights = layer(X, X, return_attention_scores=True)
     expected, expected_weights = quadratic_reference(layer, X, X, causal=True)
-    np.testing.assert_allclose(output.numpy(), expected, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(output), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_causal_output_does_not_depend_on_later_inputs():
     layer = KernelAttention(num_heads=2, key_dim=4, num_features=16, causal=True, seed=3)
     layer(X, X)
     randomise(layer, seed=3)
-    full = layer(X, X).numpy()
+    full = ops.convert_to_numpy(layer(X, X))
     for t in range(T - 1):
         changed = X.copy()
         changed[:, t + 1 :] = RNG.normal(scale=10.0, size=changed[:, t + 1 :].shape)
-        out = layer(changed, changed).numpy()
+        out = ops.convert_to_numpy(layer(changed, changed))
         np.testing.assert_allclose(out[:, : t + 1], full[:, : t + 1], rtol=1e-6, atol=1e-6)
         assert not np.allclose(out[:, t + 1 :], full[:, t + 1 :], atol=1e-3)
 
@@ -110,7 +115,7 @@ def test_approximates_softmax_attention_with_many_features():
         layer(x, x)
         randomise(layer, seed=4, scale=0.3)
         exact = softmax_reference(layer, x, x)
-        errors[m] = np.max(np.abs(layer(x, x).numpy() - exact))
+        errors[m] = np.max(np.abs(ops.convert_to_numpy(layer(x, x)) - exact))
     assert errors[4096] < 0.02, errors
     assert errors[8] > 3 * errors[4096], errors
 
@@ -118,7 +123,7 @@ def test_approximates_softmax_attention_with_many_features():
 def test_random_features_are_orthogonal_blocks_and_fixed():
     layer = KernelAttention(num_heads=1, key_dim=4, num_features=8, seed=5)
     layer(X, X)
-    features = layer.random_features.numpy()
+    features = ops.convert_to_numpy(layer.random_features)
     assert not layer.random_features.trainable
     for block in (features[:4], features[4:]):
         gram = block @ block.T
@@ -126,12 +131,12 @@ def test_random_features_are_orthogonal_blocks_and_fixed():
     # Marginally N(0, I): zero mean, identity second moment (a biased QR sign convention fails).
     many = KernelAttention(num_heads=1, key_dim=4, num_features=8192, seed=5)
     many(X, X)
-    rows = many.random_features.numpy().astype("float64")
+    rows = ops.convert_to_numpy(many.random_features).astype("float64")
     np.testing.assert_allclose(rows.mean(0), 0.0, atol=0.05)
     np.testing.assert_allclose(rows.T @ rows / len(rows), np.eye(4), atol=0.06)
     again = KernelAttention(num_heads=1, key_dim=4, num_features=8, seed=5)
     again(X, X)
-    np.testing.assert_array_equal(again.random_features.numpy(), features)
+    np.testing.assert_array_equal(ops.convert_to_numpy(again.random_features), features)
     assert "random_features" not in [w.name for w in layer.trainable_weights]
 
 
@@ -141,8 +146,10 @@ def test_fully_masked_row_gives_no_nan():
         mask = np.ones((B, T), bool)
         mask[0] = False
         output, weights = layer(X, X, value_mask=mask, return_attention_scores=True)
-        assert np.all(np.isfinite(output.numpy())) and np.all(np.isfinite(weights.numpy()))
-        assert np.all(weights.numpy()[0] == 0.0)
+        assert np.all(np.isfinite(ops.convert_to_numpy(output))) and np.all(
+            np.isfinite(ops.convert_to_numpy(weights))
+        )
+        assert np.all(ops.convert_to_numpy(weights)[0] == 0.0)
 
 
 def test_query_mask_zeroes_padded_queries_and_flows_on():
@@ -152,17 +159,21 @@ def test_query_mask_zeroes_padded_queries_and_flows_on():
     pooled = keras.layers.GlobalAveragePooling1D()(output)  # averages real positions only
     model = keras.Model(tokens, [output, pooled])
     output, pooled = model(np.array([[1, 2, 0, 0]]))
-    assert np.all(output.numpy()[0, 2:] == 0.0) and np.all(output.numpy()[0, :2] != 0.0)
-    np.testing.assert_allclose(pooled.numpy()[0], output.numpy()[0, :2].mean(0), rtol=1e-6)
+    assert np.all(ops.convert_to_numpy(output)[0, 2:] == 0.0) and np.all(
+        ops.convert_to_numpy(output)[0, :2] != 0.0
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(pooled)[0], ops.convert_to_numpy(output)[0, :2].mean(0), rtol=1e-6
+    )
 
 
 def test_features_redrawn_every_interval_training_calls_deterministically():
     def run(layer):
         layer(X, X)
-        drawn = [layer.random_features.numpy()]
+        drawn = [ops.convert_to_numpy(layer.random_features)]
         for training in (True, False, True, True, None, True):
             layer(X, X, training=training)
-            drawn.append(layer.random_features.numpy())
+            drawn.append(ops.convert_to_numpy(layer.random_features))
         return drawn
 
     layer = KernelAttention(num_heads=1, key_dim=4, num_features=8, redraw_interval=2, seed=9)
@@ -170,16 +181,16 @@ def test_features_redrawn_every_interval_training_calls_deterministically():
     # Training calls 1..4 happen at steps 1, 3, 4, 6: redraws after calls 2 (step 3) and 4 (6).
     changed = [not np.array_equal(a, b) for a, b in zip(drawn, drawn[1:], strict=False)]
     assert changed == [False, False, True, False, False, True], changed
-    assert int(layer.training_calls.numpy()) == 4
+    assert int(ops.convert_to_numpy(layer.training_calls)) == 4
     for block in (drawn[-1][:4], drawn[-1][4:]):  # redraws are orthogonal blocks too
         gram = block @ block.T
         np.testing.assert_allclose(gram - np.diag(np.diag(gram)), 0.0, atol=1e-5)
     again = run(KernelAttention(num_heads=1, key_dim=4, num_features=8, redraw_interval=2, seed=9))
     for a, b in zip(drawn, again, strict=True):
         np.testing.assert_array_equal(a, b)
-    before = layer.random_features.numpy()
+    before = ops.convert_to_numpy(layer.random_features)
     layer.redraw_features()  # on demand
-    assert not np.array_equal(layer.random_features.numpy(), before)
+    assert not np.array_equal(ops.convert_to_numpy(layer.random_features), before)
     never = KernelAttention(num_heads=1, key_dim=4, num_features=8, seed=9)
     assert all(np.array_equal(a, drawn[0]) for a in run(never))
 
@@ -189,22 +200,24 @@ def test_redraw_inside_a_compiled_train_step_and_saved_features(tmp_path):
     layer = KernelAttention(num_heads=2, key_dim=4, num_features=8, redraw_interval=3, seed=1)
     model = keras.Model(inputs, layer(inputs, inputs))
     model.compile(optimizer="sgd", loss="mse", jit_compile=False)
-    initial = layer.random_features.numpy()
+    initial = ops.convert_to_numpy(layer.random_features)
     model.fit(X, np.zeros_like(X), batch_size=1, epochs=2, verbose=0)  # 4 training calls
-    assert int(layer.training_calls.numpy()) == 4
-    redrawn = layer.random_features.numpy()
+    assert int(ops.convert_to_numpy(layer.training_calls)) == 4
+    redrawn = ops.convert_to_numpy(layer.random_features)
     assert not np.array_equal(redrawn, initial)
     path = str(tmp_path / "kernel.keras")
     model.save(path)
     loaded = keras.saving.load_model(path)
-    np.testing.assert_array_equal(loaded.layers[-1].random_features.numpy(), redrawn)
-    np.testing.assert_allclose(loaded(X).numpy(), model(X).numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(ops.convert_to_numpy(loaded.layers[-1].random_features), redrawn)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(loaded(X)), ops.convert_to_numpy(model(X)), rtol=1e-6, atol=1e-6
+    )
 
 
 def dropped_reference(layer, query, value, keep, rate):
     """Undropped weights alpha, values scaled per key by keep / (1 - rate): numerator only."""
     q, k, v, w = projections(layer, query, value)
-    features = layer.random_features.numpy().astype("float64")
+    features = ops.convert_to_numpy(layer.random_features).astype("float64")
     scores = np.einsum("bhqm,bhkm->bhqk", phi(q, features, 4), phi(k, features, 4))
     weights = scores / scores.sum(-1, keepdims=True)
     dropped = weights * keep[:, :, None, :] / (1.0 - rate)  # (batch, heads, T_q, T_k)
@@ -217,48 +230,52 @@ def test_dropout_drops_keys_from_the_numerator_only():
     layer = KernelAttention(num_heads=2, key_dim=4, num_features=16, dropout=rate, seed=seed)
     layer(X, V)
     randomise(layer, seed=5)
-    inference = layer(X, V, training=False).numpy()
+    inference = ops.convert_to_numpy(layer(X, V, training=False))
     np.testing.assert_allclose(inference, quadratic_reference(layer, X, V)[0], rtol=1e-5, atol=1e-5)
     # The first training call draws its mask from a generator seeded with seed + 1: replay it.
     twin = keras.random.SeedGenerator(seed + 1)
-    keep = keras.random.dropout(np.ones((B, 2, 5, 1), "float32"), rate, seed=twin).numpy()
+    keep = ops.convert_to_numpy(
+        keras.random.dropout(np.ones((B, 2, 5, 1), "float32"), rate, seed=twin)
+    )
     keep = (keep[..., 0] > 0).astype("float64")  # (batch, heads, T_k)
     assert 0 < keep.sum() < keep.size
-    dropped = layer(X, V, training=True).numpy()
+    dropped = ops.convert_to_numpy(layer(X, V, training=True))
     expected = dropped_reference(layer, X, V, keep, rate)
     np.testing.assert_allclose(dropped, expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.tensorflow_only
 def test_dropout_is_unbiased():
     # Each training call is sum_s alpha_ts (m_s / (1 - p)) V_s: the mean of many calls converges
     # to the undropped output (within 5 standard errors of the mean, per entry).
     layer = KernelAttention(num_heads=2, key_dim=4, num_features=16, dropout=0.3, seed=2)
-    undropped = layer(X, V).numpy()
+    undropped = ops.convert_to_numpy(layer(X, V))
     dropped = tf.function(lambda: layer(X, V, training=True))  # traced once: cheap draws
-    draws = np.stack([dropped().numpy() for _ in range(300)])
+    draws = np.stack([ops.convert_to_numpy(dropped()) for _ in range(300)])
     standard_error = draws.std(0) / np.sqrt(len(draws))
     assert np.all(np.abs(draws.mean(0) - undropped) <= 5 * standard_error + 1e-6)
     assert np.abs(draws[0] - undropped).max() > 1e-2  # the draws do differ
 
 
+@pytest.mark.tensorflow_only
 def test_token_by_token_with_the_cache_equals_the_causal_pass():
     layer = KernelAttention(num_heads=2, key_dim=4, value_dim=3, num_features=16, causal=True)
     layer(X, X)
     rng = np.random.default_rng(8)
     for weight in layer.trainable_weights:
         weight.assign(rng.normal(scale=0.5, size=weight.shape).astype("float32"))
-    full = layer(X, X).numpy()
+    full = ops.convert_to_numpy(layer(X, X))
     cache = layer.initial_cache(B)
     steps = []
     for t in range(T):
         step, cache = layer(X[:, t : t + 1], X[:, t : t + 1], cache=cache)
-        steps.append(step.numpy())
+        steps.append(ops.convert_to_numpy(step))
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-5, atol=1e-5)
     # Chunks of several tokens, in a compiled function, give the same outputs.
     step_fn = tf.function(lambda x, cache: layer(x, x, cache=cache))
     first, cache = step_fn(X[:, :2], layer.initial_cache(B))
     second, cache = step_fn(X[:, 2:], cache)
-    chunked = np.concatenate([first.numpy(), second.numpy()], axis=1)
+    chunked = np.concatenate([ops.convert_to_numpy(first), ops.convert_to_numpy(second)], axis=1)
     np.testing.assert_allclose(chunked, full, rtol=1e-5, atol=1e-5)
     assert tuple(cache[0].shape) == (B, 2, 16, 3) and tuple(cache[1].shape) == (B, 2, 16)
 

@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn.layers.attention.local_attention import LocalAttention
 from keras_attn.testing import run_layer_test
@@ -38,14 +39,20 @@ def local_reference(scores, values, value_mask, positions, window, predictive):
 def test_monotonic_matches_numpy():
     layer = LocalAttention(mode="monotonic", window=1, score="general")
     context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
-    scores = ref.general_score(Q, V, layer.score_fn.kernel.numpy())
+    scores = ref.general_score(Q, V, ops.convert_to_numpy(layer.score_fn.kernel))
     positions = np.broadcast_to(np.arange(4), (2, 4))
     expected_context, expected_weights = local_reference(scores, V, MASK, positions, 1, False)
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(context.numpy(), expected_context, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(context), expected_context, rtol=1e-5, atol=1e-6
+    )
     # Query 0 sees keys 0 and 1 only; query 3 sees keys 2, 3, 4.
-    assert np.all(weights.numpy()[:, 0, 2:] == 0.0)
-    assert np.all(weights.numpy()[:, 3, :2] == 0.0) and np.all(weights.numpy()[:, 3, 5:] == 0.0)
+    assert np.all(ops.convert_to_numpy(weights)[:, 0, 2:] == 0.0)
+    assert np.all(ops.convert_to_numpy(weights)[:, 3, :2] == 0.0) and np.all(
+        ops.convert_to_numpy(weights)[:, 3, 5:] == 0.0
+    )
 
 
 def test_monotonic_explicit_positions_equal_stepwise_decoding():
@@ -60,31 +67,43 @@ def test_monotonic_explicit_positions_equal_stepwise_decoding():
             query_positions=positions,
             return_attention_scores=True,
         )
-        np.testing.assert_allclose(weights.numpy()[:, 0], full_weights.numpy()[:, t], atol=1e-7)
-        np.testing.assert_allclose(context.numpy()[:, 0], full_context.numpy()[:, t], atol=1e-6)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(weights)[:, 0], ops.convert_to_numpy(full_weights)[:, t], atol=1e-7
+        )
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(context)[:, 0], ops.convert_to_numpy(full_context)[:, t], atol=1e-6
+        )
 
 
 def test_predictive_matches_numpy():
     layer = LocalAttention(mode="predictive", window=2, score="general", units=5)
     context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
-    hidden = np.tanh(Q.astype(np.float64) @ layer.position_kernel.numpy())
+    hidden = np.tanh(Q.astype(np.float64) @ ops.convert_to_numpy(layer.position_kernel))
     length = MASK.sum(axis=1, keepdims=True).astype(np.float64)  # S: 7 and 5
-    positions = length * ref.sigmoid(hidden @ layer.position_v.numpy())
-    scores = ref.general_score(Q, V, layer.score_fn.kernel.numpy())
+    positions = length * ref.sigmoid(hidden @ ops.convert_to_numpy(layer.position_v))
+    scores = ref.general_score(Q, V, ops.convert_to_numpy(layer.score_fn.kernel))
     expected_context, expected_weights = local_reference(scores, V, MASK, positions, 2, True)
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(context.numpy(), expected_context, rtol=1e-5, atol=1e-5)
-    assert np.all(weights.numpy()[1, :, 5:] == 0.0)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(context), expected_context, rtol=1e-5, atol=1e-5
+    )
+    assert np.all(ops.convert_to_numpy(weights)[1, :, 5:] == 0.0)
     # The Gaussian factor is at most 1, so rows sum to less than one.
-    assert np.all(weights.numpy().sum(-1) < 1.0)
+    assert np.all(ops.convert_to_numpy(weights).sum(-1) < 1.0)
 
 
 def test_window_covering_everything_is_global_attention():
     layer = LocalAttention(mode="monotonic", window=10, score="dot")
     context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
     expected_context, expected_weights = ref.attention(ref.dot_score(Q, V), V, MASK[:, None, :])
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(context.numpy(), expected_context, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(context), expected_context, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_fully_masked_row_and_empty_window_give_zeros_not_nan():
@@ -93,12 +112,14 @@ def test_fully_masked_row_and_empty_window_give_zeros_not_nan():
     for mode in ("monotonic", "predictive"):
         layer = LocalAttention(mode=mode, window=1, score="dot")
         context, weights = layer(Q, V, value_mask=mask, return_attention_scores=True)
-        assert np.all(np.isfinite(context.numpy())) and np.all(weights.numpy()[0] == 0.0)
+        assert np.all(np.isfinite(ops.convert_to_numpy(context))) and np.all(
+            ops.convert_to_numpy(weights)[0] == 0.0
+        )
     # Query 3 of a 2-key source: its window [2, 4] holds no real key.
     layer = LocalAttention(mode="monotonic", window=1, score="dot")
     short = np.array([[True, True] + [False] * 5] * 2)
     _, weights = layer(Q, V, value_mask=short, return_attention_scores=True)
-    assert np.all(weights.numpy()[:, 3] == 0.0)
+    assert np.all(ops.convert_to_numpy(weights)[:, 3] == 0.0)
 
 
 def test_query_keras_mask_propagates():
@@ -107,7 +128,12 @@ def test_query_keras_mask_propagates():
     context = LocalAttention(score="dot")(embedded, embedded)
     pooled = keras.layers.GlobalAveragePooling1D()(context)
     full, mean = keras.Model(tokens, [context, pooled])(np.array([[1, 2, 0, 0]]))
-    np.testing.assert_allclose(mean.numpy()[0], full.numpy()[0, :2].mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(mean)[0],
+        ops.convert_to_numpy(full)[0, :2].mean(0),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_bad_arguments():
@@ -149,7 +175,9 @@ def loss_and_gradients(layer):
         loss = tf.reduce_sum(context * upstream)
     grads = tape.gradient(loss, layer.trainable_variables)
     variables = layer.trainable_variables
-    return context.numpy(), {v.name: g.numpy() for v, g in zip(variables, grads, strict=True)}
+    return ops.convert_to_numpy(context), {
+        v.name: ops.convert_to_numpy(g) for v, g in zip(variables, grads, strict=True)
+    }
 
 
 def test_position_gradient_scale_scales_only_the_predictor_gradients():
@@ -177,7 +205,10 @@ def test_position_gradient_scale_is_the_predictors_sgd_rate(optimizer):
     for variable, other, start in zip(
         plain.trainable_variables, scaled.trainable_variables, before, strict=True
     ):
-        moved, scaled_moved = variable.numpy() - start, other.numpy() - start
+        moved, scaled_moved = (
+            ops.convert_to_numpy(variable) - start,
+            ops.convert_to_numpy(other) - start,
+        )
         factor = 0.25 if optimizer == "sgd" and variable.name.startswith("position") else 1.0
         tolerance = {"rtol": 1e-5, "atol": 1e-8} if optimizer == "sgd" else {"atol": 5e-3}
         np.testing.assert_allclose(scaled_moved, factor * moved, **tolerance)

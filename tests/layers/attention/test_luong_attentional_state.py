@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers.attention.luong_attentional_state import LuongAttentionalState
 from keras_attn.testing import run_layer_test
@@ -23,25 +24,27 @@ def reference(context, hidden, kernel, bias=None):
 @pytest.mark.parametrize("use_bias", [False, True])
 def test_matches_numpy_eq_5(use_bias):
     layer = LuongAttentionalState(6, use_bias=use_bias)
-    out = layer(CONTEXT, HIDDEN).numpy()
+    out = ops.convert_to_numpy(layer(CONTEXT, HIDDEN))
     bias = None
     if use_bias:
         layer.bias.assign(RNG.normal(size=(6,)).astype("float32"))
-        bias = layer.bias.numpy()
-        out = layer(CONTEXT, HIDDEN).numpy()
-    expected = reference(CONTEXT, HIDDEN, layer.kernel.numpy(), bias)
+        bias = ops.convert_to_numpy(layer.bias)
+        out = ops.convert_to_numpy(layer(CONTEXT, HIDDEN))
+    expected = reference(CONTEXT, HIDDEN, ops.convert_to_numpy(layer.kernel), bias)
     assert out.shape == (2, 5, 6)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_equals_keras_dense_on_concatenation():
     layer = LuongAttentionalState(6, activation="relu")
-    ours = layer(CONTEXT, HIDDEN).numpy()
+    ours = ops.convert_to_numpy(layer(CONTEXT, HIDDEN))
     dense = keras.layers.Dense(6, activation="relu", use_bias=False)
     concatenated = np.concatenate([CONTEXT, HIDDEN], axis=-1)
     dense.build(concatenated.shape)
-    dense.set_weights([layer.kernel.numpy()])
-    np.testing.assert_allclose(ours, dense(concatenated).numpy(), rtol=1e-5, atol=1e-6)
+    dense.set_weights([ops.convert_to_numpy(layer.kernel)])
+    np.testing.assert_allclose(
+        ours, ops.convert_to_numpy(dense(concatenated)), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_mask_propagates():
@@ -54,7 +57,10 @@ def test_mask_propagates():
     ids = np.array([[1, 2, 3, 0, 0]])
     full, pooled_out = model([ids, HIDDEN[:1]])
     np.testing.assert_allclose(
-        pooled_out.numpy()[0], full.numpy()[0, :3].mean(axis=0), rtol=1e-5, atol=1e-6
+        ops.convert_to_numpy(pooled_out)[0],
+        ops.convert_to_numpy(full)[0, :3].mean(axis=0),
+        rtol=1e-5,
+        atol=1e-6,
     )
 
 
@@ -70,7 +76,7 @@ def test_bad_arguments():
 def test_fully_masked_row_is_finite():
     mask = MASK.copy()
     mask[0] = False
-    out = LuongAttentionalState(6)(CONTEXT, HIDDEN, hidden_mask=mask).numpy()
+    out = ops.convert_to_numpy(LuongAttentionalState(6)(CONTEXT, HIDDEN, hidden_mask=mask))
     assert np.all(np.isfinite(out))
 
 

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers.attention.multi_dimensional_attention import MultiDimensionalAttention
 from keras_attn.testing import run_layer_test
@@ -34,12 +35,14 @@ def test_matches_numpy_reference():
     layer = built_layer()
     pooled, weights = layer(X, mask=MASK, return_attention_scores=True)
     expected, expected_weights = numpy_multi_dimensional(X, MASK, *layer.get_weights())
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(pooled.numpy(), expected, rtol=1e-5, atol=1e-6)
-    assert np.all(weights.numpy()[1][:, ~MASK[1]] == 0.0)
-    np.testing.assert_allclose(weights.numpy().sum(-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(pooled), expected, rtol=1e-5, atol=1e-6)
+    assert np.all(ops.convert_to_numpy(weights)[1][:, ~MASK[1]] == 0.0)
+    np.testing.assert_allclose(ops.convert_to_numpy(weights).sum(-1), 1.0, rtol=1e-6)
     # The features really get different distributions over the tokens.
-    assert np.ptp(weights.numpy()[0], axis=0).max() > 1e-3
+    assert np.ptp(ops.convert_to_numpy(weights)[0], axis=0).max() > 1e-3
 
 
 def test_identical_feature_scores_reduce_to_scalar_attention():
@@ -51,10 +54,10 @@ def test_identical_feature_scores_reduce_to_scalar_attention():
     pooled, weights = layer(X, mask=MASK, return_attention_scores=True)
     token_weights = ref.softmax((elu(X @ w1 + b1) @ column)[..., 0], MASK)  # (batch, T)
     np.testing.assert_allclose(
-        weights.numpy(), np.repeat(token_weights[:, None], 4, 1), rtol=1e-5, atol=1e-7
+        ops.convert_to_numpy(weights), np.repeat(token_weights[:, None], 4, 1), rtol=1e-5, atol=1e-7
     )
     expected = np.einsum("bt,btd->bd", token_weights, X)
-    np.testing.assert_allclose(pooled.numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(pooled), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_keras_masking_and_fully_masked_row():
@@ -63,9 +66,9 @@ def test_keras_masking_and_fully_masked_row():
     pooled, weights = MultiDimensionalAttention(3)(embedded, return_attention_scores=True)
     model = keras.Model(tokens, [pooled, weights])
     pooled, weights = model(np.array([[1, 2, 0, 0], [0, 0, 0, 0]]))
-    np.testing.assert_array_equal(weights.numpy()[0, :, 2:], 0.0)
-    np.testing.assert_array_equal(weights.numpy()[1], 0.0)
-    np.testing.assert_array_equal(pooled.numpy()[1], 0.0)
+    np.testing.assert_array_equal(ops.convert_to_numpy(weights)[0, :, 2:], 0.0)
+    np.testing.assert_array_equal(ops.convert_to_numpy(weights)[1], 0.0)
+    np.testing.assert_array_equal(ops.convert_to_numpy(pooled)[1], 0.0)
 
 
 QUERY = RNG.normal(size=(2, 3, 7)).astype("float32")  # (batch, T_q, d_q)
@@ -92,7 +95,7 @@ def test_query_conditioned_form_matches_numpy_reference():
         weight.assign(RNG.normal(size=weight.shape).astype("float32"))
     pooled, weights = layer(X, query=QUERY, mask=MASK, return_attention_scores=True)
     w1, b1, wq, w2, b2 = (
-        w.numpy()
+        ops.convert_to_numpy(w)
         for w in (
             layer.hidden_kernel,
             layer.hidden_bias,
@@ -102,18 +105,25 @@ def test_query_conditioned_form_matches_numpy_reference():
         )
     )
     expected, expected_weights = numpy_query_conditioned(X, QUERY, MASK, w1, b1, w2, b2, wq)
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(pooled.numpy(), expected, rtol=1e-5, atol=1e-6)
-    assert np.all(weights.numpy()[1][..., ~MASK[1]] == 0.0)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(pooled), expected, rtol=1e-5, atol=1e-6)
+    assert np.all(ops.convert_to_numpy(weights)[1][..., ~MASK[1]] == 0.0)
     # Different queries give different distributions: the query really conditions the scores.
-    assert np.abs(weights.numpy()[:, 0] - weights.numpy()[:, 1]).max() > 1e-3
+    assert (
+        np.abs(ops.convert_to_numpy(weights)[:, 0] - ops.convert_to_numpy(weights)[:, 1]).max()
+        > 1e-3
+    )
     # Padded queries get a zero output.
-    masked = layer(X, query=QUERY, mask=MASK, query_mask=QUERY_MASK).numpy()
+    masked = ops.convert_to_numpy(layer(X, query=QUERY, mask=MASK, query_mask=QUERY_MASK))
     np.testing.assert_array_equal(masked[1, 2], 0.0)
     np.testing.assert_allclose(masked[QUERY_MASK], expected[QUERY_MASK], rtol=1e-5, atol=1e-6)
     # Without a query the same layer is the source2token form (no W_q term).
     source2token, _ = numpy_multi_dimensional(X, MASK, w1, b1, w2, b2)
-    np.testing.assert_allclose(layer(X, mask=MASK).numpy(), source2token, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer(X, mask=MASK)), source2token, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_token2token_queries_and_keras_masks():
@@ -126,10 +136,10 @@ def test_token2token_queries_and_keras_masks():
     ids = np.array([[1, 2, 3, 0], [4, 0, 0, 0]])
     outputs, weights = model(ids)
     assert tuple(weights.shape) == (2, 4, 4, 4)
-    np.testing.assert_array_equal(weights.numpy()[0, ..., 3], 0.0)
-    np.testing.assert_array_equal(outputs.numpy()[0, 3], 0.0)  # padded query
-    np.testing.assert_array_equal(outputs.numpy()[1, 1:], 0.0)
-    np.testing.assert_allclose(weights.numpy()[1, 0, :, 0], 1.0)
+    np.testing.assert_array_equal(ops.convert_to_numpy(weights)[0, ..., 3], 0.0)
+    np.testing.assert_array_equal(ops.convert_to_numpy(outputs)[0, 3], 0.0)  # padded query
+    np.testing.assert_array_equal(ops.convert_to_numpy(outputs)[1, 1:], 0.0)
+    np.testing.assert_allclose(ops.convert_to_numpy(weights)[1, 0, :, 0], 1.0)
 
 
 def test_query_on_a_layer_built_without_one_is_rejected():

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers.attention.multi_representation_attention import (
     MultiRepresentationAttention,
@@ -37,11 +38,15 @@ def test_matches_numpy_reference_with_both_masks():
     )
     keep = MASK[..., None] & PRESENT
     expected, expected_weights = numpy_dme(X, keep, *layer.get_weights())
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(outputs.numpy(), expected, rtol=1e-5, atol=1e-6)
-    assert np.all(weights.numpy()[~keep] == 0.0)
-    assert np.all(outputs.numpy()[1, 2:] == 0.0) and np.all(outputs.numpy()[0, 3] == 0.0)
-    np.testing.assert_allclose(weights.numpy()[keep.any(-1)].sum(-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(outputs), expected, rtol=1e-5, atol=1e-6)
+    assert np.all(ops.convert_to_numpy(weights)[~keep] == 0.0)
+    assert np.all(ops.convert_to_numpy(outputs)[1, 2:] == 0.0) and np.all(
+        ops.convert_to_numpy(outputs)[0, 3] == 0.0
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(weights)[keep.any(-1)].sum(-1), 1.0, rtol=1e-6)
 
 
 @pytest.mark.filterwarnings("ignore:You are using a softmax over axis")
@@ -50,9 +55,11 @@ def test_one_representation_equals_keras_dense():
     outputs, weights = layer(X[:, :, :1], return_attention_scores=True)
     dense = keras.layers.Dense(6)
     dense.build((None, 5))
-    dense.set_weights([layer.kernel.numpy()[0], layer.bias.numpy()[0]])
-    np.testing.assert_allclose(weights.numpy(), 1.0, rtol=1e-6)
-    np.testing.assert_allclose(outputs.numpy(), dense(X[:, :, 0]).numpy(), rtol=1e-5, atol=1e-6)
+    dense.set_weights([ops.convert_to_numpy(layer.kernel)[0], ops.convert_to_numpy(layer.bias)[0]])
+    np.testing.assert_allclose(ops.convert_to_numpy(weights), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(outputs), ops.convert_to_numpy(dense(X[:, :, 0])), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_keras_masking_passes_the_token_mask_on():
@@ -62,9 +69,11 @@ def test_keras_masking_passes_the_token_mask_on():
     outputs = layer(inputs, mask=token_mask)
     pooled = keras.layers.GlobalAveragePooling1D()(outputs)
     model = keras.Model([inputs, token_mask], pooled)
-    layer_out = layer(X, mask=MASK).numpy()
+    layer_out = ops.convert_to_numpy(layer(X, mask=MASK))
     expected = layer_out[1, :2].mean(0)
-    np.testing.assert_allclose(model([X, MASK]).numpy()[1], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(model([X, MASK]))[1], expected, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_bad_arguments():
@@ -101,5 +110,7 @@ def test_keras_mask_reaches_the_layer_next_to_a_representation_mask():
     model = keras.Model([inputs, token_mask, present], [outputs, weights])
     _, got = model([X, MASK, PRESENT])
     _, expected = layer(X, mask=MASK, representation_mask=PRESENT, return_attention_scores=True)
-    np.testing.assert_array_equal(got.numpy()[1, 2:], 0.0)
-    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(ops.convert_to_numpy(got)[1, 2:], 0.0)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(got), ops.convert_to_numpy(expected), rtol=1e-6, atol=1e-7
+    )

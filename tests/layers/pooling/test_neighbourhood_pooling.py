@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn.layers import NeighbourhoodPooling1D
 from keras_attn.testing import run_layer_test
@@ -60,10 +61,10 @@ def test_matches_the_numpy_reference_with_a_mask(mode, pool_size, strides, paddi
     if mode == "weighted":
         logits = RNG.normal(size=pool_size).astype("float32")
         layer.window_logits.assign(logits)
-    got = layer(X, mask=MASK).numpy()
+    got = ops.convert_to_numpy(layer(X, mask=MASK))
     expected, expected_mask = numpy_pooling(X, MASK, pool_size, strides, mode, padding, logits)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(layer.compute_mask(X, MASK).numpy(), expected_mask)
+    np.testing.assert_array_equal(ops.convert_to_numpy(layer.compute_mask(X, MASK)), expected_mask)
     assert got.shape == layer.compute_output_shape(X.shape)
 
 
@@ -74,19 +75,24 @@ def test_matches_the_numpy_reference_with_a_mask(mode, pool_size, strides, paddi
 )
 def test_max_and_average_equal_keras_pooling_without_a_mask(mode, keras_layer, padding):
     for pool_size, strides in [(2, 2), (3, 2), (4, 3)]:
-        ours = NeighbourhoodPooling1D(pool_size, strides, mode=mode, padding=padding)(X).numpy()
-        theirs = keras_layer(pool_size, strides, padding=padding)(X).numpy()
+        ours = ops.convert_to_numpy(
+            NeighbourhoodPooling1D(pool_size, strides, mode=mode, padding=padding)(X)
+        )
+        theirs = ops.convert_to_numpy(keras_layer(pool_size, strides, padding=padding)(X))
         np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.tensorflow_only
 def test_weighted_starts_as_the_average_and_learns_its_window_weights():
     weighted = NeighbourhoodPooling1D(3, mode="weighted")
     average = NeighbourhoodPooling1D(3, mode="average")
-    np.testing.assert_allclose(weighted(X).numpy(), average(X).numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(weighted(X)), ops.convert_to_numpy(average(X)), rtol=1e-6, atol=1e-7
+    )
     x = tf.constant(X)
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(weighted(x) * tf.constant(RNG.normal(size=(3, 2, 4)), tf.float32))
-    gradient = tape.gradient(loss, weighted.window_logits).numpy()
+    gradient = ops.convert_to_numpy(tape.gradient(loss, weighted.window_logits))
     assert np.all(np.isfinite(gradient)) and np.abs(gradient).max() > 1e-3
 
 
@@ -95,18 +101,22 @@ def test_max_pooling_is_invariant_to_a_shift_inside_the_window():
     x[0, 0, 0] = 5.0
     shifted = np.roll(x, 1, axis=1)  # the peak moves from step 0 to step 1, same window
     layer = NeighbourhoodPooling1D(3, mode="max")
-    np.testing.assert_array_equal(layer(x).numpy(), layer(shifted).numpy())
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(layer(x)), ops.convert_to_numpy(layer(shifted))
+    )
 
 
+@pytest.mark.tensorflow_only
 def test_l2_has_finite_gradients_at_an_all_zero_window():
     x = tf.constant(np.concatenate([np.zeros((1, 2, 4)), X[:1, :2]], axis=1), tf.float32)
     with tf.GradientTape() as tape:
         tape.watch(x)
         loss = tf.reduce_sum(NeighbourhoodPooling1D(2, mode="l2")(x))
-    gradient = tape.gradient(loss, x).numpy()
+    gradient = ops.convert_to_numpy(tape.gradient(loss, x))
     assert np.all(np.isfinite(gradient)) and np.all(gradient[0, :2] == 0.0)
 
 
+@pytest.mark.tensorflow_only
 def test_unknown_length_in_a_traced_function_and_the_mask_passes_on():
     layer = NeighbourhoodPooling1D(2, mode="average", padding="same")
     traced = tf.function(
@@ -114,13 +124,15 @@ def test_unknown_length_in_a_traced_function_and_the_mask_passes_on():
         input_signature=[tf.TensorSpec((None, None, 4)), tf.TensorSpec((None, None), tf.bool)],
     )
     expected, _ = numpy_pooling(X, MASK, 2, 2, "average", "same")
-    np.testing.assert_allclose(traced(X, MASK).numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(traced(X, MASK)), expected, rtol=1e-5, atol=1e-6
+    )
     ids = keras.Input((None,), dtype="int32")
     hidden = keras.layers.Embedding(9, 4, mask_zero=True)(ids)
     pooled = NeighbourhoodPooling1D(2, mode="max")(hidden)
     lstm = keras.layers.LSTM(3, return_sequences=True)(pooled)  # reads the pooled mask
     model = keras.Model(ids, [pooled, lstm])
-    out, states = (t.numpy() for t in model(np.array([[1, 2, 3, 4, 0, 0]], "int32")))
+    out, states = (ops.convert_to_numpy(t) for t in model(np.array([[1, 2, 3, 4, 0, 0]], "int32")))
     assert out.shape == (1, 3, 4) and np.all(out[0, 2] == 0.0)  # (0, 0): no real step
     np.testing.assert_array_equal(states[0, 2], states[0, 1])  # the LSTM skipped it
 

@@ -1,11 +1,17 @@
 """NumPy reference of a stacked LSTM step (residual connections from the third layer up)."""
 
+from keras import ops
+
 from tests import numpy_reference as ref
 
 
 def cell_weights(cell) -> tuple:
     """`(kernel, recurrent_kernel, bias)` of a Keras LSTM cell as NumPy arrays."""
-    return cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+    return (
+        ops.convert_to_numpy(cell.kernel),
+        ops.convert_to_numpy(cell.recurrent_kernel),
+        ops.convert_to_numpy(cell.bias),
+    )
 
 
 def decoder_cells(decoder, bottom_cell) -> list:

@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn import scores
 from keras_attn.layers import Attention, BahdanauDecoder, LocalAttention
@@ -26,16 +27,21 @@ def numpy_bahdanau(decoder, y, memory, mask, h, c):
         scores = ref.additive_score(
             h[:, None, :],
             memory,
-            score.query_kernel.numpy(),
-            score.key_kernel.numpy(),
-            score.v.numpy(),
-            score.bias.numpy(),
+            ops.convert_to_numpy(score.query_kernel),
+            ops.convert_to_numpy(score.key_kernel),
+            ops.convert_to_numpy(score.v),
+            ops.convert_to_numpy(score.bias),
         )[:, 0]
         alpha = ref.softmax(scores, mask)  # alpha_t
         context = np.einsum("bk,bkd->bd", alpha, memory)  # c^(t)
         x = np.concatenate([y[:, t], context], axis=-1)
         h, c = ref.lstm_step(
-            x, h, c, cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+            x,
+            h,
+            c,
+            ops.convert_to_numpy(cell.kernel),
+            ops.convert_to_numpy(cell.recurrent_kernel),
+            ops.convert_to_numpy(cell.bias),
         )
         outputs.append(np.concatenate([h, context, y[:, t]], axis=-1))
         alignments.append(alpha)
@@ -50,9 +56,13 @@ def test_matches_numpy_equations():
         Y, MEMORY, memory_mask=MASK, initial_state=[h0, c0], return_attention_scores=True
     )
     expected_outputs, expected_alignments = numpy_bahdanau(decoder, Y, MEMORY, MASK, h0, c0)
-    np.testing.assert_allclose(alignments.numpy(), expected_alignments, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(outputs.numpy(), expected_outputs, rtol=1e-4, atol=1e-5)
-    assert np.all(alignments.numpy()[1, :, 3:] == 0.0)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(alignments), expected_alignments, rtol=1e-4, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(outputs), expected_outputs, rtol=1e-4, atol=1e-5
+    )
+    assert np.all(ops.convert_to_numpy(alignments)[1, :, 3:] == 0.0)
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
@@ -63,8 +73,15 @@ def test_step_by_step_equals_teacher_forced(cell):
     prepared = decoder.prepare_memory(MEMORY)
     for t in range(Y.shape[1]):
         output_t, alignment_t, states = decoder.step(Y[:, t], states, MEMORY, prepared, MASK)
-        np.testing.assert_allclose(output_t.numpy(), outputs.numpy()[:, t], rtol=1e-6, atol=1e-6)
-        np.testing.assert_allclose(alignment_t.numpy(), alignments.numpy()[:, t], atol=1e-7)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(output_t),
+            ops.convert_to_numpy(outputs)[:, t],
+            rtol=1e-6,
+            atol=1e-6,
+        )
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(alignment_t), ops.convert_to_numpy(alignments)[:, t], atol=1e-7
+        )
 
 
 def test_general_and_dot_scores():
@@ -90,7 +107,7 @@ def test_padded_targets_give_zero_outputs_and_keras_mask():
     embedded = keras.layers.Embedding(20, 3, mask_zero=True)(tokens)
     outputs = BahdanauDecoder(8)(embedded, memory)
     model = keras.Model([tokens, memory], outputs)
-    out = model([np.array([[4, 5, 0], [6, 0, 0]]), MEMORY]).numpy()
+    out = ops.convert_to_numpy(model([np.array([[4, 5, 0], [6, 0, 0]]), MEMORY]))
     assert np.all(out[0, 2] == 0.0) and np.all(out[1, 1:] == 0.0)
     assert np.any(out[0, 1] != 0.0)
 
@@ -103,7 +120,9 @@ def test_target_mask_flows_to_the_next_layer_with_and_without_alignments():
     pooled = keras.layers.GlobalAveragePooling1D()(outputs)
     model = keras.Model([tokens, memory], [outputs, pooled])
     out, mean = model([np.array([[4, 5, 0]]), MEMORY[:1]])
-    np.testing.assert_allclose(mean.numpy()[0], out.numpy()[0, :2].mean(0), rtol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(mean)[0], ops.convert_to_numpy(out)[0, :2].mean(0), rtol=1e-5
+    )
 
 
 def test_harness():
@@ -187,6 +206,7 @@ def test_an_attention_layer_survives_a_keras_round_trip(tmp_path):
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
 
 
+@pytest.mark.tensorflow_only
 def test_a_decoder_by_names_keeps_its_saved_layout(tmp_path):
     # Checkpoints, .keras files and weight names written before attention layers existed load.
     decoder = BahdanauDecoder(8, attention_units=5, name="decoder")
@@ -231,10 +251,10 @@ def numpy_stacked_bahdanau(decoder, y, memory, mask, states):
         scores = ref.additive_score(
             states[top][:, None, :],
             memory,
-            score.query_kernel.numpy(),
-            score.key_kernel.numpy(),
-            score.v.numpy(),
-            score.bias.numpy(),
+            ops.convert_to_numpy(score.query_kernel),
+            ops.convert_to_numpy(score.key_kernel),
+            ops.convert_to_numpy(score.v),
+            ops.convert_to_numpy(score.bias),
         )[:, 0]
         alpha = ref.softmax(scores, mask)
         context = np.einsum("bk,bkd->bd", alpha, memory)
@@ -255,18 +275,25 @@ def test_stacked_decoder_matches_numpy_equations(num_layers):
     expected_outputs, expected_alignments = numpy_stacked_bahdanau(
         decoder, Y, MEMORY, MASK, initial
     )
-    np.testing.assert_allclose(alignments.numpy(), expected_alignments, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(outputs.numpy(), expected_outputs, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(alignments), expected_alignments, rtol=1e-4, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(outputs), expected_outputs, rtol=1e-4, atol=1e-5
+    )
     # The first alignment reads the top layer's initial h, not the bottom one's.
     bottom_query = ref.additive_score(
         initial[0][:, None, :],
         MEMORY,
-        decoder.score_fn.query_kernel.numpy(),
-        decoder.score_fn.key_kernel.numpy(),
-        decoder.score_fn.v.numpy(),
-        decoder.score_fn.bias.numpy(),
+        ops.convert_to_numpy(decoder.score_fn.query_kernel),
+        ops.convert_to_numpy(decoder.score_fn.key_kernel),
+        ops.convert_to_numpy(decoder.score_fn.v),
+        ops.convert_to_numpy(decoder.score_fn.bias),
     )[:, 0]
-    assert np.abs(ref.softmax(bottom_query, MASK) - alignments.numpy()[:, 0]).max() > 1e-3
+    assert (
+        np.abs(ref.softmax(bottom_query, MASK) - ops.convert_to_numpy(alignments)[:, 0]).max()
+        > 1e-3
+    )
 
 
 @pytest.mark.parametrize("num_layers,cell", [(2, "gru"), (4, "lstm")])
@@ -278,8 +305,15 @@ def test_stacked_step_by_step_equals_teacher_forced(num_layers, cell):
     prepared = decoder.prepare_memory(MEMORY)
     for t in range(Y.shape[1]):
         output_t, alignment_t, states = decoder.step(Y[:, t], states, MEMORY, prepared, MASK)
-        np.testing.assert_allclose(output_t.numpy(), outputs.numpy()[:, t], rtol=1e-6, atol=1e-6)
-        np.testing.assert_allclose(alignment_t.numpy(), alignments.numpy()[:, t], atol=1e-7)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(output_t),
+            ops.convert_to_numpy(outputs)[:, t],
+            rtol=1e-6,
+            atol=1e-6,
+        )
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(alignment_t), ops.convert_to_numpy(alignments)[:, t], atol=1e-7
+        )
 
 
 def test_stacked_weights_are_saved_per_layer(tmp_path):
@@ -296,7 +330,9 @@ def test_stacked_weights_are_saved_per_layer(tmp_path):
     restored = keras.saving.load_model(path)
     inputs = [Y, MEMORY, MASK]
     for ours, theirs in zip(model(inputs), restored(inputs), strict=True):
-        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(ours), ops.convert_to_numpy(theirs), rtol=1e-6, atol=1e-6
+        )
 
 
 def test_harness_stacked():

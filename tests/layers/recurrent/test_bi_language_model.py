@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn.layers import BiLanguageModel
 from keras_attn.testing import run_layer_test
@@ -14,15 +15,20 @@ TOL = {"rtol": 1e-5, "atol": 1e-6}
 
 
 def _lstm_weights(layer):
-    return [w.numpy() for w in (layer.cell.kernel, layer.cell.recurrent_kernel, layer.cell.bias)]
+    return [
+        ops.convert_to_numpy(w)
+        for w in (layer.cell.kernel, layer.cell.recurrent_kernel, layer.cell.bias)
+    ]
 
 
 def test_layers_match_numpy_lstms_in_both_directions():
     bilm = BiLanguageModel(VOCAB, 4, num_layers=2, residual=True)
     representations, forward_logits, backward_logits = bilm(IDS)
-    x = bilm.embedding.embeddings.numpy()[IDS]
+    x = ops.convert_to_numpy(bilm.embedding.embeddings)[IDS]
     np.testing.assert_allclose(
-        representations.numpy()[:, :, 0], np.concatenate([x, x], -1) * MASK[:, :, None], **TOL
+        ops.convert_to_numpy(representations)[:, :, 0],
+        np.concatenate([x, x], -1) * MASK[:, :, None],
+        **TOL,
     )
     f1, *_ = ref.lstm_sequence(x, MASK, *_lstm_weights(bilm.forward_layers[0]))
     f2, *_ = ref.lstm_sequence(f1, MASK, *_lstm_weights(bilm.forward_layers[1]))
@@ -31,17 +37,20 @@ def test_layers_match_numpy_lstms_in_both_directions():
     f2, b2 = f2 + f1, b2 + b1  # residual from layer 1 to layer 2
     valid = MASK[:, :, None]
     np.testing.assert_allclose(
-        representations.numpy()[:, :, 1], np.concatenate([f1, b1], -1) * valid, **TOL
+        ops.convert_to_numpy(representations)[:, :, 1], np.concatenate([f1, b1], -1) * valid, **TOL
     )
     np.testing.assert_allclose(
-        representations.numpy()[:, :, 2], np.concatenate([f2, b2], -1) * valid, **TOL
+        ops.convert_to_numpy(representations)[:, :, 2], np.concatenate([f2, b2], -1) * valid, **TOL
     )
-    kernel, bias = bilm.softmax.kernel.numpy(), bilm.softmax.bias.numpy()
-    np.testing.assert_allclose(
-        forward_logits.numpy(), (f2 @ kernel + bias) * valid, rtol=1e-5, atol=1e-5
+    kernel, bias = (
+        ops.convert_to_numpy(bilm.softmax.kernel),
+        ops.convert_to_numpy(bilm.softmax.bias),
     )
     np.testing.assert_allclose(
-        backward_logits.numpy(), (b2 @ kernel + bias) * valid, rtol=1e-5, atol=1e-5
+        ops.convert_to_numpy(forward_logits), (f2 @ kernel + bias) * valid, rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(backward_logits), (b2 @ kernel + bias) * valid, rtol=1e-5, atol=1e-5
     )
 
 
@@ -53,17 +62,21 @@ def test_one_layer_equals_keras_bidirectional_on_the_embeddings():
     keras_bi(embedded, mask=MASK)
     keras_bi.forward_layer.set_weights(bilm.forward_layers[0].get_weights())
     keras_bi.backward_layer.set_weights(bilm.backward_layers[0].get_weights())
-    expected = keras_bi(embedded, mask=MASK).numpy()
-    np.testing.assert_allclose(representations.numpy()[:, :, 1], expected * MASK[:, :, None], **TOL)
+    expected = ops.convert_to_numpy(keras_bi(embedded, mask=MASK))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(representations)[:, :, 1], expected * MASK[:, :, None], **TOL
+    )
 
 
 @pytest.mark.parametrize("position", [1, 3])
 def test_forward_never_sees_the_future_backward_never_the_past(position):
     bilm = BiLanguageModel(VOCAB, 6, num_layers=2, residual=True, tie_embeddings=True)
-    _, forward, backward = (t.numpy() for t in bilm(IDS))
+    _, forward, backward = (ops.convert_to_numpy(t) for t in bilm(IDS))
     changed = IDS.copy()
     changed[:, position] = 12  # a different real token at `position` in both rows
-    representations, forward_changed, backward_changed = (t.numpy() for t in bilm(changed))
+    representations, forward_changed, backward_changed = (
+        ops.convert_to_numpy(t) for t in bilm(changed)
+    )
     # Forward logits at k predict t_{k+1} from t_1..t_k: unchanged before `position`, changed at it.
     np.testing.assert_allclose(forward_changed[:, :position], forward[:, :position], **TOL)
     assert np.abs(forward_changed[:, position] - forward[:, position]).max() > 1e-4
@@ -76,14 +89,15 @@ def test_forward_never_sees_the_future_backward_never_the_past(position):
 
 def test_padding_values_are_ignored():
     bilm = BiLanguageModel(VOCAB, 4, num_layers=2)
-    clean = [t.numpy() for t in bilm(IDS, mask=MASK)]
+    clean = [ops.convert_to_numpy(t) for t in bilm(IDS, mask=MASK)]
     noisy_ids = np.where(MASK, IDS, 7)
-    noisy = [t.numpy() for t in bilm(noisy_ids, mask=MASK)]
+    noisy = [ops.convert_to_numpy(t) for t in bilm(noisy_ids, mask=MASK)]
     for got, want in zip(noisy, clean, strict=True):
         np.testing.assert_allclose(got, want, **TOL)
     assert np.all(clean[0][1, 4:] == 0) and np.all(clean[1][1, 4:] == 0)
 
 
+@pytest.mark.tensorflow_only
 def test_language_model_loss_matches_numpy_and_decreases():
     keras.utils.set_random_seed(0)
     bilm = BiLanguageModel(VOCAB, 8, num_layers=2, tie_embeddings=True)
@@ -98,10 +112,14 @@ def test_language_model_loss_matches_numpy_and_decreases():
 
     pairs = MASK[:, 1:] & MASK[:, :-1]
     np.testing.assert_allclose(
-        float(forward_loss), numpy_ce(forward.numpy()[:, :-1], IDS[:, 1:], pairs), rtol=1e-5
+        float(forward_loss),
+        numpy_ce(ops.convert_to_numpy(forward)[:, :-1], IDS[:, 1:], pairs),
+        rtol=1e-5,
     )
     np.testing.assert_allclose(
-        float(backward_loss), numpy_ce(backward.numpy()[:, 1:], IDS[:, :-1], pairs), rtol=1e-5
+        float(backward_loss),
+        numpy_ce(ops.convert_to_numpy(backward)[:, 1:], IDS[:, :-1], pairs),
+        rtol=1e-5,
     )
 
     optimizer = keras.optimizers.Adam(0.05)
@@ -117,7 +135,9 @@ def test_language_model_loss_matches_numpy_and_decreases():
     losses = []
     for _ in range(30):
         loss, gradients = loss_and_gradients()
-        assert all(g is not None and np.all(np.isfinite(g.numpy())) for g in gradients)
+        assert all(
+            g is not None and np.all(np.isfinite(ops.convert_to_numpy(g))) for g in gradients
+        )
         optimizer.apply(gradients, variables)
         losses.append(float(loss))
     assert losses[-1] < 0.5 * losses[0]

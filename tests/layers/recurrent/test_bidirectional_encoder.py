@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers import BidirectionalEncoder
 from keras_attn.testing import run_layer_test
@@ -17,17 +18,28 @@ def test_matches_numpy_lstm_both_directions():
     forward, backward = encoder.rnn.forward_layer.cell, encoder.rnn.backward_layer.cell
 
     def weights(cell):
-        return cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+        return (
+            ops.convert_to_numpy(cell.kernel),
+            ops.convert_to_numpy(cell.recurrent_kernel),
+            ops.convert_to_numpy(cell.bias),
+        )
 
     f_out, f_h, f_c = ref.lstm_sequence(X, MASK, *weights(forward))
     b_out, b_h, b_c = ref.lstm_sequence(X, MASK, *weights(backward), reverse=True)
     expected = np.concatenate([f_out, b_out], -1)
     valid = MASK[:, :, None]
     np.testing.assert_allclose(
-        np.where(valid, sequence.numpy(), 0), np.where(valid, expected, 0), rtol=1e-5, atol=1e-6
+        np.where(valid, ops.convert_to_numpy(sequence), 0),
+        np.where(valid, expected, 0),
+        rtol=1e-5,
+        atol=1e-6,
     )
-    np.testing.assert_allclose(h.numpy(), np.concatenate([f_h, b_h], -1), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(c.numpy(), np.concatenate([f_c, b_c], -1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(h), np.concatenate([f_h, b_h], -1), rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(c), np.concatenate([f_c, b_c], -1), rtol=1e-5, atol=1e-6
+    )
 
 
 NUMPY_MERGE = {
@@ -46,7 +58,11 @@ def test_every_merge_mode_matches_numpy(merge_mode):
     forward, backward = encoder.rnn.forward_layer.cell, encoder.rnn.backward_layer.cell
 
     def weights(cell):
-        return cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+        return (
+            ops.convert_to_numpy(cell.kernel),
+            ops.convert_to_numpy(cell.recurrent_kernel),
+            ops.convert_to_numpy(cell.bias),
+        )
 
     f_out, f_h, f_c = ref.lstm_sequence(X, MASK, *weights(forward))
     b_out, b_h, b_c = ref.lstm_sequence(X, MASK, *weights(backward), reverse=True)
@@ -54,11 +70,18 @@ def test_every_merge_mode_matches_numpy(merge_mode):
     assert sequence.shape == expected.shape
     valid = MASK[:, :, None]
     np.testing.assert_allclose(
-        np.where(valid, sequence.numpy(), 0), np.where(valid, expected, 0), rtol=1e-5, atol=1e-6
+        np.where(valid, ops.convert_to_numpy(sequence), 0),
+        np.where(valid, expected, 0),
+        rtol=1e-5,
+        atol=1e-6,
     )
     # The final states are concatenated whatever the merge of the sequence.
-    np.testing.assert_allclose(h.numpy(), np.concatenate([f_h, b_h], -1), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(c.numpy(), np.concatenate([f_c, b_c], -1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(h), np.concatenate([f_h, b_h], -1), rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(c), np.concatenate([f_c, b_c], -1), rtol=1e-5, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize(
@@ -74,10 +97,14 @@ def test_equals_keras_bidirectional_with_copied_weights(cell, merge_mode):
     keras_bi(X, mask=MASK)
     keras_bi.set_weights(encoder.rnn.get_weights())
     theirs = keras_bi(X, mask=MASK)
-    np.testing.assert_allclose(sequence.numpy(), theirs[0].numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(sequence), ops.convert_to_numpy(theirs[0]), rtol=1e-5, atol=1e-6
+    )
     n = len(states)
-    expected_h = np.concatenate([theirs[1].numpy(), theirs[1 + n].numpy()], -1)
-    np.testing.assert_allclose(states[0].numpy(), expected_h, rtol=1e-5, atol=1e-6)
+    expected_h = np.concatenate(
+        [ops.convert_to_numpy(theirs[1]), ops.convert_to_numpy(theirs[1 + n])], -1
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(states[0]), expected_h, rtol=1e-5, atol=1e-6)
 
 
 def test_bad_arguments():
@@ -113,7 +140,11 @@ def numpy_stacked_encoder(encoder, x, mask):
     """Stacked bidirectional LSTM layers, residual connections from the third layer up."""
 
     def weights(cell):
-        return cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+        return (
+            ops.convert_to_numpy(cell.kernel),
+            ops.convert_to_numpy(cell.recurrent_kernel),
+            ops.convert_to_numpy(cell.bias),
+        )
 
     states, inputs = [], x
     for index, rnn in enumerate([encoder.rnn, *encoder.upper_rnns]):
@@ -135,10 +166,13 @@ def test_stacked_layers_match_numpy(num_layers):
     expected, expected_states = numpy_stacked_encoder(encoder, X, MASK)
     valid = MASK[:, :, None]
     np.testing.assert_allclose(
-        np.where(valid, sequence.numpy(), 0), np.where(valid, expected, 0), rtol=1e-4, atol=1e-5
+        np.where(valid, ops.convert_to_numpy(sequence), 0),
+        np.where(valid, expected, 0),
+        rtol=1e-4,
+        atol=1e-5,
     )
     for ours, theirs in zip(states, expected_states, strict=True):
-        np.testing.assert_allclose(ours.numpy(), theirs, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(ops.convert_to_numpy(ours), theirs, rtol=1e-4, atol=1e-5)
 
 
 def test_stacked_layers_depth_config_and_cudnn_switch():

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers import DeepRNN
 from keras_attn.testing import run_layer_test
@@ -21,7 +22,7 @@ def _manual_chain(rnn, cell, widths, x, mask, residual, bidirectional=False, mer
             layer = keras.layers.Bidirectional(layer, merge_mode=merge_mode)
         layer(sequence, mask=mask)
         layer.set_weights(ours.get_weights())
-        outputs = [o.numpy() for o in layer(sequence, mask=mask)]
+        outputs = [ops.convert_to_numpy(o) for o in layer(sequence, mask=mask)]
         if bidirectional:
             half = (len(outputs) - 1) // 2
             states += [
@@ -44,10 +45,12 @@ def test_equals_chained_keras_layers_with_copied_weights(cell, residual):
     sequence, *states = rnn(X, mask=MASK)
     expected_sequence, expected_states = _manual_chain(rnn, cell, [6, 6, 6], X, MASK, residual)
     valid = MASK[:, :, None]
-    np.testing.assert_allclose(sequence.numpy(), np.where(valid, expected_sequence, 0), **TOL)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(sequence), np.where(valid, expected_sequence, 0), **TOL
+    )
     assert len(states) == len(expected_states) == (6 if cell == "lstm" else 3)
     for got, want in zip(states, expected_states, strict=True):
-        np.testing.assert_allclose(got.numpy(), want, **TOL)
+        np.testing.assert_allclose(ops.convert_to_numpy(got), want, **TOL)
 
 
 def test_residual_changes_the_output_and_skips_unequal_widths():
@@ -57,7 +60,7 @@ def test_residual_changes_the_output_and_skips_unequal_widths():
     residual(X)
     residual.set_weights(plain.get_weights())
     assert residual._residual_at == [False, False, True]
-    difference = residual(X)[0].numpy() - plain(X)[0].numpy()
+    difference = ops.convert_to_numpy(residual(X)[0]) - ops.convert_to_numpy(plain(X)[0])
     assert np.abs(difference).max() > 1e-3
 
 
@@ -69,11 +72,11 @@ def test_bidirectional_layers_equal_chained_keras_bidirectional(merge_mode):
         rnn, "gru", [3, 3], X, MASK, False, bidirectional=True, merge_mode=merge_mode
     )
     np.testing.assert_allclose(
-        sequence.numpy(), np.where(MASK[:, :, None], expected_sequence, 0), **TOL
+        ops.convert_to_numpy(sequence), np.where(MASK[:, :, None], expected_sequence, 0), **TOL
     )
     for got, want in zip(states, expected_states, strict=True):
         assert got.shape == (2, 6)
-        np.testing.assert_allclose(got.numpy(), want, **TOL)
+        np.testing.assert_allclose(ops.convert_to_numpy(got), want, **TOL)
 
 
 def test_mixed_bidirectional_per_layer():
@@ -92,16 +95,18 @@ def test_mask_final_states_are_those_of_the_last_real_step(bidirectional):
     # Row 1 has 3 real steps: running it alone, truncated, must give the same states.
     short_sequence, *short_states = rnn(X[1:, :3])
     for got, want in zip(states, short_states, strict=True):
-        np.testing.assert_allclose(got.numpy()[1:], want.numpy(), **TOL)
-    np.testing.assert_allclose(sequence.numpy()[1:, :3], short_sequence.numpy(), **TOL)
-    np.testing.assert_array_equal(sequence.numpy()[1, 3:], 0.0)
+        np.testing.assert_allclose(ops.convert_to_numpy(got)[1:], ops.convert_to_numpy(want), **TOL)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(sequence)[1:, :3], ops.convert_to_numpy(short_sequence), **TOL
+    )
+    np.testing.assert_array_equal(ops.convert_to_numpy(sequence)[1, 3:], 0.0)
 
 
 def test_padded_steps_do_not_depend_on_pad_values():
     rnn = DeepRNN(4, num_layers=3, residual=True, bidirectional=[True, False, False])
-    clean = [t.numpy() for t in rnn(X, mask=MASK)]
+    clean = [ops.convert_to_numpy(t) for t in rnn(X, mask=MASK)]
     noisy_x = np.where(MASK[:, :, None], X, 1e3 * RNG.normal(size=X.shape)).astype("float32")
-    noisy = [t.numpy() for t in rnn(noisy_x, mask=MASK)]
+    noisy = [ops.convert_to_numpy(t) for t in rnn(noisy_x, mask=MASK)]
     for got, want in zip(noisy, clean, strict=True):
         np.testing.assert_allclose(got, want, **TOL)
 
@@ -117,7 +122,9 @@ def test_template_cell_is_cloned_per_layer():
     revived = DeepRNN.from_config(rnn.get_config())
     revived(X)
     revived.set_weights(rnn.get_weights())
-    np.testing.assert_allclose(revived(X)[0].numpy(), sequence.numpy(), **TOL)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(revived(X)[0]), ops.convert_to_numpy(sequence), **TOL
+    )
 
 
 def test_dropout_only_between_layers():
@@ -125,12 +132,16 @@ def test_dropout_only_between_layers():
     rnn(X)
     assert [layer.rate for layer in rnn.dropout_layers] == [0.5, 0.25]
     keras.utils.set_random_seed(0)
-    dropped = rnn(X, training=True)[0].numpy()
-    np.testing.assert_allclose(rnn(X, training=False)[0].numpy(), rnn(X)[0].numpy(), **TOL)
-    assert np.abs(dropped - rnn(X)[0].numpy()).max() > 1e-3
+    dropped = ops.convert_to_numpy(rnn(X, training=True)[0])
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(rnn(X, training=False)[0]), ops.convert_to_numpy(rnn(X)[0]), **TOL
+    )
+    assert np.abs(dropped - ops.convert_to_numpy(rnn(X)[0])).max() > 1e-3
     single = DeepRNN(4, num_layers=1, dropout=[])
     single(X)
-    np.testing.assert_allclose(single(X, training=True)[0].numpy(), single(X)[0].numpy(), **TOL)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(single(X, training=True)[0]), ops.convert_to_numpy(single(X)[0]), **TOL
+    )
 
 
 def test_wraps_keras_layers_and_passes_use_cudnn():

@@ -14,6 +14,7 @@ With reset_after=True every gate also adds the recurrent bias b' (Keras' bias is
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers import (
     BahdanauDecoder,
@@ -64,7 +65,11 @@ def numpy_gru_step(x, h, kernel, recurrent_kernel, bias, reset_after):
 
 def numpy_gru_sequence(x, mask, cell, reset_after, h=None, reverse=False):
     """The GRU over `(batch, T, d)`; padded steps keep the state. `(outputs, final h)`."""
-    weights = cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+    weights = (
+        ops.convert_to_numpy(cell.kernel),
+        ops.convert_to_numpy(cell.recurrent_kernel),
+        ops.convert_to_numpy(cell.bias),
+    )
     h = np.zeros((x.shape[0], cell.units)) if h is None else h.astype(np.float64)
     outputs = np.zeros((x.shape[0], x.shape[1], cell.units))
     for t in range(x.shape[1] - 1, -1, -1) if reverse else range(x.shape[1]):
@@ -89,9 +94,9 @@ def test_bidirectional_encoder_matches_numpy_gru_of_its_form(reset_after):
     f_out, f_h = numpy_gru_sequence(X, MASK, forward, reset_after)
     b_out, b_h = numpy_gru_sequence(X, MASK, backward, reset_after, reverse=True)
     np.testing.assert_allclose(
-        valid(sequence.numpy()), valid(np.concatenate([f_out, b_out], -1)), **TOL
+        valid(ops.convert_to_numpy(sequence)), valid(np.concatenate([f_out, b_out], -1)), **TOL
     )
-    np.testing.assert_allclose(h.numpy(), np.concatenate([f_h, b_h], -1), **TOL)
+    np.testing.assert_allclose(ops.convert_to_numpy(h), np.concatenate([f_h, b_h], -1), **TOL)
 
 
 @pytest.mark.parametrize("reset_after", [False, True])
@@ -100,7 +105,7 @@ def test_plain_decoder_matches_numpy_gru_of_its_form(reset_after):
     decoder = PlainDecoder(8, cell="gru", reset_after=reset_after)
     decoder(Y, CONTEXT)
     randomize(decoder)
-    outputs = decoder(Y, CONTEXT, initial_state=[H0]).numpy()
+    outputs = ops.convert_to_numpy(decoder(Y, CONTEXT, initial_state=[H0]))
     fed = np.concatenate([Y, np.repeat(CONTEXT[:, None], Y.shape[1], 1)], -1)
     states, _ = numpy_gru_sequence(
         fed, np.ones(Y.shape[:2], bool), decoder.rnn.cell, reset_after, H0
@@ -110,7 +115,7 @@ def test_plain_decoder_matches_numpy_gru_of_its_form(reset_after):
     states_t = [H0]
     for t in range(Y.shape[1]):  # inference's step: the same form
         output_t, states_t = decoder.step(Y[:, t], states_t, CONTEXT)
-        np.testing.assert_allclose(output_t.numpy(), expected[:, t], **TOL)
+        np.testing.assert_allclose(ops.convert_to_numpy(output_t), expected[:, t], **TOL)
 
 
 @pytest.mark.parametrize("reset_after", [False, True])
@@ -122,9 +127,9 @@ def test_deep_rnn_layers_match_numpy_gru_of_their_form(reset_after):
     first, second = (layer.cell for layer in rnn.rnn_layers)
     out_1, expected_h_1 = numpy_gru_sequence(X, MASK, first, reset_after)
     out_2, expected_h_2 = numpy_gru_sequence(out_1, MASK, second, reset_after)
-    np.testing.assert_allclose(valid(sequence.numpy()), valid(out_2), **TOL)
-    np.testing.assert_allclose(h_1.numpy(), expected_h_1, **TOL)
-    np.testing.assert_allclose(h_2.numpy(), expected_h_2, **TOL)
+    np.testing.assert_allclose(valid(ops.convert_to_numpy(sequence)), valid(out_2), **TOL)
+    np.testing.assert_allclose(ops.convert_to_numpy(h_1), expected_h_1, **TOL)
+    np.testing.assert_allclose(ops.convert_to_numpy(h_2), expected_h_2, **TOL)
 
 
 def test_the_two_forms_compute_different_functions_with_the_same_weights():
@@ -169,10 +174,10 @@ def test_luong_decoder_state_follows_numpy_gru_without_input_feeding():
     decoder = LuongDecoder(8, cell="gru", input_feeding=False, reset_after=False)
     decoder(Y, memory)
     randomize(decoder)
-    outputs = decoder(Y, memory, initial_state=[H0]).numpy()
+    outputs = ops.convert_to_numpy(decoder(Y, memory, initial_state=[H0]))
     states, _ = numpy_gru_sequence(Y, np.ones(Y.shape[:2], bool), decoder.rnn.cell, False, H0)
     _, weights = decoder(Y, memory, initial_state=[H0], return_attention_scores=True)
-    context = np.einsum("bts,bsd->btd", weights.numpy(), memory)
+    context = np.einsum("bts,bsd->btd", ops.convert_to_numpy(weights), memory)
     kernel, *bias = decoder.attentional_state.get_weights()
     pre = np.concatenate([context, states], -1) @ kernel + (bias[0] if bias else 0.0)
     np.testing.assert_allclose(outputs, np.tanh(pre), **TOL)
@@ -204,7 +209,9 @@ def test_keras_save_keeps_the_form(tmp_path):
     model.save(path)
     loaded = keras.saving.load_model(path)
     assert loaded.layers[-1].rnn.forward_layer.cell.reset_after is False
-    np.testing.assert_allclose(loaded(ids).numpy(), model(ids).numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(loaded(ids)), ops.convert_to_numpy(model(ids)), rtol=1e-6, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize(

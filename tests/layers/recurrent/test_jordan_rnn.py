@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers import ElmanRNN, JordanRNN
 from keras_attn.testing import run_layer_test
@@ -19,8 +20,15 @@ def randomize(layer, seed=0):
 
 def numpy_jordan(cell, x, mask, act=None, reverse=False):
     """Jordan network: the state fed back is the previous output o^(t-1)."""
-    kernel, recurrent, bias = cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
-    output_kernel, output_bias = cell.output_kernel.numpy(), cell.output_bias.numpy()
+    kernel, recurrent, bias = (
+        ops.convert_to_numpy(cell.kernel),
+        ops.convert_to_numpy(cell.recurrent_kernel),
+        ops.convert_to_numpy(cell.bias),
+    )
+    output_kernel, output_bias = (
+        ops.convert_to_numpy(cell.output_kernel),
+        ops.convert_to_numpy(cell.output_bias),
+    )
 
     def step(x_t, o_previous):
         h = ref.elman_step(x_t, o_previous, kernel, recurrent, bias)
@@ -45,10 +53,12 @@ def test_matches_numpy_output_feedback(output_activation):
     outputs, state = layer(X, mask=MASK)
     act = None if output_activation is None else ref.sigmoid
     expected, expected_state = numpy_jordan(layer.cell, X, MASK, act)
-    np.testing.assert_allclose(outputs.numpy(), expected, **TOL)
-    np.testing.assert_allclose(state.numpy(), expected_state, **TOL)
+    np.testing.assert_allclose(ops.convert_to_numpy(outputs), expected, **TOL)
+    np.testing.assert_allclose(ops.convert_to_numpy(state), expected_state, **TOL)
     # The carried state is the last real output.
-    np.testing.assert_allclose(state.numpy()[1], outputs.numpy()[1, 2], **TOL)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(state)[1], ops.convert_to_numpy(outputs)[1, 2], **TOL
+    )
 
 
 def test_recurrent_kernel_reads_the_output_not_the_hidden_layer():
@@ -67,7 +77,7 @@ def test_bidirectional_matches_numpy_both_directions():
     )
     bi(X)
     randomize(bi)
-    got = bi(X, mask=MASK).numpy()
+    got = ops.convert_to_numpy(bi(X, mask=MASK))
     forward, _ = numpy_jordan(bi.forward_layer.cell, X, MASK)
     backward, _ = numpy_jordan(bi.backward_layer.cell, X, MASK, reverse=True)
     valid = MASK[:, :, None]
@@ -81,12 +91,16 @@ def test_initial_state_is_the_first_fed_back_output():
     layer(X)
     randomize(layer)
     o0 = RNG.normal(size=(2, 2)).astype("float32")
-    got = layer(X[:, :1], initial_state=[o0]).numpy()
+    got = ops.convert_to_numpy(layer(X[:, :1], initial_state=[o0]))
     cell = layer.cell
     h = ref.elman_step(
-        X[:, 0], o0, cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+        X[:, 0],
+        o0,
+        ops.convert_to_numpy(cell.kernel),
+        ops.convert_to_numpy(cell.recurrent_kernel),
+        ops.convert_to_numpy(cell.bias),
     )
-    expected = h @ cell.output_kernel.numpy() + cell.output_bias.numpy()
+    expected = h @ ops.convert_to_numpy(cell.output_kernel) + ops.convert_to_numpy(cell.output_bias)
     np.testing.assert_allclose(got[:, 0], expected, **TOL)
 
 

@@ -9,6 +9,7 @@ gate Z: the share of the OLD state kept, h^(t) = Z ⊙ h^(t-1) + (1 - Z) ⊙ h̃
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from tests import numpy_reference as ref
 
@@ -93,9 +94,11 @@ def test_keras_lstm_is_eqs_2_8_to_2_10():
     kernel, recurrent_kernel, bias = random_weights(lstm)
     sequence, h, c = lstm(X, mask=MASK)
     expected_sequence, expected_h, expected_c = numpy_lstm(X, MASK, kernel, recurrent_kernel, bias)
-    np.testing.assert_allclose(valid(sequence.numpy()), valid(expected_sequence), **TOL)
-    np.testing.assert_allclose(h.numpy(), expected_h, **TOL)
-    np.testing.assert_allclose(c.numpy(), expected_c, **TOL)
+    np.testing.assert_allclose(
+        valid(ops.convert_to_numpy(sequence)), valid(expected_sequence), **TOL
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(h), expected_h, **TOL)
+    np.testing.assert_allclose(ops.convert_to_numpy(c), expected_c, **TOL)
 
 
 def test_lstm_column_order_is_i_f_c_o():
@@ -110,7 +113,7 @@ def test_lstm_column_order_is_i_f_c_o():
 
     _, expected_h, _ = numpy_lstm(X, MASK, kernel, recurrent_kernel, bias)
     _, wrong_h, _ = numpy_lstm(X, MASK, swap(kernel), swap(recurrent_kernel), swap(bias))
-    got = lstm(X, mask=MASK).numpy()
+    got = ops.convert_to_numpy(lstm(X, mask=MASK))
     np.testing.assert_allclose(got, expected_h, **TOL)
     assert np.abs(got - wrong_h).max() > 1e-2
 
@@ -127,8 +130,10 @@ def test_keras_gru_matches_its_form(reset_after):
     expected_sequence, expected_h = numpy_gru(
         X, MASK, kernel, recurrent_kernel, bias, reset_after=reset_after
     )
-    np.testing.assert_allclose(valid(sequence.numpy()), valid(expected_sequence), **TOL)
-    np.testing.assert_allclose(h.numpy(), expected_h, **TOL)
+    np.testing.assert_allclose(
+        valid(ops.convert_to_numpy(sequence)), valid(expected_sequence), **TOL
+    )
+    np.testing.assert_allclose(ops.convert_to_numpy(h), expected_h, **TOL)
 
 
 def test_gru_reset_after_true_is_not_the_paper_form():
@@ -140,8 +145,8 @@ def test_gru_reset_after_true_is_not_the_paper_form():
     kernel, recurrent_kernel, _ = random_weights(paper_form)
     paper_form.set_weights([kernel, recurrent_kernel, np.zeros(3 * K, "float32")])
     cudnn_form.set_weights([kernel, recurrent_kernel, np.zeros((2, 3 * K), "float32")])
-    ours = paper_form(X).numpy()
-    theirs = cudnn_form(X).numpy()
+    ours = ops.convert_to_numpy(paper_form(X))
+    theirs = ops.convert_to_numpy(cudnn_form(X))
     expected, _ = numpy_gru(X, np.ones_like(MASK), kernel, recurrent_kernel, np.zeros(3 * K), False)
     np.testing.assert_allclose(ours, expected, **TOL)
     assert np.abs(ours - theirs).max() > 1e-2
@@ -156,4 +161,6 @@ def test_gru_z_keeps_the_old_state():
     bias[:K] = 50.0  # z = sigmoid(... + 50) = 1 to float32 precision
     gru.set_weights([kernel, recurrent_kernel, bias])
     h0 = RNG.normal(size=(BATCH, K)).astype("float32")
-    np.testing.assert_allclose(gru(X, initial_state=[h0]).numpy(), h0, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(gru(X, initial_state=[h0])), h0, rtol=1e-6, atol=1e-6
+    )

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers import Attention, LocalAttention, LuongDecoder
 from keras_attn.testing import run_layer_test
@@ -21,24 +22,33 @@ def numpy_score(decoder, h, memory):
     if decoder.score == "dot":
         return ref.dot_score(q, memory)[:, 0]
     if decoder.score == "general":
-        return ref.general_score(q, memory, score.kernel.numpy())[:, 0]
+        return ref.general_score(q, memory, ops.convert_to_numpy(score.kernel))[:, 0]
     assert decoder.score == "concat"
-    return ref.concat_score(q, memory, score.kernel.numpy(), score.v.numpy(), score.bias.numpy())[
-        :, 0
-    ]
+    return ref.concat_score(
+        q,
+        memory,
+        ops.convert_to_numpy(score.kernel),
+        ops.convert_to_numpy(score.v),
+        ops.convert_to_numpy(score.bias),
+    )[:, 0]
 
 
 def numpy_luong(decoder, y, memory, mask, h, c):
     """Luong et al. eqs. 5, 7, 9, 10 with an LSTM and input feeding, step by step."""
     cell, layer = decoder.rnn.cell, decoder.attention_layer
-    w_c = decoder.attentional_state.kernel.numpy()
+    w_c = ops.convert_to_numpy(decoder.attentional_state.kernel)
     source = np.arange(memory.shape[1])
     feed = np.zeros((y.shape[0], decoder.units))
     outputs, alignments = [], []
     for t in range(y.shape[1]):
         x = np.concatenate([y[:, t], feed], axis=-1) if decoder.input_feeding else y[:, t]
         h, c = ref.lstm_step(
-            x, h, c, cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+            x,
+            h,
+            c,
+            ops.convert_to_numpy(cell.kernel),
+            ops.convert_to_numpy(cell.recurrent_kernel),
+            ops.convert_to_numpy(cell.bias),
         )
         scores = numpy_score(decoder, h, memory)
         if decoder.attention == "global":
@@ -47,7 +57,9 @@ def numpy_luong(decoder, y, memory, mask, h, c):
             if decoder.attention == "local-m":
                 p = np.full((y.shape[0], 1), float(t))
             else:  # eq. 9: p_t = S sigmoid(v_p^T tanh(W_p h_t)), S = real source length
-                hidden = np.tanh(h @ layer.position_kernel.numpy()) @ layer.position_v.numpy()
+                hidden = np.tanh(
+                    h @ ops.convert_to_numpy(layer.position_kernel)
+                ) @ ops.convert_to_numpy(layer.position_v)
                 p = mask.sum(-1, keepdims=True) * ref.sigmoid(hidden)[:, None]
             window = np.abs(source[None, :] - p) <= decoder.window
             alpha = ref.softmax(scores, mask & window)
@@ -80,9 +92,13 @@ def test_matches_numpy_equations(kwargs):
         Y, MEMORY, memory_mask=MASK, initial_state=[H0, C0], return_attention_scores=True
     )
     expected_outputs, expected_alignments = numpy_luong(decoder, Y, MEMORY, MASK, H0, C0)
-    np.testing.assert_allclose(alignments.numpy(), expected_alignments, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(outputs.numpy(), expected_outputs, rtol=1e-4, atol=1e-5)
-    assert np.all(alignments.numpy()[1, :, 3:] == 0.0)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(alignments), expected_alignments, rtol=1e-4, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(outputs), expected_outputs, rtol=1e-4, atol=1e-5
+    )
+    assert np.all(ops.convert_to_numpy(alignments)[1, :, 3:] == 0.0)
 
 
 @pytest.mark.parametrize(
@@ -103,8 +119,15 @@ def test_step_by_step_equals_teacher_forced(cell, attention, input_feeding):
     prepared = decoder.prepare_memory(MEMORY)
     for t in range(Y.shape[1]):
         output_t, alignment_t, states = decoder.step(Y[:, t], states, MEMORY, prepared, MASK)
-        np.testing.assert_allclose(output_t.numpy(), outputs.numpy()[:, t], rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(alignment_t.numpy(), alignments.numpy()[:, t], atol=1e-5)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(output_t),
+            ops.convert_to_numpy(outputs)[:, t],
+            rtol=1e-5,
+            atol=1e-5,
+        )
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(alignment_t), ops.convert_to_numpy(alignments)[:, t], atol=1e-5
+        )
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
@@ -116,8 +139,12 @@ def test_fast_path_equals_the_step_loop(cell):
         Y, MEMORY, memory_mask=MASK, initial_state=initial, return_attention_scores=True
     )
     loop_outputs, loop_alignments = decoder.run_steps(Y, MEMORY, MASK, initial)
-    np.testing.assert_allclose(outputs.numpy(), loop_outputs.numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(alignments.numpy(), loop_alignments.numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(outputs), ops.convert_to_numpy(loop_outputs), rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(alignments), ops.convert_to_numpy(loop_alignments), atol=1e-6
+    )
     assert isinstance(decoder.rnn, keras.layers.LSTM if cell == "lstm" else keras.layers.GRU)
 
 
@@ -135,7 +162,7 @@ def test_input_feeding_changes_the_recurrence():
 def test_local_m_window_follows_the_target_step():
     decoder = LuongDecoder(8, attention="local-m", window=1)
     _, alignments = decoder(Y, MEMORY, return_attention_scores=True)
-    nonzero = alignments.numpy()[0] > 0
+    nonzero = ops.convert_to_numpy(alignments)[0] > 0
     for t in range(4):
         assert np.flatnonzero(nonzero[t]).tolist() == [s for s in (t - 1, t, t + 1) if 0 <= s < 6]
 
@@ -171,10 +198,10 @@ def test_padded_targets_give_zero_outputs_and_keras_mask(input_feeding):
     pooled = keras.layers.GlobalAveragePooling1D()(outputs)
     model = keras.Model([tokens, memory], [outputs, pooled])
     out, mean = model([np.array([[4, 5, 0], [6, 0, 0]]), MEMORY])
-    out = out.numpy()
+    out = ops.convert_to_numpy(out)
     assert np.all(out[0, 2] == 0.0) and np.all(out[1, 1:] == 0.0)
     assert np.any(out[0, 1] != 0.0)
-    np.testing.assert_allclose(mean.numpy()[0], out[0, :2].mean(0), rtol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(mean)[0], out[0, :2].mean(0), rtol=1e-5)
 
 
 def test_harness_input_feeding_global():
@@ -224,8 +251,10 @@ def test_every_score_and_distribution_of_the_catalog_decodes():
         outputs, alignments = decoder(Y, memory, memory_mask=MASK, return_attention_scores=True)
         states = decoder.get_initial_state(2)
         output_0, _, _ = decoder.step(Y[:, 0], states, memory, decoder.prepare_memory(memory), MASK)
-        np.testing.assert_allclose(output_0.numpy(), outputs.numpy()[:, 0], atol=1e-5)
-        assert np.all(alignments.numpy()[1, :, 3:] == 0.0), (score, distribution)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(output_0), ops.convert_to_numpy(outputs)[:, 0], atol=1e-5
+        )
+        assert np.all(ops.convert_to_numpy(alignments)[1, :, 3:] == 0.0), (score, distribution)
 
 
 @pytest.mark.parametrize(
@@ -245,18 +274,24 @@ def test_an_attention_layer_equals_its_name(attention, layer):
     decoder.set_weights(named.get_weights())
     got = decoder(Y, MEMORY, memory_mask=MASK, return_attention_scores=True)
     for a, b in zip(expected, got, strict=True):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(a), ops.convert_to_numpy(b), rtol=1e-6, atol=1e-7
+        )
     states = decoder.get_initial_state(2)
     prepared = decoder.prepare_memory(MEMORY)
     output_0, _, states = decoder.step(Y[:, 0], states, MEMORY, prepared, MASK)
-    np.testing.assert_allclose(output_0.numpy(), got[0].numpy()[:, 0], atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(output_0), ops.convert_to_numpy(got[0])[:, 0], atol=1e-6
+    )
     assert len(states) == 3 + (attention == "local-m")  # [h, c], h~ and the step index
 
     clone = LuongDecoder.from_config(decoder.get_config())
     assert type(clone.attention_layer) is type(decoder.attention_layer)
     clone(Y, MEMORY, memory_mask=MASK)
     clone.set_weights(decoder.get_weights())
-    np.testing.assert_allclose(clone(Y, MEMORY, memory_mask=MASK).numpy(), got[0].numpy())
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(clone(Y, MEMORY, memory_mask=MASK)), ops.convert_to_numpy(got[0])
+    )
 
 
 def test_an_attention_layer_of_another_kind_is_refused():
@@ -270,8 +305,8 @@ def numpy_stacked_luong(decoder, y, memory, mask, states):
     Input feeding enters the bottom layer; the attention and eq. 5 read the top layer's h_t.
     """
     cells = numpy_stack.decoder_cells(decoder, decoder.rnn.cell)
-    w_a = decoder.attention_layer.score_fn.kernel.numpy()
-    w_c = decoder.attentional_state.kernel.numpy()
+    w_a = ops.convert_to_numpy(decoder.attention_layer.score_fn.kernel)
+    w_c = ops.convert_to_numpy(decoder.attentional_state.kernel)
     feed = np.zeros((y.shape[0], decoder.units))
     outputs, alignments = [], []
     for t in range(y.shape[1]):
@@ -296,8 +331,12 @@ def test_stacked_decoder_matches_numpy_equations(num_layers, input_feeding):
         Y, MEMORY, memory_mask=MASK, initial_state=initial, return_attention_scores=True
     )
     expected_outputs, expected_alignments = numpy_stacked_luong(decoder, Y, MEMORY, MASK, initial)
-    np.testing.assert_allclose(alignments.numpy(), expected_alignments, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(outputs.numpy(), expected_outputs, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(alignments), expected_alignments, rtol=1e-4, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(outputs), expected_outputs, rtol=1e-4, atol=1e-5
+    )
     # A stack without the residual connections computes something else from layer 3 up.
     if num_layers >= 3:
         cells = numpy_stack.decoder_cells(decoder, decoder.rnn.cell)
@@ -329,16 +368,22 @@ def test_stacked_step_by_step_equals_teacher_forced(num_layers, cell, attention,
     prepared = decoder.prepare_memory(MEMORY)
     for t in range(Y.shape[1]):
         output, alignment, states = decoder.step(Y[:, t], states, MEMORY, prepared, MASK)
-        np.testing.assert_allclose(output.numpy(), outputs.numpy()[:, t], rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(alignment.numpy(), alignments.numpy()[:, t], atol=1e-6)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(output), ops.convert_to_numpy(outputs)[:, t], rtol=1e-5, atol=1e-5
+        )
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(alignment), ops.convert_to_numpy(alignments)[:, t], atol=1e-6
+        )
 
 
 def test_dropout_between_layers_acts_in_training_only():
     decoder = LuongDecoder(8, num_layers=2, layer_dropout=0.5)
-    inference = decoder(Y, MEMORY, memory_mask=MASK).numpy()
-    np.testing.assert_array_equal(decoder(Y, MEMORY, memory_mask=MASK).numpy(), inference)
+    inference = ops.convert_to_numpy(decoder(Y, MEMORY, memory_mask=MASK))
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(decoder(Y, MEMORY, memory_mask=MASK)), inference
+    )
     keras.utils.set_random_seed(0)
-    training = decoder(Y, MEMORY, memory_mask=MASK, training=True).numpy()
+    training = ops.convert_to_numpy(decoder(Y, MEMORY, memory_mask=MASK, training=True))
     assert np.abs(training - inference).max() > 1e-3
 
 

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers import PlainDecoder
 from keras_attn.testing import run_layer_test
@@ -18,7 +19,11 @@ TARGET_MASK = np.array([[True] * 4, [True, True, False, False]])
 def numpy_plain(decoder, y, context, h, c):
     """Cho et al. eq. 7 (context fed) or Sutskever et al. (not fed) with an LSTM, step by step."""
     cell = decoder.rnn.cell
-    kernels = cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+    kernels = (
+        ops.convert_to_numpy(cell.kernel),
+        ops.convert_to_numpy(cell.recurrent_kernel),
+        ops.convert_to_numpy(cell.bias),
+    )
     outputs = []
     for t in range(y.shape[1]):
         x = np.concatenate([y[:, t], context], -1) if decoder.context_feeding else y[:, t]
@@ -30,7 +35,7 @@ def numpy_plain(decoder, y, context, h, c):
 @pytest.mark.parametrize("context_feeding", [True, False])
 def test_matches_numpy_equations(context_feeding):
     decoder = PlainDecoder(8, context_feeding=context_feeding)
-    outputs = decoder(Y, CONTEXT, initial_state=[H0, C0]).numpy()
+    outputs = ops.convert_to_numpy(decoder(Y, CONTEXT, initial_state=[H0, C0]))
     expected = numpy_plain(decoder, Y, CONTEXT, H0, C0)
     np.testing.assert_allclose(outputs, expected, rtol=1e-5, atol=1e-5)
     assert outputs.shape == (2, 4, 8 + 10 + 3 if context_feeding else 8)
@@ -39,13 +44,13 @@ def test_matches_numpy_equations(context_feeding):
 def test_the_context_reaches_every_step_only_when_fed():
     other = CONTEXT + 1.0
     fed = PlainDecoder(8)
-    changed = fed(Y, other, initial_state=[H0, C0]).numpy()[..., :8]
-    same_start = fed(Y, CONTEXT, initial_state=[H0, C0]).numpy()[..., :8]
+    changed = ops.convert_to_numpy(fed(Y, other, initial_state=[H0, C0]))[..., :8]
+    same_start = ops.convert_to_numpy(fed(Y, CONTEXT, initial_state=[H0, C0]))[..., :8]
     assert np.all(np.abs(changed - same_start).max(-1) > 1e-4)  # every step sees c
     plain = PlainDecoder(8, context_feeding=False)
     np.testing.assert_array_equal(
-        plain(Y, other, initial_state=[H0, C0]).numpy(),
-        plain(Y, CONTEXT, initial_state=[H0, C0]).numpy(),
+        ops.convert_to_numpy(plain(Y, other, initial_state=[H0, C0])),
+        ops.convert_to_numpy(plain(Y, CONTEXT, initial_state=[H0, C0])),
     )
     assert fed.rnn.cell.kernel.shape == (3 + 10, 32) and plain.rnn.cell.kernel.shape == (3, 32)
 
@@ -56,11 +61,13 @@ def test_the_context_reaches_every_step_only_when_fed():
 def test_step_by_step_equals_teacher_forced(cell, context_feeding):
     decoder = PlainDecoder(8, cell=cell, context_feeding=context_feeding)
     initial = [H0, C0][: decoder.num_states]
-    outputs = decoder(Y, CONTEXT, initial_state=initial).numpy()
+    outputs = ops.convert_to_numpy(decoder(Y, CONTEXT, initial_state=initial))
     states = initial
     for t in range(Y.shape[1]):
         output_t, states = decoder.step(Y[:, t], states, CONTEXT)
-        np.testing.assert_allclose(output_t.numpy(), outputs[:, t], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(output_t), outputs[:, t], rtol=1e-5, atol=1e-5
+        )
     assert len(states) == decoder.num_states
 
 
@@ -72,10 +79,10 @@ def test_padded_targets_give_zero_outputs_and_keras_mask():
     pooled = keras.layers.GlobalAveragePooling1D()(outputs)
     model = keras.Model([tokens, context], [outputs, pooled])
     out, mean = model([np.array([[4, 5, 0], [6, 0, 0]]), CONTEXT])
-    out = out.numpy()
+    out = ops.convert_to_numpy(out)
     assert np.all(out[0, 2] == 0.0) and np.all(out[1, 1:] == 0.0)
     assert np.all(out[0, 1] != 0.0)
-    np.testing.assert_allclose(mean.numpy()[0], out[0, :2].mean(0), rtol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(mean)[0], out[0, :2].mean(0), rtol=1e-5)
 
 
 def test_bad_arguments():
@@ -123,26 +130,30 @@ def test_stacked_decoder_matches_numpy_equations(num_layers, context_feeding):
         8, num_layers=num_layers, layer_dropout=0.5, context_feeding=context_feeding
     )
     initial = [RNG.normal(size=(2, 8)).astype("float32") for _ in range(2 * num_layers)]
-    outputs = decoder(Y, CONTEXT, initial_state=initial).numpy()
+    outputs = ops.convert_to_numpy(decoder(Y, CONTEXT, initial_state=initial))
     expected, expected_states = numpy_stacked_plain(decoder, Y, CONTEXT, initial)
     np.testing.assert_allclose(outputs, expected, rtol=1e-4, atol=1e-5)
     states = initial
     for t in range(Y.shape[1]):
         output_t, states = decoder.step(Y[:, t], states, CONTEXT)
-        np.testing.assert_allclose(output_t.numpy(), outputs[:, t], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(output_t), outputs[:, t], rtol=1e-5, atol=1e-5
+        )
     assert len(states) == decoder.num_states == 2 * num_layers
     for ours, theirs in zip(states, expected_states, strict=True):
-        np.testing.assert_allclose(ours.numpy(), theirs, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(ops.convert_to_numpy(ours), theirs, rtol=1e-4, atol=1e-5)
 
 
 def test_stacked_gru_step_by_step_equals_teacher_forced():
     decoder = PlainDecoder(8, cell="gru", num_layers=4, reset_after=False)
     initial = [RNG.normal(size=(2, 8)).astype("float32") for _ in range(4)]
-    outputs = decoder(Y, CONTEXT, initial_state=initial).numpy()
+    outputs = ops.convert_to_numpy(decoder(Y, CONTEXT, initial_state=initial))
     states = initial
     for t in range(Y.shape[1]):
         output_t, states = decoder.step(Y[:, t], states, CONTEXT)
-        np.testing.assert_allclose(output_t.numpy(), outputs[:, t], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(output_t), outputs[:, t], rtol=1e-5, atol=1e-5
+        )
     with pytest.raises(ValueError, match="of 4 layers takes 4 initial state"):
         decoder(Y, CONTEXT, initial_state=initial[:1])
 

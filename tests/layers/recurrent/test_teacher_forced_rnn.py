@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers import JordanRNN, TeacherForcedRNN
 from keras_attn.testing import run_layer_test
@@ -27,8 +28,15 @@ def make(seed=0, **kwargs):
 def numpy_loop(layer, x, fed_targets, use_own, mask):
     """h = tanh(x W_x + f W_f + b), o = h W_out + b_out, f = y or pred(o)."""
     cell = layer.cell
-    kernel, recurrent, bias = cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
-    output_kernel, output_bias = cell.output_kernel.numpy(), cell.output_bias.numpy()
+    kernel, recurrent, bias = (
+        ops.convert_to_numpy(cell.kernel),
+        ops.convert_to_numpy(cell.recurrent_kernel),
+        ops.convert_to_numpy(cell.bias),
+    )
+    output_kernel, output_bias = (
+        ops.convert_to_numpy(cell.output_kernel),
+        ops.convert_to_numpy(cell.output_bias),
+    )
     batch, steps, _ = x.shape
     q = layer.output_units
     fed = np.zeros((batch, q))
@@ -54,7 +62,7 @@ def free_running(layer, x, mask):
 
 def test_probability_zero_in_training_is_pure_teacher_forcing():
     layer = make()
-    got = layer(X, Y, inputs_mask=MASK, training=True).numpy()
+    got = ops.convert_to_numpy(layer(X, Y, inputs_mask=MASK, training=True))
     np.testing.assert_allclose(got, teacher_forced(layer, X, Y, MASK), **TOL)
     assert np.abs(got - free_running(layer, X, MASK)).max() > 1e-2
     assert np.all(got[1, 3:] == 0.0)
@@ -65,9 +73,11 @@ def test_inference_is_the_numpy_free_running_loop(feedback):
     layer = make(feedback=feedback, output_units=4 if feedback == "categorical" else 2)
     targets = IDS if feedback == "categorical" else Y
     expected = free_running(layer, X, MASK)
-    np.testing.assert_allclose(layer(X, inputs_mask=MASK).numpy(), expected, **TOL)
+    np.testing.assert_allclose(ops.convert_to_numpy(layer(X, inputs_mask=MASK)), expected, **TOL)
     # Targets given at inference are ignored.
-    np.testing.assert_allclose(layer(X, targets, inputs_mask=MASK).numpy(), expected, **TOL)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer(X, targets, inputs_mask=MASK)), expected, **TOL
+    )
 
 
 @pytest.mark.parametrize("feedback", ["continuous", "categorical"])
@@ -75,12 +85,12 @@ def test_probability_one_in_training_is_free_running(feedback):
     layer = make(feedback=feedback, output_units=4 if feedback == "categorical" else 2)
     targets = IDS if feedback == "categorical" else Y
     got = layer(X, targets, inputs_mask=MASK, sampling_probability=1.0, training=True)
-    np.testing.assert_allclose(got.numpy(), free_running(layer, X, MASK), **TOL)
+    np.testing.assert_allclose(ops.convert_to_numpy(got), free_running(layer, X, MASK), **TOL)
 
 
 def test_categorical_teacher_forcing_feeds_one_hot_targets():
     layer = make(feedback="categorical", output_units=4)
-    got = layer(X, IDS, inputs_mask=MASK, training=True).numpy()
+    got = ops.convert_to_numpy(layer(X, IDS, inputs_mask=MASK, training=True))
     np.testing.assert_allclose(got, teacher_forced(layer, X, np.eye(4)[IDS], MASK), **TOL)
 
 
@@ -89,8 +99,8 @@ def test_teacher_forcing_decouples_the_steps():
     layer = make()
     changed = Y.copy()
     changed[:, 2] += 1.0
-    a = layer(X, Y, training=True).numpy()
-    b = layer(X, changed, training=True).numpy()
+    a = ops.convert_to_numpy(layer(X, Y, training=True))
+    b = ops.convert_to_numpy(layer(X, changed, training=True))
     differs = np.abs(a - b).max(axis=(0, 2)) > 1e-4
     np.testing.assert_array_equal(differs, [False, False, False, True, False])
 
@@ -101,14 +111,16 @@ def test_scheduled_sampling_mixes_truth_and_own_predictions():
     x = rng.normal(size=(200, 8, 3)).astype("float32")
     y = rng.normal(size=(200, 8, 2)).astype("float32")
     layer = make(seed=1, sampling_probability=0.3)
-    got = layer(x, y, training=True).numpy()
+    got = ops.convert_to_numpy(layer(x, y, training=True))
     cell = layer.cell
-    weights = [w.numpy() for w in (cell.kernel, cell.recurrent_kernel, cell.bias)]
+    weights = [ops.convert_to_numpy(w) for w in (cell.kernel, cell.recurrent_kernel, cell.bias)]
 
     def output_given(fed):
         """o^(t) for t >= 1 had f^(t-1) = fed[:, t-1]; flattened over (batch, T-1)."""
         h = ref.elman_step(x[:, 1:].reshape(-1, 3), fed[:, :-1].reshape(-1, 2), *weights)
-        o = ref.output_projection(h, cell.output_kernel.numpy(), cell.output_bias.numpy())
+        o = ref.output_projection(
+            h, ops.convert_to_numpy(cell.output_kernel), ops.convert_to_numpy(cell.output_bias)
+        )
         return np.abs(o - got[:, 1:].reshape(-1, 2)).max(-1) < 1e-4
 
     from_truth, from_own = output_given(y), output_given(got)
@@ -137,8 +149,8 @@ def test_schedules_follow_bengio_et_al(schedule, decay, expected):
 
 def test_training_step_drives_the_schedule():
     layer = make(schedule="linear", decay=0.5)
-    at_start = layer(X, Y, inputs_mask=MASK, step=0, training=True).numpy()
-    later = layer(X, Y, inputs_mask=MASK, step=2, training=True).numpy()
+    at_start = ops.convert_to_numpy(layer(X, Y, inputs_mask=MASK, step=0, training=True))
+    later = ops.convert_to_numpy(layer(X, Y, inputs_mask=MASK, step=2, training=True))
     np.testing.assert_allclose(at_start, teacher_forced(layer, X, Y, MASK), **TOL)
     np.testing.assert_allclose(later, free_running(layer, X, MASK), **TOL)
     with pytest.raises(ValueError, match="step="):
@@ -164,7 +176,7 @@ def test_fit_drives_the_schedule_with_optimizer_iterations():
     assert np.all(np.isfinite(history.history["loss"]))
     assert int(model.optimizer.iterations) == 4
     # p_4 = min(1, 0.25 * 4) = 1: a training call now runs free.
-    got = model([X, Y], training=True).numpy()
+    got = ops.convert_to_numpy(model([X, Y], training=True))
     np.testing.assert_allclose(got, free_running(model.rnn, X, np.ones_like(MASK)), **TOL)
 
 
@@ -175,8 +187,8 @@ def test_inference_equals_jordan_rnn_with_the_same_weights():
     jordan.set_weights(layer.get_weights())
     valid = MASK[:, :, None]
     np.testing.assert_allclose(
-        np.where(valid, layer(X, inputs_mask=MASK).numpy(), 0),
-        np.where(valid, jordan(X, mask=MASK).numpy(), 0),
+        np.where(valid, ops.convert_to_numpy(layer(X, inputs_mask=MASK)), 0),
+        np.where(valid, ops.convert_to_numpy(jordan(X, mask=MASK)), 0),
         **TOL,
     )
 
@@ -189,8 +201,10 @@ def test_keras_mask_flows_in_and_out():
     pooled = keras.layers.GlobalAveragePooling1D()(outputs)
     model = keras.Model([tokens, targets], [outputs, pooled])
     out, mean = model([np.array([[3, 4, 0]]), Y[:1, :3]])
-    assert np.all(out.numpy()[0, 2] == 0.0)
-    np.testing.assert_allclose(mean.numpy()[0], out.numpy()[0, :2].mean(0), rtol=1e-5)
+    assert np.all(ops.convert_to_numpy(out)[0, 2] == 0.0)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(mean)[0], ops.convert_to_numpy(out)[0, :2].mean(0), rtol=1e-5
+    )
 
 
 def test_bad_arguments():

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers import VectorToSequence
 from keras_attn.testing import run_layer_test
@@ -26,13 +27,17 @@ def numpy_decoder(layer, v, length, fed_targets=None, mask=None):
     """h = tanh(f W_f + h W_h + v R + b), o = h W_out + b_out, greedy when no targets."""
     cell = layer.cell
     q = layer.output_units
-    kernel, recurrent, bias = cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+    kernel, recurrent, bias = (
+        ops.convert_to_numpy(cell.kernel),
+        ops.convert_to_numpy(cell.recurrent_kernel),
+        ops.convert_to_numpy(cell.bias),
+    )
     w_f, r = kernel[:q], kernel[q:]  # kernel rows: [f^(t-1); v]
     if layer.conditioning == "initial_state":
         assert r.shape[0] == 0
     if layer.conditioning in ("initial_state", "both"):
         dense = layer.initial_state_layer
-        h = np.tanh(v @ dense.kernel.numpy() + dense.bias.numpy())
+        h = np.tanh(v @ ops.convert_to_numpy(dense.kernel) + ops.convert_to_numpy(dense.bias))
     else:
         h = np.zeros((v.shape[0], layer.units))
     mask = np.ones((v.shape[0], length), bool) if mask is None else mask
@@ -43,7 +48,9 @@ def numpy_decoder(layer, v, length, fed_targets=None, mask=None):
         if layer.conditioning in ("every_step", "both"):
             pre = pre + v @ r  # the x^T R term
         h_new = np.tanh(pre)
-        o = ref.output_projection(h_new, cell.output_kernel.numpy(), cell.output_bias.numpy())
+        o = ref.output_projection(
+            h_new, ops.convert_to_numpy(cell.output_kernel), ops.convert_to_numpy(cell.output_bias)
+        )
         own = np.eye(q)[o.argmax(-1)] if layer.feedback == "categorical" else o
         nxt = own if fed_targets is None else fed_targets[:, t]
         keep = mask[:, t : t + 1]
@@ -56,7 +63,7 @@ def numpy_decoder(layer, v, length, fed_targets=None, mask=None):
 @pytest.mark.parametrize("conditioning", ["every_step", "initial_state", "both"])
 def test_teacher_forcing_matches_numpy(conditioning):
     layer = make(conditioning=conditioning)
-    got = layer(V, IDS, targets_mask=MASK, training=True).numpy()
+    got = ops.convert_to_numpy(layer(V, IDS, targets_mask=MASK, training=True))
     expected = numpy_decoder(layer, V, 5, np.eye(4)[IDS], MASK)
     np.testing.assert_allclose(got, expected, **TOL)
     greedy = numpy_decoder(layer, V, 5, mask=MASK)
@@ -66,19 +73,21 @@ def test_teacher_forcing_matches_numpy(conditioning):
 @pytest.mark.parametrize("conditioning", ["every_step", "initial_state", "both"])
 def test_inference_is_greedy_generation_for_the_given_length(conditioning):
     layer = make(conditioning=conditioning, length=7)
-    got = layer(V).numpy()
+    got = ops.convert_to_numpy(layer(V))
     assert got.shape == (2, 7, 4)
     np.testing.assert_allclose(got, numpy_decoder(layer, V, 7), **TOL)
     # Targets at inference only fix the length; their values are never read.
-    np.testing.assert_allclose(layer(V, IDS).numpy(), numpy_decoder(layer, V, 5), **TOL)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer(V, IDS)), numpy_decoder(layer, V, 5), **TOL
+    )
 
 
 def test_probability_one_is_free_running_and_continuous_feedback():
     layer = make(feedback="continuous", output_units=2)
     y = RNG.normal(size=(2, 5, 2)).astype("float32")
-    forced = layer(V, y, training=True).numpy()
+    forced = ops.convert_to_numpy(layer(V, y, training=True))
     np.testing.assert_allclose(forced, numpy_decoder(layer, V, 5, y), **TOL)
-    free = layer(V, y, training=True, sampling_probability=1.0).numpy()
+    free = ops.convert_to_numpy(layer(V, y, training=True, sampling_probability=1.0))
     np.testing.assert_allclose(free, numpy_decoder(layer, V, 5), **TOL)
 
 
@@ -86,8 +95,8 @@ def test_vector_conditions_every_step():
     """every_step: changing v changes every output even with all previous inputs fixed."""
     layer = make()
     other = V + 1.0
-    a = layer(V, IDS, training=True).numpy()
-    b = layer(other, IDS, training=True).numpy()
+    a = ops.convert_to_numpy(layer(V, IDS, training=True))
+    b = ops.convert_to_numpy(layer(other, IDS, training=True))
     assert np.all(np.abs(a - b).max(axis=-1) > 1e-4)
 
 
@@ -102,7 +111,9 @@ def test_trains_in_a_functional_model_and_round_trips(tmp_path):
     path = tmp_path / "v2s.keras"
     model.save(path)
     restored = keras.saving.load_model(path)
-    np.testing.assert_allclose(restored([V, IDS]).numpy(), model([V, IDS]).numpy(), **TOL)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(restored([V, IDS])), ops.convert_to_numpy(model([V, IDS])), **TOL
+    )
 
 
 def test_bad_arguments():

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.models import bart, bart_classifier, bart_token_classifier
 from keras_attn.models.bart.model import bart_translator, bart_translator_first_stage_variables
@@ -26,26 +27,30 @@ def test_forward_shapes_and_one_tied_embedding():
     embedding = model.get_layer("embedding")
     hidden = np.random.default_rng(0).normal(size=(1, 2, 16)).astype("float32")
     np.testing.assert_allclose(
-        embedding(hidden, reverse=True).numpy(), hidden @ embedding.embeddings.numpy().T, atol=1e-5
+        ops.convert_to_numpy(embedding(hidden, reverse=True)),
+        hidden @ ops.convert_to_numpy(embedding.embeddings).T,
+        atol=1e-5,
     )
 
 
 def test_masks_padding_and_causality():
     model = tiny_bart()
-    base = model({"source_ids": SOURCE, "target_ids": TARGET}).numpy()
+    base = ops.convert_to_numpy(model({"source_ids": SOURCE, "target_ids": TARGET}))
     # Source padding: padded positions change nothing (row 1 without its padding).
-    short = model({"source_ids": SOURCE[1:, :3], "target_ids": TARGET[1:, :2]}).numpy()
+    short = ops.convert_to_numpy(
+        model({"source_ids": SOURCE[1:, :3], "target_ids": TARGET[1:, :2]})
+    )
     np.testing.assert_allclose(base[1:, :2], short, atol=1e-5)
     # Decoder is causal: a later target token changes nothing before it...
     changed = TARGET.copy()
     changed[0, 3] = 20
-    out = model({"source_ids": SOURCE, "target_ids": changed}).numpy()
+    out = ops.convert_to_numpy(model({"source_ids": SOURCE, "target_ids": changed}))
     np.testing.assert_allclose(out[0, :3], base[0, :3], atol=1e-6)
     assert np.abs(out[0, 3] - base[0, 3]).max() > 1e-4
     # ...while the encoder is bidirectional: the last source token changes every position.
     source = SOURCE.copy()
     source[0, 4] = 20
-    out = model({"source_ids": source, "target_ids": TARGET}).numpy()
+    out = ops.convert_to_numpy(model({"source_ids": source, "target_ids": TARGET}))
     assert np.abs(out[0] - base[0]).max(axis=-1).min() > 1e-5
 
 
@@ -53,21 +58,23 @@ def test_classifier_uses_the_last_real_decoder_token(tmp_path):
     backbone = tiny_bart()
     classifier = bart_classifier(backbone, 4, dropout=0.0)
     ids = np.array([[5, 6, 7, 3, 0, 0], [8, 9, 3, 0, 0, 0]], "int32")
-    logits = classifier(ids).numpy()
+    logits = ops.convert_to_numpy(classifier(ids))
     assert logits.shape == (2, 4) and classifier.output.dtype == "float32"
     # Trailing padding changes nothing; the last real token (not the last column) is pooled.
-    np.testing.assert_allclose(classifier(ids[:1, :4]).numpy(), logits[:1], atol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(classifier(ids[:1, :4])), logits[:1], atol=1e-5)
     decoder_out = keras.Model(backbone.inputs, backbone.get_layer("decoder").output)
-    hidden = decoder_out({"source_ids": ids, "target_ids": ids}).numpy()
+    hidden = ops.convert_to_numpy(decoder_out({"source_ids": ids, "target_ids": ids}))
     last = hidden[[0, 1], [3, 2]]
     pooler, dense = classifier.get_layer("pooler"), classifier.get_layer("classifier")
-    expected = np.tanh(last @ pooler.kernel.numpy() + pooler.bias.numpy())
-    expected = expected @ dense.kernel.numpy() + dense.bias.numpy()
+    expected = np.tanh(
+        last @ ops.convert_to_numpy(pooler.kernel) + ops.convert_to_numpy(pooler.bias)
+    )
+    expected = expected @ ops.convert_to_numpy(dense.kernel) + ops.convert_to_numpy(dense.bias)
     np.testing.assert_allclose(logits, expected, atol=1e-5)
     assert classifier.get_layer("decoder") is backbone.get_layer("decoder")
     classifier.save(tmp_path / "classifier.keras")
     reloaded = keras.saving.load_model(tmp_path / "classifier.keras")
-    np.testing.assert_allclose(reloaded(ids).numpy(), logits, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(reloaded(ids)), logits, atol=1e-6)
     with pytest.raises(ValueError, match="num_classes=-1"):
         bart_classifier(backbone, -1)
 
@@ -78,22 +85,24 @@ def test_tagger_classifies_every_decoder_state(tmp_path):
     backbone = tiny_bart()
     tagger = bart_token_classifier(backbone, 3, dropout=0.0)
     ids = np.array([[5, 6, 7, 3, 0, 0], [8, 9, 3, 0, 0, 0]], "int32")
-    logits = tagger(ids).numpy()
+    logits = ops.convert_to_numpy(tagger(ids))
     assert logits.shape == (2, 6, 3) and tagger.output.dtype == "float32"
     decoder_out = keras.Model(backbone.inputs, backbone.get_layer("decoder").output)
-    hidden = decoder_out({"source_ids": ids, "target_ids": ids}).numpy()
+    hidden = ops.convert_to_numpy(decoder_out({"source_ids": ids, "target_ids": ids}))
     head = tagger.get_layer("token_classifier")
-    expected = hidden @ head.kernel.numpy() + head.bias.numpy()
+    expected = hidden @ ops.convert_to_numpy(head.kernel) + ops.convert_to_numpy(head.bias)
     np.testing.assert_allclose(logits, expected, atol=1e-5)
     # Position 1 has read token 1 (self-attention, causal) and the whole row (cross-attention).
     later = ids.copy()
     later[0, 3] = 20
-    changed = tagger(later).numpy()
+    changed = ops.convert_to_numpy(tagger(later))
     assert np.abs(changed[0, 1] - logits[0, 1]).max() > 1e-5
     assert tagger.get_layer("encoder") is backbone.get_layer("encoder")
     tagger.save(tmp_path / "tagger.keras")
     np.testing.assert_allclose(
-        keras.saving.load_model(tmp_path / "tagger.keras")(ids).numpy(), logits, atol=1e-6
+        ops.convert_to_numpy(keras.saving.load_model(tmp_path / "tagger.keras")(ids)),
+        logits,
+        atol=1e-6,
     )
     with pytest.raises(ValueError, match="num_tags=0"):
         bart_token_classifier(backbone, 0)
@@ -104,7 +113,9 @@ def test_keras_round_trip(tmp_path):
     inputs = {"source_ids": SOURCE, "target_ids": TARGET}
     model.save(tmp_path / "bart.keras")
     reloaded = keras.saving.load_model(tmp_path / "bart.keras")
-    np.testing.assert_allclose(reloaded(inputs).numpy(), model(inputs).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(reloaded(inputs)), ops.convert_to_numpy(model(inputs)), atol=1e-6
+    )
 
 
 SETTINGS = dict(num_layers=1, d_model=16, num_heads=2, ff_dim=32, max_length=12, dropout=0.0)
@@ -121,7 +132,11 @@ def test_plain_translator_is_bart_with_the_same_weights_and_outputs():
     assert weight_shapes(translator) == weight_shapes(pretrained)
     translator.set_weights(pretrained.get_weights())
     inputs = {"source_ids": SOURCE, "target_ids": TARGET}
-    np.testing.assert_allclose(translator(inputs).numpy(), pretrained(inputs).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(translator(inputs)),
+        ops.convert_to_numpy(pretrained(inputs)),
+        atol=1e-6,
+    )
     assert translator.name == "bart_translator"
     with pytest.raises(ValueError, match="source_vocabulary_size=31, target_vocabulary_size=30"):
         bart_translator(31, VOCAB)
@@ -149,17 +164,19 @@ def test_new_source_encoder_adds_its_own_weights_to_barts():
 def test_new_source_encoder_feeds_barts_encoder_in_place_of_its_embedding():
     translator = bart_translator(50, VOCAB, new_source_encoder_layers=1, **SETTINGS)
     source = np.array([[45, 6, 49, 8, 9], [10, 47, 12, 0, 0]], "int32")  # ids beyond BART's 30
-    logits = translator({"source_ids": source, "target_ids": TARGET}).numpy()
+    logits = ops.convert_to_numpy(translator({"source_ids": source, "target_ids": TARGET}))
     assert logits.shape == (2, 4, VOCAB)
     layer = translator.get_layer
     encoded = layer("source_encoder")(layer("source_embedding")(source))
     memory = layer("encoder")(layer("encoder_embedding_norm")(encoded))
     target = layer("decoder_embedding_norm")(layer("embedding")(TARGET))
     hidden = layer("decoder")(target, memory)
-    expected = layer("embedding")(hidden, reverse=True).numpy()
+    expected = ops.convert_to_numpy(layer("embedding")(hidden, reverse=True))
     np.testing.assert_allclose(logits, expected, atol=1e-5)
     # The source padding is masked through the new encoder as well.
-    short = translator({"source_ids": source[1:, :3], "target_ids": TARGET[1:]}).numpy()
+    short = ops.convert_to_numpy(
+        translator({"source_ids": source[1:, :3], "target_ids": TARGET[1:]})
+    )
     np.testing.assert_allclose(short, logits[1:], atol=1e-5)
 
 
@@ -183,5 +200,7 @@ def test_new_source_encoder_translator_keras_round_trip(tmp_path):
     inputs = {"source_ids": np.array([[45, 6, 7, 0]], "int32"), "target_ids": TARGET[:1]}
     model.save(tmp_path / "translator.keras")
     reloaded = keras.saving.load_model(tmp_path / "translator.keras")
-    np.testing.assert_allclose(reloaded(inputs).numpy(), model(inputs).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(reloaded(inputs)), ops.convert_to_numpy(model(inputs)), atol=1e-6
+    )
     assert [w.path for w in reloaded.weights] == [w.path for w in model.weights]

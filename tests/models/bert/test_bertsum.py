@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.models import BertSumSteps
@@ -48,10 +49,12 @@ def test_encoder_is_berts_encoder_with_the_same_names_and_outputs(num_segments):
             weight.assign(values[weight.path])
     source = source_batch()
     inputs = {"token_ids": source, "segment_ids": np.zeros_like(source)}
-    expected = pretrained(inputs if num_segments else source)["sequence_output"].numpy()
+    expected = ops.convert_to_numpy(
+        pretrained(inputs if num_segments else source)["sequence_output"]
+    )
     memory = keras.Model(model.input, model.get_layer("encoder").output)
     target = np.full((3, 1), START, "int32")
-    got = memory({"source_ids": source, "target_ids": target}).numpy()
+    got = ops.convert_to_numpy(memory({"source_ids": source, "target_ids": target}))
     real = source != 0
     np.testing.assert_allclose(got[real], expected[real], atol=1e-5)
 
@@ -64,7 +67,9 @@ def test_decoder_has_its_own_tied_vocabulary_and_depth():
     assert not any(w.path.startswith("logits") for w in model.weights)  # tied output
     hidden = np.random.default_rng(0).normal(size=(1, 2, 16)).astype("float32")
     np.testing.assert_allclose(
-        embedding(hidden, reverse=True).numpy(), hidden @ embedding.embeddings.numpy().T, atol=1e-5
+        ops.convert_to_numpy(embedding(hidden, reverse=True)),
+        hidden @ ops.convert_to_numpy(embedding.embeddings).T,
+        atol=1e-5,
     )
     logits = model({"source_ids": source_batch(), "target_ids": np.full((3, 4), START, "int32")})
     assert logits.shape == (3, 4, TARGET_VOCAB) and logits.dtype == "float32"
@@ -73,16 +78,19 @@ def test_decoder_has_its_own_tied_vocabulary_and_depth():
 def test_padding_and_causality():
     model = tiny()
     source, target = source_batch(), np.array([[START, 5, 6, 7]] * 3, "int32")
-    base = model({"source_ids": source, "target_ids": target}).numpy()
-    short = model({"source_ids": source[1:2, :4], "target_ids": target[1:2, :2]}).numpy()
+    base = ops.convert_to_numpy(model({"source_ids": source, "target_ids": target}))
+    short = ops.convert_to_numpy(
+        model({"source_ids": source[1:2, :4], "target_ids": target[1:2, :2]})
+    )
     np.testing.assert_allclose(short, base[1:2, :2], atol=1e-5)
     changed = target.copy()
     changed[:, 3] = 9
-    out = model({"source_ids": source, "target_ids": changed}).numpy()
+    out = ops.convert_to_numpy(model({"source_ids": source, "target_ids": changed}))
     np.testing.assert_allclose(out[:, :3], base[:, :3], atol=1e-6)
     assert np.abs(out[:, 3] - base[:, 3]).max() > 1e-4
 
 
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize("num_segments", [0, 2])
 def test_cached_steps_equal_the_teacher_forced_pass(num_segments):
     model = tiny(num_segments=num_segments, decoder_layers=3)
@@ -90,16 +98,16 @@ def test_cached_steps_equal_the_teacher_forced_pass(num_segments):
     source = source_batch()
     target = np.random.default_rng(1).integers(4, TARGET_VOCAB, size=(3, 8)).astype("int32")
     target[:, 0] = START
-    full = model({"source_ids": source, "target_ids": target}).numpy()
+    full = ops.convert_to_numpy(model({"source_ids": source, "target_ids": target}))
     state = steps.encode(source)
     step = tf.function(steps.step)
     for t in range(8):
         logits, state = step(tf.constant(target[:, t]), state)
         assert logits.dtype == tf.float32 and logits.shape == (3, TARGET_VOCAB)
         # float32 round-off of two evaluation orders of the same sums
-        np.testing.assert_allclose(logits.numpy(), full[:, t], atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(ops.convert_to_numpy(logits), full[:, t], atol=1e-5, rtol=1e-5)
     assert len(state["cache"]) == 3 and state["cache"][0]["self_key"].shape == (3, 2, 8, 8)
-    attention = state["attention"].numpy()
+    attention = ops.convert_to_numpy(state["attention"])
     np.testing.assert_allclose(attention.sum(-1), 1.0, atol=1e-5)
     assert np.all(attention[1, 4:] == 0.0)
 
@@ -108,8 +116,8 @@ def teacher_forced_score(model, source_row, ids, length):
     """Sum of the full pass' log-probabilities of `ids[:length + 1]` (END included if fed)."""
     generated = list(ids[: min(length + 1, len(ids))])
     target = np.array([[START, *generated[:-1]]], "int32")
-    logits = model({"source_ids": source_row[None], "target_ids": target}).numpy()[0]
-    log_probs = tf.nn.log_softmax(logits).numpy()
+    logits = ops.convert_to_numpy(model({"source_ids": source_row[None], "target_ids": target}))[0]
+    log_probs = ops.convert_to_numpy(tf.nn.log_softmax(logits))
     return generated, logits, log_probs[np.arange(len(generated)), generated].sum()
 
 
@@ -121,16 +129,16 @@ def test_greedy_is_the_argmax_chain_and_beam_scores_are_full_pass_scores():
     greedy = greedy_search(steps.step, state, 3, START, END, 6)
     beam = beam_search(steps.step, state, 3, START, END, 6, beam_size=3, length_penalty=0.6)
     one = beam_search(steps.step, state, 3, START, END, 6, beam_size=1, length_penalty=0.6)
-    np.testing.assert_array_equal(one.ids.numpy(), greedy.ids.numpy())
+    np.testing.assert_array_equal(ops.convert_to_numpy(one.ids), ops.convert_to_numpy(greedy.ids))
     for b in range(3):
         generated, logits, score = teacher_forced_score(
-            model, source[b], greedy.ids.numpy()[b], int(greedy.lengths[b])
+            model, source[b], ops.convert_to_numpy(greedy.ids)[b], int(greedy.lengths[b])
         )
         logits[:, [0, START]] = -np.inf  # greedy_search never emits PAD or START
         np.testing.assert_array_equal(logits.argmax(-1), generated)
         np.testing.assert_allclose(greedy.scores[b], score, rtol=1e-4, atol=1e-4)
         _, _, score = teacher_forced_score(
-            model, source[b], beam.ids.numpy()[b], int(beam.lengths[b])
+            model, source[b], ops.convert_to_numpy(beam.ids)[b], int(beam.lengths[b])
         )
         np.testing.assert_allclose(beam.scores[b], score, rtol=1e-4, atol=1e-4)
 
@@ -141,12 +149,16 @@ def test_keras_round_trip_and_steps_after_reload(tmp_path):
     inputs = {"source_ids": source, "target_ids": np.array([[START, 7, 8]] * 3, "int32")}
     model.save(tmp_path / "bertsum.keras")
     reloaded = keras.saving.load_model(tmp_path / "bertsum.keras")
-    np.testing.assert_allclose(reloaded(inputs).numpy(), model(inputs).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(reloaded(inputs)), ops.convert_to_numpy(model(inputs)), atol=1e-6
+    )
     results = []
     for candidate in (model, reloaded):
         steps = BertSumSteps(candidate, max_length=5)
         results.append(greedy_search(steps.step, steps.encode(source), 3, START, END, 5))
-    np.testing.assert_array_equal(results[0].ids.numpy(), results[1].ids.numpy())
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(results[0].ids), ops.convert_to_numpy(results[1].ids)
+    )
 
 
 def test_rejects_bad_arguments():
@@ -160,17 +172,18 @@ def test_rejects_bad_arguments():
         BertSumSteps(tiny(), max_length=0)
 
 
+@pytest.mark.tensorflow_only
 def test_mixed_float16_cached_steps_follow_the_full_pass():
     # Half-precision caches and activations round differently in the two passes (~1e-3).
     keras.config.set_dtype_policy("mixed_float16")
     model = tiny(num_segments=2)
     steps = BertSumSteps(model, max_length=4)
     source, target = source_batch(), np.array([[START, 5, 6, 7]] * 3, "int32")
-    full = model({"source_ids": source, "target_ids": target}).numpy()
+    full = ops.convert_to_numpy(model({"source_ids": source, "target_ids": target}))
     assert full.dtype == np.float32 and np.isfinite(full).all()
     state = steps.encode(source)
     assert state["cache"][0]["self_key"].dtype == "float16"
     for t in range(4):
         logits, state = steps.step(target[:, t], state)
         assert logits.dtype == tf.float32
-        np.testing.assert_allclose(logits.numpy(), full[:, t], atol=1e-3, rtol=1e-3)
+        np.testing.assert_allclose(ops.convert_to_numpy(logits), full[:, t], atol=1e-3, rtol=1e-3)

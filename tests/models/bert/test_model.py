@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn.models import bert, bert_classifier, bert_pretraining, bert_token_classifier
 
@@ -23,8 +24,8 @@ def test_outputs_and_bidirectional_attention():
     changed = ids.copy()
     changed[:, -1] = 5 + (changed[:, -1] - 4) % (VOCAB - 5)
     # Not causal: changing the last token changes the first position's output.
-    first = model(changed)["sequence_output"].numpy()[:, 0]
-    assert np.abs(first - out["sequence_output"].numpy()[:, 0]).max() > 1e-4
+    first = ops.convert_to_numpy(model(changed)["sequence_output"])[:, 0]
+    assert np.abs(first - ops.convert_to_numpy(out["sequence_output"])[:, 0]).max() > 1e-4
 
 
 def test_padding_changes_nothing_at_real_positions():
@@ -33,21 +34,24 @@ def test_padding_changes_nothing_at_real_positions():
     padded = np.array([[1, 7, 8, 9, 0, 0]], "int32")
     for key in ("sequence_output", "mlm_logits"):
         np.testing.assert_allclose(
-            model(padded)[key].numpy()[:, :4], model(ids)[key].numpy(), atol=1e-5
+            ops.convert_to_numpy(model(padded)[key])[:, :4],
+            ops.convert_to_numpy(model(ids)[key]),
+            atol=1e-5,
         )
 
 
 def test_mlm_head_is_tied_to_the_token_embedding():
     model = tiny_bert()
-    embedding = model.get_layer("embedding").embeddings.numpy()
+    embedding = ops.convert_to_numpy(model.get_layer("embedding").embeddings)
     transformed = model.get_layer("mlm_norm").output
     head = keras.Model(model.input, [transformed, model.output["mlm_logits"]])
     ids = np.array([[1, 7, 8]], "int32")
-    hidden, logits = (t.numpy() for t in head(ids))
+    hidden, logits = (ops.convert_to_numpy(t) for t in head(ids))
     np.testing.assert_allclose(logits, hidden @ embedding.T, atol=1e-5)
     assert len([w for w in model.weights if w.path.endswith("embeddings")]) == 2
 
 
+@pytest.mark.tensorflow_only
 def test_masked_lm_loss_decreases():
     model = tiny_bert()
     rng = np.random.default_rng(0)
@@ -76,17 +80,19 @@ def test_classifier_pools_cls_and_shares_the_backbone(tmp_path):
     backbone = tiny_bert()
     classifier = bert_classifier(backbone, 3, dropout=0.0)
     ids = np.array([[1, 7, 8, 9, 0], [1, 5, 0, 0, 0]], "int32")
-    logits = classifier(ids).numpy()
+    logits = ops.convert_to_numpy(classifier(ids))
     assert logits.shape == (2, 3) and classifier.output.dtype == "float32"
-    cls = backbone(ids)["sequence_output"].numpy()[:, 0]
+    cls = ops.convert_to_numpy(backbone(ids)["sequence_output"])[:, 0]
     pooler, dense = classifier.get_layer("pooler"), classifier.get_layer("classifier")
-    expected = np.tanh(cls @ pooler.kernel.numpy() + pooler.bias.numpy())
-    expected = expected @ dense.kernel.numpy() + dense.bias.numpy()
+    expected = np.tanh(
+        cls @ ops.convert_to_numpy(pooler.kernel) + ops.convert_to_numpy(pooler.bias)
+    )
+    expected = expected @ ops.convert_to_numpy(dense.kernel) + ops.convert_to_numpy(dense.bias)
     np.testing.assert_allclose(logits, expected, atol=1e-5)
     assert classifier.get_layer("encoder") is backbone.get_layer("encoder")
     classifier.save(tmp_path / "classifier.keras")
     reloaded = keras.saving.load_model(tmp_path / "classifier.keras")
-    np.testing.assert_allclose(reloaded(ids).numpy(), logits, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(reloaded(ids)), logits, atol=1e-6)
     with pytest.raises(ValueError, match="num_classes=0"):
         bert_classifier(backbone, 0)
 
@@ -130,7 +136,9 @@ PAIRS = {"token_ids": IDS, "segment_ids": SEGMENTS}
 
 def layer_norm(x, layer, epsilon=1e-12):
     mean, variance = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
-    return (x - mean) / np.sqrt(variance + epsilon) * layer.gamma.numpy() + layer.beta.numpy()
+    return (x - mean) / np.sqrt(variance + epsilon) * ops.convert_to_numpy(
+        layer.gamma
+    ) + ops.convert_to_numpy(layer.beta)
 
 
 def test_without_segments_bert_is_the_single_sequence_model():
@@ -151,9 +159,13 @@ def test_without_segments_bert_is_the_single_sequence_model():
     hidden = model.get_layer("encoder")(model.get_layer("embedding_norm")(embedding(IDS)))
     transformed = model.get_layer("mlm_norm")(model.get_layer("mlm_transform")(hidden))
     outputs = model(IDS)
-    np.testing.assert_allclose(outputs["sequence_output"].numpy(), hidden.numpy(), atol=1e-6)
     np.testing.assert_allclose(
-        outputs["mlm_logits"].numpy(), embedding(transformed, reverse=True).numpy(), atol=1e-5
+        ops.convert_to_numpy(outputs["sequence_output"]), ops.convert_to_numpy(hidden), atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(outputs["mlm_logits"]),
+        ops.convert_to_numpy(embedding(transformed, reverse=True)),
+        atol=1e-5,
     )
 
 
@@ -166,19 +178,21 @@ def test_segment_embedding_is_added_before_the_embedding_norm():
         *SINGLE_SEQUENCE_WEIGHTS[2:],
     ]
     embedding = model.get_layer("embedding")
-    table = model.get_layer("segment_embedding").embeddings.numpy()
+    table = ops.convert_to_numpy(model.get_layer("segment_embedding").embeddings)
     assert table.shape == (2, 16)
-    positions = embedding.position_layer.position_embeddings.numpy()[: IDS.shape[1]]
-    summed = embedding.embeddings.numpy()[IDS] + positions + table[SEGMENTS]
+    positions = ops.convert_to_numpy(embedding.position_layer.position_embeddings)[: IDS.shape[1]]
+    summed = ops.convert_to_numpy(embedding.embeddings)[IDS] + positions + table[SEGMENTS]
     norm = model.get_layer("embedding_norm")
-    normalised = keras.Model(model.input, norm.output)(PAIRS).numpy()
+    normalised = ops.convert_to_numpy(keras.Model(model.input, norm.output)(PAIRS))
     np.testing.assert_allclose(normalised, layer_norm(summed, norm), atol=1e-4)
 
 
 def test_segments_change_the_output_and_padding_does_not():
     model = tiny_bert(num_segments=2)
-    base = model(PAIRS)["sequence_output"].numpy()
-    flipped = model({"token_ids": IDS, "segment_ids": 1 - SEGMENTS})["sequence_output"].numpy()
+    base = ops.convert_to_numpy(model(PAIRS)["sequence_output"])
+    flipped = ops.convert_to_numpy(
+        model({"token_ids": IDS, "segment_ids": 1 - SEGMENTS})["sequence_output"]
+    )
     real = IDS != 0
     assert np.abs(flipped - base).max(-1)[real].min() > 1e-4
     # Longer padding with other segment ids there leaves every real position unchanged.
@@ -186,12 +200,12 @@ def test_segments_change_the_output_and_padding_does_not():
         "token_ids": np.pad(IDS, ((0, 0), (0, 3))),
         "segment_ids": np.pad(SEGMENTS, ((0, 0), (0, 3)), constant_values=1),
     }
-    out = model(padded)["sequence_output"].numpy()[:, : IDS.shape[1]]
+    out = ops.convert_to_numpy(model(padded)["sequence_output"])[:, : IDS.shape[1]]
     np.testing.assert_allclose(out[real], base[real], atol=1e-5)
     for row, length in enumerate(real.sum(1)):
         alone = {key: value[row : row + 1, :length] for key, value in PAIRS.items()}
         np.testing.assert_allclose(
-            model(alone)["sequence_output"].numpy()[0], base[row, :length], atol=1e-5
+            ops.convert_to_numpy(model(alone)["sequence_output"])[0], base[row, :length], atol=1e-5
         )
 
 
@@ -205,8 +219,11 @@ def same_inputs(model, backbone):
 
 def nsp_reference(sequence_output, model):
     pooler, head = model.get_layer("pooler"), model.get_layer("nsp_logits")
-    pooled = np.tanh(sequence_output[:, 0] @ pooler.kernel.numpy() + pooler.bias.numpy())
-    return pooled @ head.kernel.numpy() + head.bias.numpy()
+    pooled = np.tanh(
+        sequence_output[:, 0] @ ops.convert_to_numpy(pooler.kernel)
+        + ops.convert_to_numpy(pooler.bias)
+    )
+    return pooled @ ops.convert_to_numpy(head.kernel) + ops.convert_to_numpy(head.bias)
 
 
 def test_pretraining_adds_next_sentence_prediction_on_cls(tmp_path):
@@ -221,18 +238,25 @@ def test_pretraining_adds_next_sentence_prediction_on_cls(tmp_path):
     assert out["nsp_logits"].shape == (2, 2) and out["nsp_logits"].dtype == "float32"
     reference = backbone(PAIRS)
     for key in ("mlm_logits", "sequence_output"):
-        np.testing.assert_allclose(out[key].numpy(), reference[key].numpy(), atol=1e-6)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(out[key]), ops.convert_to_numpy(reference[key]), atol=1e-6
+        )
     np.testing.assert_allclose(
-        out["nsp_logits"].numpy(), nsp_reference(out["sequence_output"].numpy(), model), atol=1e-5
+        ops.convert_to_numpy(out["nsp_logits"]),
+        nsp_reference(ops.convert_to_numpy(out["sequence_output"]), model),
+        atol=1e-5,
     )
     assert model.get_layer("encoder") is backbone.get_layer("encoder")
     model.save(tmp_path / "pretraining.keras")
     reloaded = keras.saving.load_model(tmp_path / "pretraining.keras")
     assert sorted(reloaded.input) == ["segment_ids", "token_ids"]
     for key, value in reloaded(PAIRS).items():
-        np.testing.assert_allclose(value.numpy(), out[key].numpy(), atol=1e-6)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(value), ops.convert_to_numpy(out[key]), atol=1e-6
+        )
 
 
+@pytest.mark.tensorflow_only
 def test_next_sentence_prediction_trains():
     """Fits one positive and one negative pair (final loss < 0.02 over 5 seeds; bound 0.1)."""
     keras.utils.set_random_seed(0)
@@ -261,18 +285,22 @@ def test_a_classifier_inherits_the_pretrained_pooler_by_layer_name():
         classifier.get_layer(name).set_weights(pretraining.get_layer(name).get_weights())
     pooled = keras.Model(classifier.input, classifier.get_layer("pooler").output)(PAIRS)
     expected = keras.Model(pretraining.input, pretraining.get_layer("pooler").output)(PAIRS)
-    np.testing.assert_allclose(pooled.numpy(), expected.numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(pooled), ops.convert_to_numpy(expected), atol=1e-6
+    )
 
 
 def test_classifier_of_a_backbone_with_segments():
     backbone = tiny_bert(num_segments=2)
     classifier = bert_classifier(backbone, 3, dropout=0.0)
     assert same_inputs(classifier, backbone)
-    cls = backbone(PAIRS)["sequence_output"].numpy()[:, 0]
+    cls = ops.convert_to_numpy(backbone(PAIRS)["sequence_output"])[:, 0]
     pooler, dense = classifier.get_layer("pooler"), classifier.get_layer("classifier")
-    expected = np.tanh(cls @ pooler.kernel.numpy() + pooler.bias.numpy())
-    expected = expected @ dense.kernel.numpy() + dense.bias.numpy()
-    np.testing.assert_allclose(classifier(PAIRS).numpy(), expected, atol=1e-5)
+    expected = np.tanh(
+        cls @ ops.convert_to_numpy(pooler.kernel) + ops.convert_to_numpy(pooler.bias)
+    )
+    expected = expected @ ops.convert_to_numpy(dense.kernel) + ops.convert_to_numpy(dense.bias)
+    np.testing.assert_allclose(ops.convert_to_numpy(classifier(PAIRS)), expected, atol=1e-5)
 
 
 @pytest.mark.parametrize("num_segments", [0, 2])
@@ -282,16 +310,20 @@ def test_token_classifier_tags_every_position(tmp_path, num_segments):
     inputs = PAIRS if num_segments else IDS
     logits = tagger(inputs)
     assert logits.shape == (2, 8, 5) and logits.dtype == "float32"
-    np.testing.assert_array_equal(logits._keras_mask.numpy(), IDS != 0)  # the loss skips padding
-    hidden = backbone(inputs)["sequence_output"].numpy()
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(logits._keras_mask), IDS != 0
+    )  # the loss skips padding
+    hidden = ops.convert_to_numpy(backbone(inputs)["sequence_output"])
     dense = tagger.get_layer("token_classifier")
-    expected = hidden @ dense.kernel.numpy() + dense.bias.numpy()
-    np.testing.assert_allclose(logits.numpy(), expected, atol=1e-5)
+    expected = hidden @ ops.convert_to_numpy(dense.kernel) + ops.convert_to_numpy(dense.bias)
+    np.testing.assert_allclose(ops.convert_to_numpy(logits), expected, atol=1e-5)
     assert tagger.get_layer("encoder") is backbone.get_layer("encoder")
     assert same_inputs(tagger, backbone)
     tagger.save(tmp_path / "tagger.keras")
     reloaded = keras.saving.load_model(tmp_path / "tagger.keras")
-    np.testing.assert_allclose(reloaded(inputs).numpy(), logits.numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(reloaded(inputs)), ops.convert_to_numpy(logits), atol=1e-6
+    )
 
 
 def test_heads_give_float32_logits_under_mixed_precision():
@@ -308,7 +340,7 @@ def test_heads_give_float32_logits_under_mixed_precision():
         keras.config.set_dtype_policy(previous)
     assert backbone(PAIRS)["sequence_output"].dtype == "float16"
     for output in outputs:
-        assert output.dtype == "float32" and np.all(np.isfinite(output.numpy()))
+        assert output.dtype == "float32" and np.all(np.isfinite(ops.convert_to_numpy(output)))
 
 
 def test_rejects_bad_head_arguments():

@@ -11,6 +11,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn.cli import main as cli
 from keras_attn.errors import ConfigError
@@ -69,23 +70,28 @@ def test_encoder_matches_the_numpy_blocks(activation, positions, kernel_width):
     memory, *states = encoder(inputs, mask=mask)
 
     if positions == "learned":  # positions from max_positions - 1 on share the last vector
-        table = encoder.position_embeddings.numpy()
+        table = ops.convert_to_numpy(encoder.position_embeddings)
         added = table[np.minimum(np.arange(steps), 3)]
     else:
         added = keras.ops.convert_to_numpy(encoder.position_encoding(inputs))[0]
     keep = mask[..., None].astype("float32")
     projection = encoder.input_projection
-    z = ((inputs + added) @ projection.kernel.numpy() + projection.bias.numpy()) * keep
-    blocks = [(c.kernel.numpy(), c.bias.numpy()) for c in encoder.convolutions]
+    z = (
+        (inputs + added) @ ops.convert_to_numpy(projection.kernel)
+        + ops.convert_to_numpy(projection.bias)
+    ) * keep
+    blocks = [
+        (ops.convert_to_numpy(c.kernel), ops.convert_to_numpy(c.bias)) for c in encoder.convolutions
+    ]
     for kernel, bias in blocks:
         z_in = z
         z = reference_block(z_in, keep, kernel, bias, activation)
     expected = z * keep
     mean = expected.sum(axis=1) / keep.sum(axis=1)
-    np.testing.assert_allclose(memory.numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(memory), expected, rtol=1e-5, atol=1e-5)
     assert len(states) == 3
     for state in states:
-        np.testing.assert_allclose(state.numpy(), mean, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(ops.convert_to_numpy(state), mean, rtol=1e-5, atol=1e-5)
     # Without the zeroing before the second convolution, the first sentence's last real
     # position would read the first block's nonzero output at the padding.
     leaked = reference_block(z_in, np.ones_like(keep), *blocks[-1], activation)
@@ -154,24 +160,32 @@ def test_appended_padding_changes_neither_memory_nor_logits():
     encoded = {name: steps.encode(ids) for name, ids in (("short", short), ("padded", padded))}
     real = (short != 0)[..., None]
     np.testing.assert_allclose(
-        encoded["padded"]["memory"].numpy()[:, :4] * real,
-        encoded["short"]["memory"].numpy() * real,
+        ops.convert_to_numpy(encoded["padded"]["memory"])[:, :4] * real,
+        ops.convert_to_numpy(encoded["short"]["memory"]) * real,
         atol=1e-6,
     )
-    assert not encoded["padded"]["memory"].numpy()[:, 4:].any()
+    assert not ops.convert_to_numpy(encoded["padded"]["memory"])[:, 4:].any()
     for short_state, padded_state in zip(
         encoded["short"]["states"], encoded["padded"]["states"], strict=True
     ):
-        np.testing.assert_allclose(padded_state.numpy(), short_state.numpy(), atol=1e-6)
-    logits = [model({"source_ids": ids, "target_ids": TARGET}).numpy() for ids in (short, padded)]
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(padded_state), ops.convert_to_numpy(short_state), atol=1e-6
+        )
+    logits = [
+        ops.convert_to_numpy(model({"source_ids": ids, "target_ids": TARGET}))
+        for ids in (short, padded)
+    ]
     np.testing.assert_allclose(logits[1][REAL_TARGET], logits[0][REAL_TARGET], atol=1e-5)
     # A real token in place of the padding does change the memory: the check above can fail.
     other = padded.copy()
     other[1, 2] = 7
-    changed = steps.encode(other)["memory"].numpy()[1, 1]
-    assert not np.allclose(changed, encoded["padded"]["memory"].numpy()[1, 1], atol=1e-4)
+    changed = ops.convert_to_numpy(steps.encode(other)["memory"])[1, 1]
+    assert not np.allclose(
+        changed, ops.convert_to_numpy(encoded["padded"]["memory"])[1, 1], atol=1e-4
+    )
 
 
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize(
     "cell, decoder_layers, options",
     [("lstm", 1, {}), ("gru", 2, {"activation": "relu", "positions": "sinusoidal"})],
@@ -181,7 +195,7 @@ def test_the_rnn_step_view_equals_teacher_forcing_after_a_reload(
 ):
     model = build(cell, decoder_layers, **options)
     assert model.get_layer("encoder").num_states == decoder_layers * (2 if cell == "lstm" else 1)
-    forced = model({"source_ids": SOURCE, "target_ids": TARGET}).numpy()
+    forced = ops.convert_to_numpy(model({"source_ids": SOURCE, "target_ids": TARGET}))
     path = tmp_path / "model.keras"
     model.save(path)
     reloaded = keras.saving.load_model(path)
@@ -190,10 +204,10 @@ def test_the_rnn_step_view_equals_teacher_forcing_after_a_reload(
     stepped = []
     for t in range(TARGET.shape[1]):
         logits, state = steps.step(tf.constant(TARGET[:, t]), state)
-        stepped.append(logits.numpy())
+        stepped.append(ops.convert_to_numpy(logits))
     stepped = np.stack(stepped, axis=1)
     np.testing.assert_allclose(stepped[REAL_TARGET], forced[REAL_TARGET], rtol=1e-5, atol=1e-5)
-    attention = state["attention"].numpy()
+    attention = ops.convert_to_numpy(state["attention"])
     assert not attention[SOURCE == 0].any()  # padded source positions get zero weight
     np.testing.assert_allclose(attention.sum(axis=-1), 1.0, rtol=1e-5)
 
@@ -221,6 +235,7 @@ def test_the_family_options_are_the_builders_keywords_and_are_checked():
     assert "cnn-rnn" in MODEL_FAMILIES
 
 
+@pytest.mark.tensorflow_only
 def test_keras_attn_train_then_export(tmp_path, tiny_corpus):  # noqa: F811
     run = tmp_path / "run"
     flags = [
@@ -251,9 +266,9 @@ def test_keras_attn_train_then_export(tmp_path, tiny_corpus):  # noqa: F811
         text=tf.constant(["el gato 7 come pan", "el gato 19 come pan tambien"])
     )
     assert out["translation"].dtype == tf.string and out["translation"].shape == (2,)
-    assert np.all(np.isfinite(out["scores"].numpy()))
-    alignment = out["alignment"].numpy()  # (2, target_len, source_len)
-    tokens = out["tokens"].numpy()
+    assert np.all(np.isfinite(ops.convert_to_numpy(out["scores"])))
+    alignment = ops.convert_to_numpy(out["alignment"])  # (2, target_len, source_len)
+    tokens = ops.convert_to_numpy(out["tokens"])
     real = tokens != b""
     np.testing.assert_allclose(alignment.sum(axis=-1)[real], 1.0, rtol=1e-4)
 

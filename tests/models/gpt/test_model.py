@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.models import GPTSteps, gpt, gpt_classifier
@@ -22,11 +23,11 @@ PROMPTS = np.array([[5, 6, 7, 8], [9, 10, 0, 0], [11, 0, 0, 0]], "int32")
 def test_no_position_sees_the_future():
     model = tiny_gpt()
     ids = np.random.default_rng(0).integers(4, VOCAB, size=(2, 7)).astype("int32")
-    base = model(ids).numpy()
+    base = ops.convert_to_numpy(model(ids))
     for k in range(7):
         changed = ids.copy()
         changed[:, k] = 4 + (changed[:, k] - 3) % (VOCAB - 4)  # another real token
-        out = model(changed).numpy()
+        out = ops.convert_to_numpy(model(changed))
         np.testing.assert_allclose(out[:, :k], base[:, :k], atol=1e-6)
         assert np.abs(out[:, k:] - base[:, k:]).max(axis=-1).min() > 1e-4
 
@@ -39,9 +40,11 @@ def test_attention_weights_are_zero_above_the_diagonal():
     embedding, decoder = model.get_layer(EMBEDDING), model.get_layer(DECODER)
     hidden, scores = decoder(embedding(ids), return_attention_scores=True)  # Keras mask carried
     np.testing.assert_allclose(
-        embedding(hidden, reverse=True).numpy(), model(ids).numpy(), atol=1e-5
+        ops.convert_to_numpy(embedding(hidden, reverse=True)),
+        ops.convert_to_numpy(model(ids)),
+        atol=1e-5,
     )
-    weights = scores["self_attention"].numpy()  # (batch, layers, heads, T, T)
+    weights = ops.convert_to_numpy(scores["self_attention"])  # (batch, layers, heads, T, T)
     assert weights.shape == (2, 2, 2, 7, 7) and set(scores) == {"self_attention"}
     upper = np.triu(np.ones((7, 7), bool), k=1)
     assert np.all(weights[..., upper] == 0.0)
@@ -54,9 +57,12 @@ def test_trailing_padding_changes_nothing():
     model = tiny_gpt()
     ids = np.array([[5, 6, 7]], "int32")
     padded = np.array([[5, 6, 7, 0, 0]], "int32")
-    np.testing.assert_allclose(model(padded).numpy()[:, :3], model(ids).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(model(padded))[:, :3], ops.convert_to_numpy(model(ids)), atol=1e-6
+    )
 
 
+@pytest.mark.tensorflow_only
 def test_prefill_and_cached_steps_equal_the_full_pass():
     model = tiny_gpt()
     steps = GPTSteps(model, max_length=12)
@@ -66,14 +72,16 @@ def test_prefill_and_cached_steps_equal_the_full_pass():
     state = steps.prefill(PROMPTS)
     # First step: the prompt's next-token logits (the START fed here is never attended to).
     logits, state = step(tf.fill([3], START), state)
-    collected = [logits.numpy()]
+    collected = [ops.convert_to_numpy(logits)]
     for t in range(4):
         logits, state = step(tf.constant(continuation[:, t]), state)
-        collected.append(logits.numpy())
+        collected.append(ops.convert_to_numpy(logits))
     for row, prompt in enumerate(PROMPTS):
         real = prompt[prompt != 0]
         sequence = np.concatenate([real, continuation[row, :4]])[None]
-        full = model(sequence).numpy()[0, len(real) - 1 :]  # logits after each fed token
+        full = ops.convert_to_numpy(model(sequence))[
+            0, len(real) - 1 :
+        ]  # logits after each fed token
         np.testing.assert_allclose(np.stack(collected)[:, row], full, atol=1e-5, rtol=1e-5)
 
 
@@ -84,8 +92,8 @@ def test_greedy_generation_continues_each_prompt_like_the_full_pass():
     for row, prompt in enumerate(PROMPTS):
         real = list(prompt[prompt != 0])
         length = int(result.lengths[row])
-        generated = list(result.ids.numpy()[row, : min(length + 1, 8)])
-        logits = model(np.array([real + generated[:-1]])).numpy()[0, len(real) - 1 :]
+        generated = list(ops.convert_to_numpy(result.ids)[row, : min(length + 1, 8)])
+        logits = ops.convert_to_numpy(model(np.array([real + generated[:-1]])))[0, len(real) - 1 :]
         logits[:, [0, START]] = -np.inf
         np.testing.assert_array_equal(logits.argmax(-1), generated)
 
@@ -95,8 +103,10 @@ def test_beam_of_one_is_greedy():
     state = steps.prefill(PROMPTS)
     greedy = greedy_search(steps.step, state, 3, START, END, 8)
     beam = beam_search(steps.step, state, 3, START, END, 8, beam_size=1)
-    np.testing.assert_array_equal(beam.ids.numpy(), greedy.ids.numpy())
-    np.testing.assert_allclose(beam.scores.numpy(), greedy.scores.numpy(), rtol=1e-5)
+    np.testing.assert_array_equal(ops.convert_to_numpy(beam.ids), ops.convert_to_numpy(greedy.ids))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(beam.scores), ops.convert_to_numpy(greedy.scores), rtol=1e-5
+    )
 
 
 def test_tied_output_and_keras_round_trip(tmp_path):
@@ -105,17 +115,21 @@ def test_tied_output_and_keras_round_trip(tmp_path):
     hidden = np.random.default_rng(0).normal(size=(1, 2, 8)).astype("float32")
     embedding = model.get_layer("embedding")
     np.testing.assert_allclose(
-        embedding(hidden, reverse=True).numpy(), hidden @ embedding.embeddings.numpy().T, atol=1e-5
+        ops.convert_to_numpy(embedding(hidden, reverse=True)),
+        hidden @ ops.convert_to_numpy(embedding.embeddings).T,
+        atol=1e-5,
     )
     model.save(tmp_path / "gpt.keras")
     reloaded = keras.saving.load_model(tmp_path / "gpt.keras")
-    np.testing.assert_allclose(reloaded(PROMPTS).numpy(), model(PROMPTS).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(reloaded(PROMPTS)), ops.convert_to_numpy(model(PROMPTS)), atol=1e-6
+    )
     results = []
     for candidate in (model, reloaded):
         steps = GPTSteps(candidate, 12)
         results.append(greedy_search(steps.step, steps.prefill(PROMPTS), 3, START, END, 6))
     first, second = results
-    np.testing.assert_array_equal(first.ids.numpy(), second.ids.numpy())
+    np.testing.assert_array_equal(ops.convert_to_numpy(first.ids), ops.convert_to_numpy(second.ids))
 
 
 def test_rejects_bad_arguments():
@@ -144,31 +158,33 @@ def test_classifier_reads_the_last_real_token():
     assert logits.shape == (4, 3) and logits.dtype == "float32"
     for name in (EMBEDDING, DECODER):
         assert classifier.get_layer(name) is backbone.get_layer(name)
-    hidden = backbone.get_layer(DECODER)(backbone.get_layer(EMBEDDING)(CLASSIFY)).numpy()
+    hidden = ops.convert_to_numpy(
+        backbone.get_layer(DECODER)(backbone.get_layer(EMBEDDING)(CLASSIFY))
+    )
     last = hidden[np.arange(4), [5, 2, 0, 4]]  # the last non-zero id of each row
     dense = classifier.get_layer("classifier")
-    expected = last @ dense.kernel.numpy() + dense.bias.numpy()
-    np.testing.assert_allclose(logits.numpy(), expected, atol=1e-5)
+    expected = last @ ops.convert_to_numpy(dense.kernel) + ops.convert_to_numpy(dense.bias)
+    np.testing.assert_allclose(ops.convert_to_numpy(logits), expected, atol=1e-5)
     # The decoder's hidden states feed the LM's tied logits: it is the backbone's final state.
     np.testing.assert_allclose(
-        backbone.get_layer(EMBEDDING)(hidden, reverse=True).numpy(),
-        backbone(CLASSIFY).numpy(),
+        ops.convert_to_numpy(backbone.get_layer(EMBEDDING)(hidden, reverse=True)),
+        ops.convert_to_numpy(backbone(CLASSIFY)),
         atol=1e-5,
     )
 
 
 def test_padding_after_the_last_token_changes_no_classifier_logit():
     classifier = gpt_classifier(tiny_gpt(), 3, dropout=0.0)
-    batched = classifier(CLASSIFY).numpy()
-    longer = classifier(np.pad(CLASSIFY, ((0, 0), (0, 4)))).numpy()
+    batched = ops.convert_to_numpy(classifier(CLASSIFY))
+    longer = ops.convert_to_numpy(classifier(np.pad(CLASSIFY, ((0, 0), (0, 4)))))
     np.testing.assert_allclose(longer, batched, atol=1e-5)
     for row, ids in enumerate(CLASSIFY):
-        alone = classifier(ids[ids != 0][None]).numpy()[0]
+        alone = ops.convert_to_numpy(classifier(ids[ids != 0][None]))[0]
         np.testing.assert_allclose(alone, batched[row], atol=1e-5)
     # A changed last token changes the logits: it is read, not an earlier position.
     changed = CLASSIFY.copy()
     changed[1, 2] = 13
-    assert np.abs(classifier(changed).numpy()[1] - batched[1]).max() > 1e-4
+    assert np.abs(ops.convert_to_numpy(classifier(changed))[1] - batched[1]).max() > 1e-4
 
 
 def test_classifier_round_trip_and_training(tmp_path):
@@ -177,7 +193,11 @@ def test_classifier_round_trip_and_training(tmp_path):
     classifier = gpt_classifier(tiny_gpt(), 2)
     classifier.save(tmp_path / "classifier.keras")
     reloaded = keras.saving.load_model(tmp_path / "classifier.keras")
-    np.testing.assert_allclose(reloaded(CLASSIFY).numpy(), classifier(CLASSIFY).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(reloaded(CLASSIFY)),
+        ops.convert_to_numpy(classifier(CLASSIFY)),
+        atol=1e-6,
+    )
     classifier.compile(
         keras.optimizers.Adam(1e-2),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.layers import PlainDecoder
@@ -22,14 +23,18 @@ def tiny(**kwargs):
 def test_steps_reproduce_the_teacher_forced_logits(kwargs):
     model = tiny(**kwargs)
     assert isinstance(model.get_layer("decoder"), PlainDecoder)
-    logits = model({"source_ids": SOURCE, "target_ids": TARGET}).numpy()
+    logits = ops.convert_to_numpy(model({"source_ids": SOURCE, "target_ids": TARGET}))
     steps = PlainTranslatorSteps(model)
     state = steps.encode(SOURCE)
     for t in range(TARGET.shape[1]):
         logits_t, state = steps.step(TARGET[:, t], state)
         real = TARGET[:, t] != 0
-        np.testing.assert_allclose(logits_t.numpy()[real], logits[real, t], rtol=1e-5, atol=1e-5)
-        np.testing.assert_array_equal(state["attention"].numpy(), np.zeros((2, 5), "float32"))
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(logits_t)[real], logits[real, t], rtol=1e-5, atol=1e-5
+        )
+        np.testing.assert_array_equal(
+            ops.convert_to_numpy(state["attention"]), np.zeros((2, 5), "float32")
+        )
 
 
 def test_the_context_is_the_encoders_final_state_and_padding_does_not_matter():
@@ -37,14 +42,16 @@ def test_the_context_is_the_encoders_final_state_and_padding_does_not_matter():
     embedded = model.get_layer("source_embedding")(SOURCE)
     _, h, _ = model.get_layer("encoder")(embedded, mask=SOURCE != 0)
     state = PlainTranslatorSteps(model).encode(SOURCE)
-    np.testing.assert_allclose(state["context"].numpy(), h.numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(state["context"]), ops.convert_to_numpy(h), atol=1e-6
+    )
     noisy = np.where(SOURCE == 0, 17, SOURCE)  # other ids behind the padding...
     wider = np.pad(SOURCE, ((0, 0), (0, 2)))  # ...and more padding: same logits
     inputs = {"source_ids": SOURCE, "target_ids": TARGET}
-    expected = model(inputs).numpy()
-    got = model({"source_ids": wider, "target_ids": TARGET}).numpy()
+    expected = ops.convert_to_numpy(model(inputs))
+    got = ops.convert_to_numpy(model({"source_ids": wider, "target_ids": TARGET}))
     np.testing.assert_allclose(got, expected, atol=1e-5)
-    changed = model({"source_ids": noisy, "target_ids": TARGET}).numpy()
+    changed = ops.convert_to_numpy(model({"source_ids": noisy, "target_ids": TARGET}))
     assert np.abs(changed[1] - expected[1]).max() > 1e-4  # 17 is a real token there: c moves
 
 
@@ -56,7 +63,9 @@ def test_keras_round_trip_keeps_the_decoder_and_its_outputs(tmp_path):
     decoder = loaded.get_layer("decoder")
     assert (decoder.cell, decoder.context_feeding) == ("gru", False)
     inputs = {"source_ids": SOURCE, "target_ids": TARGET}
-    np.testing.assert_allclose(loaded(inputs).numpy(), model(inputs).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(loaded(inputs)), ops.convert_to_numpy(model(inputs)), atol=1e-6
+    )
 
 
 def test_greedy_and_beam_search_drive_the_steps_with_zero_alignments():
@@ -66,9 +75,13 @@ def test_greedy_and_beam_search_drive_the_steps_with_zero_alignments():
     beam = beam_search(
         steps.step, steps.encode(SOURCE), 2, start_id=2, end_id=3, max_length=6, beam_size=1
     )
-    np.testing.assert_array_equal(beam.ids.numpy(), greedy.ids.numpy())
-    np.testing.assert_allclose(beam.scores.numpy(), greedy.scores.numpy(), rtol=1e-5)
-    np.testing.assert_array_equal(greedy.alignments.numpy(), np.zeros((2, 6, 5), "float32"))
+    np.testing.assert_array_equal(ops.convert_to_numpy(beam.ids), ops.convert_to_numpy(greedy.ids))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(beam.scores), ops.convert_to_numpy(greedy.scores), rtol=1e-5
+    )
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(greedy.alignments), np.zeros((2, 6, 5), "float32")
+    )
 
 
 def test_family_options():

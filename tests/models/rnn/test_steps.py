@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn.models import (
     LuongTranslatorSteps,
@@ -46,7 +47,7 @@ def inputs_of(kind: str):
 
 
 def logits_of(outputs):
-    return (outputs["logits"] if isinstance(outputs, dict) else outputs).numpy()
+    return ops.convert_to_numpy(outputs["logits"] if isinstance(outputs, dict) else outputs)
 
 
 def stepped_logits(steps, encoded) -> np.ndarray:
@@ -55,7 +56,7 @@ def stepped_logits(steps, encoded) -> np.ndarray:
     logits = []
     for t in range(TARGET.shape[1]):
         logits_t, state = steps.step(tf.constant(TARGET[:, t]), state)
-        logits.append(logits_t.numpy())
+        logits.append(ops.convert_to_numpy(logits_t))
     return np.stack(logits, axis=1)
 
 
@@ -70,6 +71,7 @@ def test_stepping_the_gold_target_is_teacher_forcing_in_either_mode(kind):
         np.testing.assert_allclose(got[real], expected[real], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize("kind", KINDS)
 def test_training_true_applies_the_models_dropout(kind):
     model = build(kind, dropout=0.5)
@@ -78,7 +80,7 @@ def test_training_true_applies_the_models_dropout(kind):
 
     def two_steps(steps, **call):
         state = steps.encode(encoded, **call)
-        return [steps.step(tokens, state, **call)[0].numpy() for _ in range(2)]
+        return [ops.convert_to_numpy(steps.step(tokens, state, **call)[0]) for _ in range(2)]
 
     first, second = two_steps(RNNTranslatorSteps(model, training=True))
     assert np.abs(first - second).max() > 1e-3  # fresh dropout masks on every call

@@ -10,6 +10,7 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.cli import build_parser
 from keras_attn.decoding import beam_search, greedy_search, sample
@@ -63,13 +64,15 @@ def test_step_view_reproduces_the_teacher_forced_logits(family, kwargs, num_laye
     assert decoder.num_layers == encoder.num_layers == num_layers
     per_layer = 1 if kwargs.get("cell") == "gru" else 2
     assert encoder.num_states == decoder.num_initial_states == per_layer * num_layers
-    logits = model({"source_ids": SOURCE, "target_ids": TARGET}).numpy()
+    logits = ops.convert_to_numpy(model({"source_ids": SOURCE, "target_ids": TARGET}))
     state = steps.encode(SOURCE)
     assert len(state["states"]) >= per_layer * num_layers  # every layer's (h, c)
     for t in range(TARGET.shape[1]):
         logits_t, state = steps.step(TARGET[:, t], state)
         real = TARGET[:, t] != 0
-        np.testing.assert_allclose(logits_t.numpy()[real], logits[real, t], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(logits_t)[real], logits[real, t], rtol=1e-5, atol=1e-5
+        )
 
 
 def test_each_encoder_layer_bridges_to_its_decoder_layer_and_plain_reads_the_top():
@@ -79,11 +82,13 @@ def test_each_encoder_layer_bridges_to_its_decoder_layer_and_plain_reads_the_top
     state = steps.encode(SOURCE)
     assert len(final) == len(state["states"]) == 6
     for index, (ours, theirs) in enumerate(zip(state["states"], final, strict=True)):
-        expected = model.get_layer(f"bridge_{index}")(theirs).numpy()
-        np.testing.assert_allclose(ours.numpy(), expected, rtol=1e-6, atol=1e-6)
+        expected = ops.convert_to_numpy(model.get_layer(f"bridge_{index}")(theirs))
+        np.testing.assert_allclose(ops.convert_to_numpy(ours), expected, rtol=1e-6, atol=1e-6)
     # c is the final hidden state of the top encoder layer, not of the bottom one.
-    np.testing.assert_allclose(state["context"].numpy(), final[4].numpy(), rtol=1e-6)
-    assert np.abs(final[4].numpy() - final[0].numpy()).max() > 1e-3
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(state["context"]), ops.convert_to_numpy(final[4]), rtol=1e-6
+    )
+    assert np.abs(ops.convert_to_numpy(final[4]) - ops.convert_to_numpy(final[0])).max() > 1e-3
 
 
 def test_layer_names_of_a_stack_and_the_unchanged_single_layer():
@@ -110,7 +115,9 @@ def test_a_four_layer_luong_translator_survives_a_keras_round_trip(tmp_path):
     loaded = keras.saving.load_model(path, compile=False)
     assert loaded.get_layer("decoder").num_layers == 4
     inputs = {"source_ids": SOURCE, "target_ids": TARGET}
-    np.testing.assert_allclose(loaded(inputs).numpy(), model(inputs).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(loaded(inputs)), ops.convert_to_numpy(model(inputs)), atol=1e-6
+    )
     steps = LuongTranslatorSteps(loaded)
     greedy = greedy_search(steps.step, steps.encode(SOURCE), 2, start_id=2, end_id=3, max_length=5)
     assert greedy.ids.shape == (2, 5)
@@ -123,22 +130,24 @@ def test_greedy_beam_and_sampling_drive_a_deep_model(family):
     beam = beam_search(
         steps.step, steps.encode(SOURCE), 2, start_id=2, end_id=3, max_length=6, beam_size=1
     )
-    np.testing.assert_array_equal(beam.ids.numpy(), greedy.ids.numpy())
-    np.testing.assert_allclose(beam.scores.numpy(), greedy.scores.numpy(), rtol=1e-5)
+    np.testing.assert_array_equal(ops.convert_to_numpy(beam.ids), ops.convert_to_numpy(greedy.ids))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(beam.scores), ops.convert_to_numpy(greedy.scores), rtol=1e-5
+    )
     wide = beam_search(
         steps.step, steps.encode(SOURCE), 2, start_id=2, end_id=3, max_length=6, beam_size=3
     )
-    assert np.all(wide.scores.numpy() >= greedy.scores.numpy() - 1e-5)
+    assert np.all(ops.convert_to_numpy(wide.scores) >= ops.convert_to_numpy(greedy.scores) - 1e-5)
     top_1 = sample(
         steps.step, steps.encode(SOURCE), 2, start_id=2, end_id=3, max_length=6, top_k=1, seed=7
     )
-    np.testing.assert_array_equal(top_1.ids.numpy(), greedy.ids.numpy())
+    np.testing.assert_array_equal(ops.convert_to_numpy(top_1.ids), ops.convert_to_numpy(greedy.ids))
     # Greedy picks the argmax of the teacher-forced model on its own prefix.
-    ids = greedy.ids.numpy()
+    ids = ops.convert_to_numpy(greedy.ids)
     target = np.concatenate([np.full((2, 1), 2, "int32"), ids[:, :-1]], axis=1)
-    logits = model({"source_ids": SOURCE, "target_ids": target}).numpy()
+    logits = ops.convert_to_numpy(model({"source_ids": SOURCE, "target_ids": target}))
     logits[..., [0, 2]] = -np.inf  # padding and START are never generated
-    lengths = greedy.lengths.numpy()
+    lengths = ops.convert_to_numpy(greedy.lengths)
     for row in range(2):
         np.testing.assert_array_equal(
             logits[row, : lengths[row]].argmax(-1), ids[row, : lengths[row]]

@@ -8,6 +8,7 @@ at every step, output projection), for each form, with every weight random.
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.models import (
     rnn_attention_translator,
@@ -46,12 +47,16 @@ def numpy_gru_step(x, h, kernel, recurrent_kernel, bias, reset_after):
 
 
 def cell_weights(cell):
-    return cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+    return (
+        ops.convert_to_numpy(cell.kernel),
+        ops.convert_to_numpy(cell.recurrent_kernel),
+        ops.convert_to_numpy(cell.bias),
+    )
 
 
 def numpy_plain_translator(model, reset_after):
     """Logits `(batch, T_y, V)` of `rnn_plain_translator` (dropout off) from its weights."""
-    source = model.get_layer("source_embedding").embeddings.numpy()[SOURCE]
+    source = ops.convert_to_numpy(model.get_layer("source_embedding").embeddings)[SOURCE]
     encoder = model.get_layer("encoder").rnn
     forward = cell_weights(encoder.forward_layer.cell)
     backward = cell_weights(encoder.backward_layer.cell)
@@ -68,7 +73,7 @@ def numpy_plain_translator(model, reset_after):
     context = np.concatenate([h_fwd, h_bwd], -1)  # c = [h_fwd^(T); h_bwd^(1)]
     bridge_kernel, bridge_bias = model.get_layer("bridge_0").get_weights()
     s = np.tanh(context @ bridge_kernel + bridge_bias)  # s^(0)
-    target = model.get_layer("target_embedding").embeddings.numpy()[TARGET]
+    target = ops.convert_to_numpy(model.get_layer("target_embedding").embeddings)[TARGET]
     decoder = cell_weights(model.get_layer("decoder").rnn.cell)
     outputs = []
     for t in range(TARGET.shape[1]):
@@ -84,7 +89,7 @@ def test_plain_translator_matches_numpy_equations_of_its_form(reset_after):
         20, 16, embedding_dim=4, units=8, cell="gru", reset_after=reset_after
     )
     randomize(model)
-    logits = model({"source_ids": SOURCE, "target_ids": TARGET}).numpy()
+    logits = ops.convert_to_numpy(model({"source_ids": SOURCE, "target_ids": TARGET}))
     expected = numpy_plain_translator(model, reset_after)
     real = (TARGET != 0)[:, :, None]
     np.testing.assert_allclose(
@@ -113,7 +118,12 @@ def test_every_builder_passes_the_form_to_encoder_and_decoder(builder, tmp_path)
     model.save(path)
     loaded = keras.saving.load_model(path)
     assert [cell.reset_after for cell in gru_cells(loaded)] == [False] * 3
-    np.testing.assert_allclose(loaded(inputs).numpy(), model(inputs).numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(loaded(inputs)),
+        ops.convert_to_numpy(model(inputs)),
+        rtol=1e-6,
+        atol=1e-6,
+    )
 
 
 @pytest.mark.parametrize("builder", BUILDERS)

@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.models.show_attend_tell.model import (
@@ -38,10 +39,12 @@ def small_model(attention="soft", **kwargs):
 
 def numpy_decoder(model, images, target_ids):
     """The decoder's equations (Xu et al., 2015) in NumPy: logits and alphas `(B, T, ...)`."""
-    features = model.get_layer("encoder")(images).numpy().astype("float64")
+    features = ops.convert_to_numpy(model.get_layer("encoder")(images)).astype("float64")
     decoder = model.get_layer("decoder")
-    value = {w.path.split("/", 1)[1]: w.numpy().astype("float64") for w in decoder.weights}
-    embeddings = model.get_layer("embedding").embeddings.numpy()
+    value = {
+        w.path.split("/", 1)[1]: ops.convert_to_numpy(w).astype("float64") for w in decoder.weights
+    }
+    embeddings = ops.convert_to_numpy(model.get_layer("embedding").embeddings)
     projection = model.get_layer("output_projection")
     words = embeddings[target_ids]  # E y_{t-1}: (B, T, m)
     mean = features.mean(axis=1)
@@ -74,7 +77,9 @@ def numpy_decoder(model, images, target_ids):
             + value["state_projection/bias"]
             + z @ value["context_projection/kernel"]
         )
-        logits.append(deep @ projection.kernel.numpy() + projection.bias.numpy())
+        logits.append(
+            deep @ ops.convert_to_numpy(projection.kernel) + ops.convert_to_numpy(projection.bias)
+        )
         alphas.append(alpha)
     return np.stack(logits, 1), np.stack(alphas, 1)
 
@@ -84,8 +89,8 @@ def test_soft_decoder_equals_numpy_equations():
     outputs = model({"images": IMAGES, "target_ids": TARGETS}, training=False)
     logits, alphas = numpy_decoder(model, IMAGES, TARGETS)
     assert outputs["logits"].dtype == "float32" and outputs["attention"].shape == (3, 5, 4, 4)
-    got_logits = outputs["logits"].numpy()
-    got_alphas = outputs["attention"].numpy().reshape(3, 5, 16)
+    got_logits = ops.convert_to_numpy(outputs["logits"])
+    got_alphas = ops.convert_to_numpy(outputs["attention"]).reshape(3, 5, 16)
     np.testing.assert_allclose(got_logits[TARGET_MASK], logits[TARGET_MASK], atol=2e-5)
     np.testing.assert_allclose(got_alphas[TARGET_MASK], alphas[TARGET_MASK], atol=2e-6)
     assert (got_alphas[~TARGET_MASK] == 0).all()
@@ -101,7 +106,7 @@ def test_regulariser_is_lambda_times_the_batch_mean_against_numpy():
     (loss,) = model.losses
     np.testing.assert_allclose(float(loss), 0.7 * per_image.mean(), rtol=1e-5)
     np.testing.assert_allclose(
-        doubly_stochastic_penalty(alphas.astype("float32"), TARGET_MASK).numpy(),
+        ops.convert_to_numpy(doubly_stochastic_penalty(alphas.astype("float32"), TARGET_MASK)),
         per_image,
         rtol=1e-5,
     )
@@ -110,6 +115,7 @@ def test_regulariser_is_lambda_times_the_batch_mean_against_numpy():
     assert no_penalty.losses == []
 
 
+@pytest.mark.tensorflow_only
 def test_the_penalty_enters_fit_and_its_gradient_reaches_the_attention():
     model = small_model(penalty=1.0)
     score = model.get_layer("decoder").region_attention.score_fn
@@ -117,7 +123,10 @@ def test_the_penalty_enters_fit_and_its_gradient_reaches_the_attention():
         model({"images": IMAGES, "target_ids": TARGETS}, training=True)
         loss = sum(model.losses)
     gradient = tape.gradient(loss, score.v)
-    assert np.isfinite(gradient.numpy()).all() and np.abs(gradient.numpy()).max() > 1e-4
+    assert (
+        np.isfinite(ops.convert_to_numpy(gradient)).all()
+        and np.abs(ops.convert_to_numpy(gradient)).max() > 1e-4
+    )
 
 
 @pytest.mark.parametrize("attention", ["soft", "hard"])
@@ -127,16 +136,18 @@ def test_step_view_equals_the_teacher_forced_pass(attention):
     steps = ShowAttendTellSteps(model)
     assert steps.grid_shape == (4, 4)
     state = steps.encode(IMAGES)
-    assert not state["attention"].numpy().any()
+    assert not ops.convert_to_numpy(state["attention"]).any()
     for t in range(TARGETS.shape[1]):
         logits, state = steps.step(TARGETS[:, t], state)
         real = TARGET_MASK[:, t]
         np.testing.assert_allclose(
-            logits.numpy()[real], outputs["logits"].numpy()[real, t], atol=1e-5
+            ops.convert_to_numpy(logits)[real],
+            ops.convert_to_numpy(outputs["logits"])[real, t],
+            atol=1e-5,
         )
         np.testing.assert_allclose(
-            state["attention"].numpy()[real],
-            outputs["attention"].numpy()[real, t].reshape(-1, 16),
+            ops.convert_to_numpy(state["attention"])[real],
+            ops.convert_to_numpy(outputs["attention"])[real, t].reshape(-1, 16),
             atol=1e-6,
         )
 
@@ -145,11 +156,13 @@ def test_greedy_search_over_the_step_view_follows_the_model():
     model = small_model()
     steps = ShowAttendTellSteps(model)
     result = greedy_search(steps.step, steps.encode(IMAGES), 3, start_id=1, end_id=2, max_length=6)
-    ids = result.ids.numpy()
+    ids = ops.convert_to_numpy(result.ids)
     assert result.alignments.shape == (3, 6, 16)
     # Teacher-forcing the chosen words gives them as the argmax (PAD and START excluded).
     forced = np.concatenate([np.ones((3, 1), "int32"), ids[:, :-1]], axis=1)
-    logits = model({"images": IMAGES, "target_ids": forced}, training=False)["logits"].numpy()
+    logits = ops.convert_to_numpy(
+        model({"images": IMAGES, "target_ids": forced}, training=False)["logits"]
+    )
     logits[..., :2] = -np.inf
     for row in range(3):
         length = next((k + 1 for k, token in enumerate(ids[row]) if token == 2), 6)
@@ -165,7 +178,10 @@ def test_beam_search_over_the_step_view():
     )
     assert beam.ids.shape[0] == 3 and beam.alignments.shape[-1] == 16
     # With no length penalty the best beam is at least as probable as the greedy path.
-    assert (beam.scores.numpy().sum(-1) >= greedy.scores.numpy().sum(-1) - 1e-4).all()
+    assert (
+        ops.convert_to_numpy(beam.scores).sum(-1)
+        >= ops.convert_to_numpy(greedy.scores).sum(-1) - 1e-4
+    ).all()
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
@@ -175,8 +191,8 @@ def test_mixed_precision_training_call(policy, attention):
     model = show_attend_tell(VOCAB, 16, attention=attention, **SMALL)
     outputs = model({"images": IMAGES, "target_ids": TARGETS}, training=True)
     assert outputs["logits"].dtype == "float32" and outputs["attention"].dtype == "float32"
-    assert np.isfinite(outputs["logits"].numpy()).all()
-    sums = outputs["attention"].numpy().reshape(3, 5, 16).sum(-1)
+    assert np.isfinite(ops.convert_to_numpy(outputs["logits"])).all()
+    sums = ops.convert_to_numpy(outputs["attention"]).reshape(3, 5, 16).sum(-1)
     np.testing.assert_allclose(sums, TARGET_MASK.astype("float32"), atol=1e-2)
     assert model.losses[0].dtype == "float32" and np.isfinite(float(model.losses[0]))
 
@@ -184,13 +200,13 @@ def test_mixed_precision_training_call(policy, attention):
 def test_hard_attention_samples_one_region_in_training():
     model = small_model("hard")
     attention = model({"images": IMAGES, "target_ids": TARGETS}, training=True)["attention"]
-    weights = attention.numpy().reshape(3, 5, 16)
+    weights = ops.convert_to_numpy(attention).reshape(3, 5, 16)
     assert set(np.unique(weights)) <= {0.0, 1.0}
     np.testing.assert_array_equal(weights.sum(-1), TARGET_MASK.astype("float32"))
     inference = model({"images": IMAGES, "target_ids": TARGETS}, training=False)["attention"]
     _, alphas = numpy_decoder(model, IMAGES, TARGETS[:, :1])
     np.testing.assert_array_equal(
-        inference.numpy().reshape(3, 5, 16)[:, 0].argmax(-1), alphas[:, 0].argmax(-1)
+        ops.convert_to_numpy(inference).reshape(3, 5, 16)[:, 0].argmax(-1), alphas[:, 0].argmax(-1)
     )
 
 
@@ -202,7 +218,7 @@ def test_hard_attention_samples_follow_alpha():
     images = np.repeat(IMAGES[:1], n, axis=0)
     start = np.ones((n, 1), "int32")
     drawn = model({"images": images, "target_ids": start}, training=True)["attention"]
-    frequencies = drawn.numpy().reshape(n, 16).mean(axis=0)
+    frequencies = ops.convert_to_numpy(drawn).reshape(n, 16).mean(axis=0)
     _, alphas = numpy_decoder(model, IMAGES[:1], start[:1])
     alpha = alphas[0, 0]
     assert alpha.max() > 2.0 / 16, "a near-uniform alpha would make the check weak"
@@ -210,6 +226,7 @@ def test_hard_attention_samples_follow_alpha():
     assert (np.abs(frequencies - alpha) <= bound).all(), (frequencies, alpha)
 
 
+@pytest.mark.tensorflow_only
 def test_hard_attention_gradient_is_straight_through_gumbel():
     # penalty=0: the only path from the loss to the attention network is the one-hot sample,
     # whose backward pass is the relaxed (Gumbel-softmax) sample's.
@@ -221,7 +238,10 @@ def test_hard_attention_gradient_is_straight_through_gumbel():
         loss = tf.reduce_mean(loss)
     gradients = tape.gradient(loss, [score.query_kernel, score.key_kernel, score.v])
     for gradient in gradients:
-        assert np.isfinite(gradient.numpy()).all() and np.abs(gradient.numpy()).max() > 1e-6
+        assert (
+            np.isfinite(ops.convert_to_numpy(gradient)).all()
+            and np.abs(ops.convert_to_numpy(gradient)).max() > 1e-6
+        )
 
 
 @pytest.mark.parametrize("attention", ["soft", "hard"])
@@ -234,13 +254,17 @@ def test_keras_file_round_trip(attention, tmp_path):
     loaded = keras.saving.load_model(path)
     got = loaded(inputs, training=False)
     for key in ("logits", "attention"):
-        np.testing.assert_allclose(got[key].numpy(), expected[key].numpy(), atol=1e-6)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(got[key]), ops.convert_to_numpy(expected[key]), atol=1e-6
+        )
     decoder = loaded.get_layer("decoder")
     assert (decoder.attention, decoder.penalty, decoder.seed) == (attention, 0.4, 3)
     np.testing.assert_allclose(float(loaded.losses[0]), float(model.losses[0]), rtol=1e-6)
     steps = ShowAttendTellSteps(loaded)
     logits, _ = steps.step(TARGETS[:, 0], steps.encode(IMAGES))
-    np.testing.assert_allclose(logits.numpy(), expected["logits"].numpy()[:, 0], atol=1e-5)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(logits), ops.convert_to_numpy(expected["logits"])[:, 0], atol=1e-5
+    )
 
 
 def test_model_config_round_trip():
@@ -249,7 +273,9 @@ def test_model_config_round_trip():
     clone.set_weights(model.get_weights())
     inputs = {"images": IMAGES, "target_ids": TARGETS}
     np.testing.assert_allclose(
-        clone(inputs)["logits"].numpy(), model(inputs)["logits"].numpy(), atol=1e-6
+        ops.convert_to_numpy(clone(inputs)["logits"]),
+        ops.convert_to_numpy(model(inputs)["logits"]),
+        atol=1e-6,
     )
 
 
@@ -310,7 +336,7 @@ def test_non_square_images():
     images = np.zeros((1, 16, 32, 3), "uint8")
     attention = model({"images": images, "target_ids": TARGETS[:1]})["attention"]
     assert attention.shape == (1, 5, 4, 8)
-    np.testing.assert_allclose(attention.numpy().sum(axis=(-2, -1)), 1.0, atol=1e-6)
+    np.testing.assert_allclose(ops.convert_to_numpy(attention).sum(axis=(-2, -1)), 1.0, atol=1e-6)
 
 
 def scene_batch(count):
@@ -367,7 +393,9 @@ def test_attention_maps_are_laid_out_like_the_image():
     patch = blank.copy()
     patch[0, 4:8, 8:12] = 250
     encoder = model.get_layer("encoder")
-    change = np.abs(encoder(patch).numpy() - encoder(blank).numpy()).sum(-1)[0]  # (L,)
+    change = np.abs(
+        ops.convert_to_numpy(encoder(patch)) - ops.convert_to_numpy(encoder(blank))
+    ).sum(-1)[0]  # (L,)
     changed = set(np.flatnonzero(change > 1e-6).tolist())
     around = {r * 4 + c for r in range(3) for c in range(1, 4)}
     transposed = {c * 4 + r for r in range(3) for c in range(1, 4)}
@@ -375,8 +403,10 @@ def test_attention_maps_are_laid_out_like_the_image():
     outputs = model({"images": patch, "target_ids": TARGETS[:1]}, training=False)
     steps = ShowAttendTellSteps(model)
     _, state = steps.step(TARGETS[:1, 0], steps.encode(patch))
-    maps = outputs["attention"].numpy()[0, 0]  # (4, 4)
-    np.testing.assert_allclose(maps.reshape(-1), state["attention"].numpy()[0], atol=1e-6)
+    maps = ops.convert_to_numpy(outputs["attention"])[0, 0]  # (4, 4)
+    np.testing.assert_allclose(
+        maps.reshape(-1), ops.convert_to_numpy(state["attention"])[0], atol=1e-6
+    )
     assert len(np.unique(np.round(maps, 6))) > 4, "the maps vary over the grid"
 
 

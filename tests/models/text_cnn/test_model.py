@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.models import text_cnn
 
@@ -19,9 +20,9 @@ def pretrained(seed=0):
 
 def reference_logits(model, ids):
     """Kim's equations in NumPy: h - 1 zeros on both sides, max over windows with a real token."""
-    channels = [model.get_layer("embedding").embeddings.numpy()]
+    channels = [ops.convert_to_numpy(model.get_layer("embedding").embeddings)]
     if "static_embedding" in [layer.name for layer in model.layers]:
-        channels.append(model.get_layer("static_embedding").embeddings.numpy())
+        channels.append(ops.convert_to_numpy(model.get_layer("static_embedding").embeddings))
     x = np.concatenate([table[ids] for table in channels], axis=-1)  # (batch, T, c * d)
     mask = ids != 0
     x = x * mask[..., None]
@@ -29,7 +30,10 @@ def reference_logits(model, ids):
     for layer in model.layers:
         if not layer.name.startswith("conv_"):
             continue
-        kernel, bias = layer.kernel.numpy(), layer.bias.numpy()  # (h, c * d, n), (n,)
+        kernel, bias = (
+            ops.convert_to_numpy(layer.kernel),
+            ops.convert_to_numpy(layer.bias),
+        )  # (h, c * d, n), (n,)
         width = kernel.shape[0]
         padded = np.pad(x, ((0, 0), (width - 1, width - 1), (0, 0)))
         padded_mask = np.pad(mask, ((0, 0), (width - 1, width - 1)))
@@ -40,7 +44,9 @@ def reference_logits(model, ids):
         maps = np.where(real[..., None], maps, -np.inf)
         features.append(np.where(mask.any(1, keepdims=True), maps.max(1), 0.0))
     dense = model.get_layer("classifier")
-    return np.concatenate(features, -1) @ dense.kernel.numpy() + dense.bias.numpy()
+    return np.concatenate(features, -1) @ ops.convert_to_numpy(dense.kernel) + ops.convert_to_numpy(
+        dense.bias
+    )
 
 
 IDS = np.array([[3, 4, 5, 6, 7], [8, 9, 0, 0, 0], [10, 0, 0, 0, 0]], "int32")
@@ -49,7 +55,7 @@ IDS = np.array([[3, 4, 5, 6, 7], [8, 9, 0, 0, 0], [10, 0, 0, 0, 0]], "int32")
 @pytest.mark.parametrize("variant", ["rand", "multichannel"])
 def test_logits_match_numpy_reference(variant):
     model = tiny(variant, None if variant == "rand" else pretrained())
-    logits = model(IDS).numpy()
+    logits = ops.convert_to_numpy(model(IDS))
     assert logits.shape == (3, 3) and model.output.dtype == "float32"
     np.testing.assert_allclose(logits, reference_logits(model, IDS), atol=1e-5)
 
@@ -57,15 +63,19 @@ def test_logits_match_numpy_reference(variant):
 def test_output_independent_of_padding_length_and_padding_embedding():
     model = tiny("non-static", pretrained(), filter_sizes=(2, 5))
     short = np.array([[3, 4]], "int32")
-    expected = model(short).numpy()
+    expected = ops.convert_to_numpy(model(short))
     table = model.get_layer("embedding").embeddings
-    table.assign(np.concatenate([np.full((1, DIM), 50.0), table.numpy()[1:]]).astype("float32"))
+    table.assign(
+        np.concatenate([np.full((1, DIM), 50.0), ops.convert_to_numpy(table)[1:]]).astype("float32")
+    )
     for padding in (1, 4, 9):
         padded = np.pad(short, ((0, 0), (0, padding)))
-        np.testing.assert_allclose(model(padded).numpy(), expected, atol=1e-5)
+        np.testing.assert_allclose(ops.convert_to_numpy(model(padded)), expected, atol=1e-5)
     # A row with no real token: zero features, so the logits are the bias.
-    empty = model(np.zeros((1, 4), "int32")).numpy()
-    np.testing.assert_allclose(empty, model.get_layer("classifier").bias.numpy()[None], atol=0)
+    empty = ops.convert_to_numpy(model(np.zeros((1, 4), "int32")))
+    np.testing.assert_allclose(
+        empty, ops.convert_to_numpy(model.get_layer("classifier").bias)[None], atol=0
+    )
 
 
 def test_paper_sizes_give_the_paper_parameter_counts():
@@ -121,14 +131,18 @@ def test_static_channels_stay_fixed_and_non_static_ones_move(variant, frozen, tr
     vectors = pretrained()
     model = tiny(variant, vectors)
     for name in frozen + trained:
-        np.testing.assert_array_equal(model.get_layer(name).embeddings.numpy(), vectors)
+        np.testing.assert_array_equal(
+            ops.convert_to_numpy(model.get_layer(name).embeddings), vectors
+        )
     ids, labels = toy_task(np.random.default_rng(0))
     before, after = train(model, ids, labels)
     assert after < 0.8 * before, (before, after)
     for name in frozen:
-        np.testing.assert_array_equal(model.get_layer(name).embeddings.numpy(), vectors)
+        np.testing.assert_array_equal(
+            ops.convert_to_numpy(model.get_layer(name).embeddings), vectors
+        )
     for name in trained:
-        moved = np.abs(model.get_layer(name).embeddings.numpy() - vectors)[1:].max()
+        moved = np.abs(ops.convert_to_numpy(model.get_layer(name).embeddings) - vectors)[1:].max()
         assert moved > 1e-3, name
 
 
@@ -138,7 +152,7 @@ def test_rand_training_lowers_the_loss_and_keeps_the_max_norm():
     ids, labels = toy_task(np.random.default_rng(1))
     before, after = train(model, ids, labels, steps=15)
     assert after < 0.7 * before, (before, after)
-    norms = np.linalg.norm(model.get_layer("classifier").kernel.numpy(), axis=0)
+    norms = np.linalg.norm(ops.convert_to_numpy(model.get_layer("classifier").kernel), axis=0)
     assert norms.max() <= 0.5 + 1e-5, norms
 
 
@@ -146,7 +160,9 @@ def test_keras_round_trip_keeps_outputs_and_the_frozen_channel(tmp_path):
     model = tiny("multichannel", pretrained())
     model.save(tmp_path / "text_cnn.keras")
     reloaded = keras.saving.load_model(tmp_path / "text_cnn.keras")
-    np.testing.assert_allclose(reloaded(IDS).numpy(), model(IDS).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(reloaded(IDS)), ops.convert_to_numpy(model(IDS)), atol=1e-6
+    )
     assert not reloaded.get_layer("static_embedding").trainable
     assert reloaded.get_layer("embedding").trainable
 

@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.models import TransformerTranslatorSteps, transformer_translator
@@ -27,6 +28,7 @@ def source_batch():
     return source
 
 
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize("normalize_first", [False, True])
 def test_cached_steps_equal_the_teacher_forced_pass(normalize_first):
     model = tiny_model(normalize_first=normalize_first)
@@ -34,16 +36,16 @@ def test_cached_steps_equal_the_teacher_forced_pass(normalize_first):
     source = source_batch()
     target = np.random.default_rng(1).integers(4, 25, size=(3, 7)).astype("int32")
     target[:, 0] = START
-    full = model({"source_ids": source, "target_ids": target}).numpy()
+    full = ops.convert_to_numpy(model({"source_ids": source, "target_ids": target}))
     state = steps.encode(source)
     step = tf.function(steps.step)  # the graph the decoding loop runs
     for t in range(7):
         logits, state = step(tf.constant(target[:, t]), state)
         assert logits.dtype == tf.float32
-        np.testing.assert_allclose(logits.numpy(), full[:, t], atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(ops.convert_to_numpy(logits), full[:, t], atol=1e-5, rtol=1e-5)
         assert int(state["index"]) == t + 1
     # The alignment: last layer's cross-attention averaged over heads, zero on source padding.
-    attention = state["attention"].numpy()
+    attention = ops.convert_to_numpy(state["attention"])
     np.testing.assert_allclose(attention.sum(-1), 1.0, atol=1e-5)
     assert np.all(attention[1, 4:] == 0.0)
 
@@ -58,11 +60,15 @@ def test_alignment_is_the_last_layers_cross_attention_averaged_over_heads():
     _, scores = steps.decoder(
         embedded, memory, memory_mask=source != 0, return_attention_scores=True
     )
-    expected = scores["cross_attention"].numpy()[:, -1].mean(axis=1)  # (batch, T_y, T_x)
+    expected = ops.convert_to_numpy(scores["cross_attention"])[:, -1].mean(
+        axis=1
+    )  # (batch, T_y, T_x)
     state = steps.encode(source)
     for t in range(3):
         _, state = steps.step(target[:, t], state)
-        np.testing.assert_allclose(state["attention"].numpy(), expected[:, t], atol=1e-6)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(state["attention"]), expected[:, t], atol=1e-6
+        )
 
 
 @pytest.mark.parametrize("normalize_first", [False, True])
@@ -76,16 +82,20 @@ def test_decoder_self_attention_weights_are_zero_above_the_diagonal(normalize_fi
     target_embedding = model.get_layer(TARGET_EMBEDDING)
     memory = encoder(model.get_layer(SOURCE_EMBEDDING)(source))  # Keras masks carried along
     hidden, scores = decoder(target_embedding(target), memory, return_attention_scores=True)
-    logits = model({"source_ids": source, "target_ids": target}).numpy()
-    np.testing.assert_allclose(target_embedding(hidden, reverse=True).numpy(), logits, atol=1e-5)
-    weights = scores["self_attention"].numpy()  # (batch, layers, heads, T_y, T_y)
+    logits = ops.convert_to_numpy(model({"source_ids": source, "target_ids": target}))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(target_embedding(hidden, reverse=True)), logits, atol=1e-5
+    )
+    weights = ops.convert_to_numpy(scores["self_attention"])  # (batch, layers, heads, T_y, T_y)
     assert weights.shape == (3, 2, 2, 7, 7)
     upper = np.triu(np.ones((7, 7), bool), k=1)
     assert np.all(weights[..., upper] == 0.0)
     real_keys = np.broadcast_to(~upper, weights.shape) & (target != 0)[:, None, None, None, :]
     assert np.all(weights[real_keys] > 0.0)  # the past and the present are all attended to
     np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
-    assert np.all(scores["cross_attention"].numpy()[1, ..., 4:] == 0.0)  # source padding
+    assert np.all(
+        ops.convert_to_numpy(scores["cross_attention"])[1, ..., 4:] == 0.0
+    )  # source padding
 
 
 def test_state_shapes_are_fixed_across_steps():
@@ -98,21 +108,24 @@ def test_state_shapes_are_fixed_across_steps():
     assert shapes["cache"][0]["cross_key"] == (3, 2, 6, 4)
 
 
+@pytest.mark.tensorflow_only
 def test_greedy_output_is_the_argmax_of_the_full_pass():
     model = tiny_model()
     steps = TransformerTranslatorSteps(model, max_length=6)
     source = source_batch()
     result = greedy_search(steps.step, steps.encode(source), 3, START, END, 6)
-    ids = result.ids.numpy()
+    ids = ops.convert_to_numpy(result.ids)
     for b in range(3):
         length = int(result.lengths[b])
         generated = list(ids[b, : min(length + 1, 6)])
         target = np.array([[START, *generated[:-1]]], "int32")
-        logits = model({"source_ids": source[b : b + 1], "target_ids": target}).numpy()[0]
+        logits = ops.convert_to_numpy(
+            model({"source_ids": source[b : b + 1], "target_ids": target})
+        )[0]
         masked = logits.copy()
         masked[:, [0, START]] = -np.inf
         np.testing.assert_array_equal(masked.argmax(-1), generated)
-        log_probs = tf.nn.log_softmax(logits).numpy()
+        log_probs = ops.convert_to_numpy(tf.nn.log_softmax(logits))
         expected = log_probs[np.arange(len(generated)), generated].sum()
         np.testing.assert_allclose(result.scores[b], expected, rtol=1e-4, atol=1e-4)
 
@@ -122,10 +135,16 @@ def test_beam_of_one_is_greedy():
     state = steps.encode(source_batch())
     greedy = greedy_search(steps.step, state, 3, START, END, 8)
     beam = beam_search(steps.step, state, 3, START, END, 8, beam_size=1, length_penalty=0.6)
-    np.testing.assert_array_equal(beam.ids.numpy(), greedy.ids.numpy())
-    np.testing.assert_array_equal(beam.lengths.numpy(), greedy.lengths.numpy())
-    np.testing.assert_allclose(beam.scores.numpy(), greedy.scores.numpy(), rtol=1e-5)
-    np.testing.assert_allclose(beam.alignments.numpy(), greedy.alignments.numpy(), atol=1e-6)
+    np.testing.assert_array_equal(ops.convert_to_numpy(beam.ids), ops.convert_to_numpy(greedy.ids))
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(beam.lengths), ops.convert_to_numpy(greedy.lengths)
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(beam.scores), ops.convert_to_numpy(greedy.scores), rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(beam.alignments), ops.convert_to_numpy(greedy.alignments), atol=1e-6
+    )
 
 
 def test_shared_embeddings_tie_source_target_and_output():
@@ -144,9 +163,9 @@ def test_output_projection_is_the_target_embedding():
     model = tiny_model(num_layers=1)
     names = sorted(w.path for w in model.weights)
     assert not any("logits" in name for name in names)  # no separate output matrix
-    embedding = model.get_layer("target_embedding").embeddings.numpy()
+    embedding = ops.convert_to_numpy(model.get_layer("target_embedding").embeddings)
     hidden = np.random.default_rng(0).normal(size=(1, 2, 8)).astype("float32")
-    logits = model.get_layer("target_embedding")(hidden, reverse=True).numpy()
+    logits = ops.convert_to_numpy(model.get_layer("target_embedding")(hidden, reverse=True))
     np.testing.assert_allclose(logits, hidden @ embedding.T, atol=1e-5)
 
 
@@ -156,7 +175,9 @@ def test_keras_round_trip_and_steps_after_reload(tmp_path):
     inputs = {"source_ids": source, "target_ids": target}
     model.save(tmp_path / "model.keras")
     reloaded = keras.saving.load_model(tmp_path / "model.keras")
-    np.testing.assert_allclose(reloaded(inputs).numpy(), model(inputs).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(reloaded(inputs)), ops.convert_to_numpy(model(inputs)), atol=1e-6
+    )
     first = greedy_search(
         TransformerTranslatorSteps(model, 5).step,
         TransformerTranslatorSteps(model, 5).encode(source),
@@ -167,7 +188,7 @@ def test_keras_round_trip_and_steps_after_reload(tmp_path):
     )
     steps = TransformerTranslatorSteps(reloaded, 5)
     second = greedy_search(steps.step, steps.encode(source), 3, START, END, 5)
-    np.testing.assert_array_equal(first.ids.numpy(), second.ids.numpy())
+    np.testing.assert_array_equal(ops.convert_to_numpy(first.ids), ops.convert_to_numpy(second.ids))
 
 
 def test_padding_does_not_change_the_logits():
@@ -176,8 +197,8 @@ def test_padding_does_not_change_the_logits():
     padded = np.concatenate([source, np.zeros((1, 3), "int32")], axis=1)
     target = np.array([[START, 5, 6]], "int32")
     padded_target = np.concatenate([target, np.zeros((1, 2), "int32")], axis=1)
-    plain = model({"source_ids": source, "target_ids": target}).numpy()
-    with_padding = model({"source_ids": padded, "target_ids": padded_target}).numpy()
+    plain = ops.convert_to_numpy(model({"source_ids": source, "target_ids": target}))
+    with_padding = ops.convert_to_numpy(model({"source_ids": padded, "target_ids": padded_target}))
     np.testing.assert_allclose(with_padding[:, :3], plain, atol=1e-5)
 
 
@@ -188,6 +209,7 @@ def test_rejects_bad_arguments():
         TransformerTranslatorSteps(tiny_model(num_layers=1), max_length=0)
 
 
+@pytest.mark.tensorflow_only
 @pytest.mark.parametrize("policy, tolerance", [("mixed_float16", 1e-3), ("mixed_bfloat16", 1e-2)])
 def test_mixed_precision_cached_steps_follow_the_full_pass(policy, tolerance):
     # Half-precision caches and activations: the cached and full passes round differently, so
@@ -197,16 +219,19 @@ def test_mixed_precision_cached_steps_follow_the_full_pass(policy, tolerance):
     steps = TransformerTranslatorSteps(model, max_length=5)
     source = source_batch()
     target = np.array([[START, 5, 6, 7, 8]] * 3, "int32")
-    full = model({"source_ids": source, "target_ids": target}).numpy()
+    full = ops.convert_to_numpy(model({"source_ids": source, "target_ids": target}))
     assert full.dtype == np.float32 and np.isfinite(full).all()
     state = steps.encode(source)
     assert state["cache"][0]["self_key"].dtype == keras.config.dtype_policy().compute_dtype
     for t in range(5):
         logits, state = steps.step(target[:, t], state)
         assert logits.dtype == tf.float32
-        np.testing.assert_allclose(logits.numpy(), full[:, t], atol=tolerance, rtol=tolerance)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(logits), full[:, t], atol=tolerance, rtol=tolerance
+        )
 
 
+@pytest.mark.tensorflow_only
 def test_exported_graph_greedy_equals_eager_greedy():
     """The loop as the SavedModel traces it (batch and source length unknown) picks the tokens,
     scores and alignments of the eager loop."""
@@ -223,6 +248,10 @@ def test_exported_graph_greedy_equals_eager_greedy():
 
     eager = greedy_search(steps.step, steps.encode(source), 3, START, END, 6)
     ids, scores, alignments = decode(tf.constant(source))
-    np.testing.assert_array_equal(ids.numpy(), eager.ids.numpy())
-    np.testing.assert_allclose(scores.numpy(), eager.scores.numpy(), rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(alignments.numpy(), eager.alignments.numpy(), atol=1e-6)
+    np.testing.assert_array_equal(ops.convert_to_numpy(ids), ops.convert_to_numpy(eager.ids))
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(scores), ops.convert_to_numpy(eager.scores), rtol=1e-6, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(alignments), ops.convert_to_numpy(eager.alignments), atol=1e-6
+    )
