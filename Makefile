@@ -25,13 +25,13 @@ demo: $(STAMP)
 # (tests/file_seconds.json, see tests/conftest.py); the 20 slowest tests are listed at the end.
 PYTEST_XDIST := -n 3 --dist loadfile --no-loadscope-reorder
 
-#
-# Then the backend-neutral tests again under JAX (keras-hub's habit: the same tests under each
-# KERAS_BACKEND): the layer harness, the NumPy-reference tests of the scores, distributions and
-# layers, and the decoding tests; tests of TensorFlow itself (marked tensorflow_only) skip
-# themselves. Either run failing fails `make test`.
+# After the TensorFlow run, backend-neutral tests run again under JAX (keras-hub's habit: the
+# same tests under each KERAS_BACKEND): the layer harness' own tests, the NumPy-reference tests
+# of the scores, the distributions and the Elman and Jordan cells, and the decoding tests; tests
+# of TensorFlow itself (marked tensorflow_only) skip themselves. Either run failing fails the target.
 JAX_TESTS := tests/testing tests/scores tests/distributions tests/decoding \
-	tests/layers/recurrent/test_elman_rnn_cell.py tests/layers/recurrent/test_jordan_rnn_cell.py
+	tests/layers/recurrent/test_elman_rnn_cell.py tests/layers/recurrent/test_jordan_rnn_cell.py \
+	tests/ops/test_shapes.py
 
 test: corpora browser
 	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python -m pytest -q $(PYTEST_XDIST) --durations=20 tests

@@ -30,7 +30,20 @@ def dimension(x, axis: int):
     3
     """
     static = x.shape[axis]
-    return int(static) if static is not None else ops.shape(x)[axis]
+    if static is None:
+        return ops.shape(x)[axis]
+    # An int, or under JAX's shape-polymorphic tracing (Keras' symbolic build) a symbolic size,
+    # which JAX's ops take as it is.
+    return int(static) if _is_int(static) else static
+
+
+def _is_int(size) -> bool:
+    """Whether a static size is a plain integer (not a symbolic one)."""
+    try:
+        int(size)
+    except Exception:  # JAX's InconclusiveDimensionOperation for a symbolic size
+        return False
+    return True
 
 
 @keras_attn_export("keras_attn.ops.leading_shape")
@@ -57,6 +70,6 @@ def leading_shape(x, trailing: int) -> tuple:
         raise ValueError(f"Expected 0 <= trailing < rank ({rank}). Received: trailing={trailing}")
     static = [x.shape[axis] for axis in range(rank - trailing)]
     # -1 is unambiguous only when every other size is a known non-zero int.
-    if static[0] is None and all(d is not None and d > 0 for d in static[1:]):
+    if static[0] is None and all(d is not None and _is_int(d) and d > 0 for d in static[1:]):
         return (-1, *(int(d) for d in static[1:]))
     return tuple(dimension(x, axis) for axis in range(rank - trailing))

@@ -58,3 +58,18 @@ def test_bad_trailing_count():
         leading_shape(np.zeros((2, 3, 4)), 3)
     with pytest.raises(ValueError, match="trailing=-1"):
         leading_shape(np.zeros((2, 3, 4)), -1)
+
+
+def test_a_functional_model_builds_over_sizes_unknown_until_called():
+    # Under JAX, Keras builds a functional model with symbolic sizes (jax.export shape
+    # polymorphism): `dimension` and `leading_shape` must pass them through, not call int() on them.
+    import keras
+
+    from keras_attn.layers import MultiHeadAttention
+
+    inputs = keras.Input((None, 8))
+    outputs = MultiHeadAttention(num_heads=2, key_dim=4)(inputs, inputs)
+    model = keras.Model(inputs, outputs)
+    assert tuple(model.output.shape) == (None, None, 8)
+    x = np.random.default_rng(0).normal(size=(3, 5, 8)).astype("float32")
+    assert ops.convert_to_numpy(model(x)).shape == (3, 5, 8)
