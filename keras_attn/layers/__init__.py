@@ -40,6 +40,7 @@ from keras_attn.layers.recurrent import (
     PlainDecoder,
     ScalarMix,
     TeacherForcedRNN,
+    UnidirectionalEncoder,
     VectorToSequence,
 )
 from keras_attn.layers.recurrent._recurrent_decoder import AttentionDecoder
@@ -93,6 +94,7 @@ __all__ = [
     "TransformerDecoderBlock",
     "TransformerEncoder",
     "TransformerEncoderBlock",
+    "UnidirectionalEncoder",
     "VectorToSequence",
 ]
 

@@ -25,7 +25,7 @@ DEFAULTS = {
 # The options of the default model family, rnn-attention, and their defaults: flags too.
 OPTION_DEFAULTS = {
     "embedding_dim": 128, "units": 256, "cell": "lstm", "gru_reset_after": True, "dropout": 0.1,
-    "num_layers": 1, "score": "additive",
+    "num_layers": 1, "encoder_direction": "bi", "reverse_source": False, "score": "additive",
 }  # fmt: skip
 
 
@@ -201,7 +201,8 @@ def test_path_and_resume_mistakes_are_reported_before_tensorflow_loads(tmp_path)
         ),
         ("--d-model", "64", "--out", str(tmp_path / "a")): (
             "--d-model does not apply to --model rnn-attention (its options: --embedding-dim, "
-            "--units, --cell, --gru-reset-after, --dropout, --num-layers, --score)"
+            "--units, --cell, --gru-reset-after, --dropout, --num-layers, --encoder-direction, "
+            "--reverse-source, --score)"
         ),
         ("--model", "transformer", "--units", "8", "--out", str(tmp_path / "a")): (
             "--units does not apply to --model transformer (its options: --num-layers, "

@@ -296,7 +296,8 @@ def test_luong_options_are_checked_and_saved(tmp_path, capsys):
     )
     assert config.model_hyperparameters() == {
         "embedding_dim": 128, "units": 256, "cell": "lstm", "gru_reset_after": True,
-        "dropout": 0.1, "num_layers": 1, "score": "general", "distribution": "softmax",
+        "dropout": 0.1, "num_layers": 1, "encoder_direction": "bi", "reverse_source": False,
+        "score": "general", "distribution": "softmax",
         "attention": "local-m", "window": 3, "input_feeding": False,
         "position_gradient_scale": 1.0,
     }  # fmt: skip

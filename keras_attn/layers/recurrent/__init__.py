@@ -12,6 +12,7 @@ from keras_attn.layers.recurrent.ntm_cell import NTMCell
 from keras_attn.layers.recurrent.plain_decoder import PlainDecoder
 from keras_attn.layers.recurrent.scalar_mix import ScalarMix
 from keras_attn.layers.recurrent.teacher_forced_rnn import TeacherForcedRNN
+from keras_attn.layers.recurrent.unidirectional_encoder import UnidirectionalEncoder
 from keras_attn.layers.recurrent.vector_to_sequence import VectorToSequence
 
 __all__ = [
@@ -29,5 +30,6 @@ __all__ = [
     "PlainDecoder",
     "ScalarMix",
     "TeacherForcedRNN",
+    "UnidirectionalEncoder",
     "VectorToSequence",
 ]

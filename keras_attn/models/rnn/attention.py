@@ -7,10 +7,12 @@ import keras
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.recurrent.bahdanau_decoder import BahdanauDecoder
 from keras_attn.layers.recurrent.bidirectional_encoder import BidirectionalEncoder
+from keras_attn.layers.recurrent.unidirectional_encoder import UnidirectionalEncoder
 
 # Layer names the decoding adapter (`keras_attn.models.rnn.steps`) looks up after a reload.
 SOURCE_EMBEDDING = "source_embedding"
 ENCODER = "encoder"
+ENCODER_DIRECTIONS = ("bi", "uni")
 BRIDGE = "bridge_{}"
 TARGET_EMBEDDING = "target_embedding"
 DECODER = "decoder"
@@ -30,6 +32,8 @@ def rnn_attention_translator(
     name: str = "rnn_attention_translator",
     reset_after: bool = True,
     num_layers: int = 1,
+    encoder_direction: str = "bi",
+    reverse_source: bool = False,
 ) -> keras.Model:
     """Bahdanau et al.'s translator as a Keras functional model.
 
@@ -61,6 +65,11 @@ def rnn_attention_translator(
             `keras_attn.layers.BidirectionalEncoder`); False with `cell="lstm"` is a `ValueError`.
         num_layers: the number of stacked recurrent layers of the encoder and of the decoder
             (default 1); `dropout` is also the rate between layers.
+        encoder_direction: `"bi"` (the default), a bidirectional encoder of `units // 2` per
+            direction, or `"uni"`, a unidirectional one of `units`
+            (`keras_attn.layers.UnidirectionalEncoder`).
+        reverse_source: with `encoder_direction="uni"`, the encoder reads the source reversed
+            (Sutskever et al., 2014).
 
     Returns:
         A `keras.Model` with inputs `{"source_ids", "target_ids"}` and the logits as output.
@@ -97,6 +106,8 @@ def rnn_attention_translator(
         name,
         reset_after=reset_after,
         num_layers=num_layers,
+        encoder_direction=encoder_direction,
+        reverse_source=reverse_source,
     )
 
 
@@ -117,6 +128,8 @@ def encoder_decoder_translator(
     reset_after: bool = True,
     num_layers: int = 1,
     attention: bool = True,
+    encoder_direction: str = "bi",
+    reverse_source: bool = False,
 ) -> keras.Model:
     """The encoder-decoder translator around a decoder layer.
 
@@ -127,7 +140,8 @@ def encoder_decoder_translator(
     `decoder(target, memory, initial_state=[...])` (an attention decoder), or with
     `attention=False` `decoder(target, c, initial_state=[...])`, where `c` `(batch, units)` is
     the final hidden state of the encoder's top layer. `reset_after` is the encoder's GRU form
-    and `num_layers` its depth, which must be the decoder's.
+    and `num_layers` its depth, which must be the decoder's; `encoder_direction` and
+    `reverse_source` choose the encoder (`encode_source`).
     """
     source_ids, target_ids = translator_inputs()
     memory, final_states, initial_state = encode_source(
@@ -139,6 +153,8 @@ def encoder_decoder_translator(
         dropout,
         reset_after,
         num_layers=num_layers,
+        encoder_direction=encoder_direction,
+        reverse_source=reverse_source,
     )
     if not attention:
         # c: the final hidden state of the encoder's top layer, (batch, units)
@@ -166,29 +182,57 @@ def encode_source(
     dropout: float,
     reset_after: bool = True,
     num_layers: int = 1,
+    encoder_direction: str = "bi",
+    reverse_source: bool = False,
 ) -> tuple:
-    """Embedding, dropout, bidirectional encoder and bridges of the RNN translators.
+    """Embedding, dropout, encoder and bridges of the RNN translators.
+
+    `encoder_direction="bi"` (the default): a bidirectional encoder, `units // 2` per direction
+    (`keras_attn.layers.BidirectionalEncoder`; `units` must be even), whose final states are
+    `[h_fwd^(T); h_bwd^(1)]` (and the LSTM cell state likewise). `"uni"`: a unidirectional
+    encoder of `units` (`keras_attn.layers.UnidirectionalEncoder`), over the reversed source
+    with `reverse_source=True` (Sutskever et al., 2014), whose final states are those after
+    the whole source.
 
     Returns `(memory (batch, T_x, units), final_states, initial_state)`: `final_states` are the
-    encoder's `[h_fwd^(T); h_bwd^(1)]` (and the LSTM cell state likewise), each `(batch, units)`,
-    for every layer, bottom layer first; `initial_state` is `tanh(W_i final_states[i] + b_i)`
-    per state, for the decoder layer of the same depth. `reset_after` is the encoder's GRU form
-    (`keras_attn.layers.BidirectionalEncoder`) and `num_layers` its depth (`dropout` between
-    layers).
+    encoder's final states, each `(batch, units)`, for every layer, bottom layer first;
+    `initial_state` is `tanh(W_i final_states[i] + b_i)` per state, for the decoder layer of
+    the same depth. `reset_after` is the encoder's GRU form and `num_layers` its depth
+    (`dropout` between layers).
     """
-    if units % 2:
+    if encoder_direction not in ENCODER_DIRECTIONS:
+        raise ValueError(
+            f"Expected encoder_direction in {ENCODER_DIRECTIONS}. "
+            f"Received: encoder_direction={encoder_direction!r}"
+        )
+    if reverse_source and encoder_direction != "uni":
+        raise ValueError(
+            "reverse_source needs encoder_direction='uni' (a bidirectional encoder reads both "
+            f"ways). Received: encoder_direction={encoder_direction!r}"
+        )
+    if encoder_direction == "bi" and units % 2:
         raise ValueError(f"Expected an even number of units (two directions). Received: {units}")
     source = keras.layers.Embedding(
         source_vocab_size, embedding_dim, mask_zero=True, name=SOURCE_EMBEDDING
     )(source_ids)
     source = keras.layers.Dropout(dropout, name="source_dropout")(source)
-    encoder = BidirectionalEncoder(
-        units // 2,
-        cell=cell,
-        reset_after=reset_after,
-        **stack_options(num_layers, dropout),
-        name=ENCODER,
-    )
+    if encoder_direction == "uni":
+        encoder = UnidirectionalEncoder(
+            units,
+            cell=cell,
+            reset_after=reset_after,
+            **stack_options(num_layers, dropout),
+            reverse=reverse_source,
+            name=ENCODER,
+        )
+    else:
+        encoder = BidirectionalEncoder(
+            units // 2,
+            cell=cell,
+            reset_after=reset_after,
+            **stack_options(num_layers, dropout),
+            name=ENCODER,
+        )
     memory, *final_states = encoder(source)
     initial_state = [
         keras.layers.Dense(units, activation="tanh", name=BRIDGE.format(index))(state)

@@ -27,23 +27,30 @@ def rnn_luong_translator(
     name: str = "rnn_luong_translator",
     reset_after: bool = True,
     num_layers: int = 1,
+    encoder_direction: str = "bi",
+    reverse_source: bool = False,
 ) -> keras.Model:
     """Luong et al.'s attentional translator as a Keras functional model.
 
-    source ids `(batch, T_x)` → embedding → bidirectional encoder (`units // 2` per direction, so
-    the memory is `(batch, T_x, units)`) → its final states through `tanh` bridges → initial
-    decoder state; target ids `(batch, T_y)` (teacher-forced, starting with START) → embedding →
-    `LuongDecoder` → attentional states `h~` `(batch, T_y, units)` → dropout → `W_s` → logits
+    source ids `(batch, T_x)` → embedding → encoder (by default bidirectional, `units // 2` per
+    direction; `encoder_direction="uni"`: the paper's unidirectional one of `units`; the memory is
+    `(batch, T_x, units)`) → its final states through `tanh` bridges → initial decoder state;
+    target ids `(batch, T_y)` (teacher-forced, starting with START) → embedding → `LuongDecoder`
+    → attentional states `h~` `(batch, T_y, units)` → dropout → `W_s` → logits
     `(batch, T_y, target_vocab_size)` (Luong eq. 6). The encoder is the one of the
-    `rnn-attention` family (the paper stacks unidirectional LSTMs over the reversed source);
-    the layer names are the same, so `keras_attn.models.LuongTranslatorSteps` drives it.
+    `rnn-attention` family; the layer names are the same, so
+    `keras_attn.models.LuongTranslatorSteps` drives it.
 
     With `num_layers = L > 1` encoder and decoder are stacks of `L` layers, as in Luong et al.'s
     4-layer, 1000-unit models (section 4.1): the encoder's layer `l` initialises the decoder's
     layer `l` through its own bridges, input feeding enters the decoder's bottom layer and the
     attention reads its top layer's `h_t`; dropout between layers and residual connections
-    from the third layer up (Wu et al., 2016). The paper's encoder is a unidirectional stack
-    over the reversed source; here every encoder layer is bidirectional.
+    from the third layer up (Wu et al., 2016). The paper's encoder is a unidirectional stack,
+    `encoder_direction="uni"` (Sutskever et al.'s reads the reversed source,
+    `reverse_source=True`): with 1000-dimensional embeddings and 50,000-word vocabularies on
+    each side, global attention with the general score and input feeding, that model,
+    `rnn_luong_translator(50_000, 50_000, embedding_dim=1000, units=1000, num_layers=4,
+    encoder_direction="uni")`, has 229,090,000 parameters.
 
     Id 0 is padding in both vocabularies (`mask_zero=True`): padded source positions get zero
     attention and padded target positions carry a Keras mask to the loss.
@@ -63,6 +70,11 @@ def rnn_luong_translator(
             `keras_attn.layers.BidirectionalEncoder`); False with `cell="lstm"` is a `ValueError`.
         num_layers: the number of stacked recurrent layers of the encoder and of the decoder
             (default 1); `dropout` is also the rate between layers.
+        encoder_direction: `"bi"` (the default), a bidirectional encoder of `units // 2` per
+            direction, or `"uni"`, a unidirectional one of `units`
+            (`keras_attn.layers.UnidirectionalEncoder`).
+        reverse_source: with `encoder_direction="uni"`, the encoder reads the source reversed
+            (Sutskever et al., 2014).
 
     Returns:
         A `keras.Model` with inputs `{"source_ids", "target_ids"}` and the logits as output.
@@ -105,4 +117,6 @@ def rnn_luong_translator(
         name,
         reset_after=reset_after,
         num_layers=num_layers,
+        encoder_direction=encoder_direction,
+        reverse_source=reverse_source,
     )

@@ -20,6 +20,7 @@ SCORES = (
 DISTRIBUTIONS = ("entmax", "entmax15", "hardmax", "sigmoid", "softmax", "sparsemax")
 ATTENTIONS = ("global", "local-m", "local-p")
 CELLS = ("lstm", "gru")
+ENCODER_DIRECTIONS = ("bi", "uni")
 
 # Options whose builder keyword has another name: the option keeps the name of its flag.
 BUILDER_KEYWORDS = {"gru_reset_after": "reset_after"}
@@ -44,14 +45,31 @@ class RecurrentOptions:
         0.1, "dropout on the embeddings and the decoder outputs", min=0, below=1
     )
     num_layers: int = option_field(1, "recurrent layers of the encoder and of the decoder", above=0)
+    encoder_direction: str = option_field(
+        "bi",
+        "bi: every encoder layer reads the source both ways (units / 2 per direction); uni: "
+        "one direction of units (Sutskever et al.; Luong et al.)",
+        choices=ENCODER_DIRECTIONS,
+    )
+    reverse_source: bool = option_field(
+        False,
+        "encoder direction uni only: the encoder reads the source reversed (Sutskever et al.)",
+    )
 
     def validate(self) -> None:
-        """Refuse the GRU's other form for a cell that is no GRU."""
+        """Refuse the GRU's other form for a cell that is no GRU, and a reversed source for a
+        bidirectional encoder."""
         if not self.gru_reset_after and self.cell != "gru":
             raise ConfigError(
                 f"gru_reset_after chooses the form of a GRU: it needs cell='gru', got "
                 f"cell={self.cell!r}",
                 ["gru_reset_after", "cell"],
+            )
+        if self.reverse_source and self.encoder_direction != "uni":
+            raise ConfigError(
+                "reverse_source needs encoder_direction='uni' (a bidirectional encoder reads "
+                f"both ways), got encoder_direction={self.encoder_direction!r}",
+                ["reverse_source", "encoder_direction"],
             )
 
 

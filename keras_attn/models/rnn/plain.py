@@ -21,11 +21,14 @@ def rnn_plain_translator(
     name: str = "rnn_plain_translator",
     reset_after: bool = True,
     num_layers: int = 1,
+    encoder_direction: str = "bi",
+    reverse_source: bool = False,
 ) -> keras.Model:
     """The attention-free encoder–decoder (Sutskever et al.; Cho et al.) as a functional model.
 
-    source ids `(batch, T_x)` → embedding → bidirectional encoder (`units // 2` per direction) →
-    its final states `[h_fwd^(T); h_bwd^(1)]`; the first of them is the context `c`
+    source ids `(batch, T_x)` → embedding → encoder (by default bidirectional, `units // 2` per
+    direction; unidirectional with `encoder_direction="uni"`) → its final states (for the
+    bidirectional encoder `[h_fwd^(T); h_bwd^(1)]`); the top layer's hidden one is the context `c`
     `(batch, units)`, and all of them through `tanh` bridges give the decoder's initial state.
     target ids `(batch, T_y)` (teacher-forced, starting with START) → embedding → `PlainDecoder`
     (`c` fed at every step with `context_feeding`, Cho et al.; only the initial state without,
@@ -34,8 +37,9 @@ def rnn_plain_translator(
     The encoder, bridges, embeddings and projection are those of the `rnn-attention` family,
     under the same layer names; only the decoder differs: it never looks at the encoder's
     per-position outputs, so a whole sentence has to pass through `c` and `s^(0)`. Sutskever et
-    al. read the source reversed with a deep unidirectional LSTM; the bidirectional encoder's
-    final states serve the same purpose (both ends of the sentence are one step from `c`).
+    al. read the source reversed with a deep unidirectional LSTM: `encoder_direction="uni",
+    reverse_source=True, num_layers=4`. The default bidirectional encoder's final states serve
+    the same purpose (both ends of the sentence are one step from `c`).
 
     With `num_layers = L > 1` encoder and decoder are stacks of `L` layers (Sutskever et al.
     use 4): the encoder's layer `l` initialises the decoder's layer `l` through its own
@@ -56,6 +60,11 @@ def rnn_plain_translator(
             `keras_attn.layers.BidirectionalEncoder`); False with `cell="lstm"` is a `ValueError`.
         num_layers: the number of stacked recurrent layers of the encoder and of the decoder
             (default 1); `dropout` is also the rate between layers.
+        encoder_direction: `"bi"` (the default), a bidirectional encoder of `units // 2` per
+            direction, or `"uni"`, a unidirectional one of `units`
+            (`keras_attn.layers.UnidirectionalEncoder`).
+        reverse_source: with `encoder_direction="uni"`, the encoder reads the source reversed
+            (Sutskever et al., 2014).
 
     Returns:
         A `keras.Model` with inputs `{"source_ids", "target_ids"}` and the logits as output.
@@ -89,5 +98,7 @@ def rnn_plain_translator(
         name,
         reset_after=reset_after,
         num_layers=num_layers,
+        encoder_direction=encoder_direction,
+        reverse_source=reverse_source,
         attention=False,
     )

@@ -88,7 +88,8 @@ def test_family_options():
     family = get_family("rnn-plain")
     assert family.builder_defaults() == {
         "embedding_dim": 128, "units": 256, "cell": "lstm", "gru_reset_after": True,
-        "dropout": 0.1, "num_layers": 1, "context_feeding": True,
+        "dropout": 0.1, "num_layers": 1, "encoder_direction": "bi", "reverse_source": False,
+        "context_feeding": True,
     }  # fmt: skip
     with pytest.raises(ValueError, match="even number of units"):
         family.build(20, 30, units=7)
