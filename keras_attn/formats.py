@@ -55,6 +55,28 @@ def warmup_path(version_path: str | os.PathLike) -> str:
     return os.path.join(os.fspath(version_path), WARMUP_DIRECTORY, WARMUP_FILENAME)
 
 
+# How an exported version decodes (`{"decoder": "greedy" | "beam", "beam_size", ...}`), beside
+# the warm-up file: TensorFlow Serving's metadata holds the signatures only, and the attention
+# viewer of `keras-attn serve --ui` shows it. Stock TensorFlow Serving ignores the file.
+EXPORT_DESCRIPTION_FILENAME = "keras_attn_export.json"
+
+
+def export_description_path(version_path: str | os.PathLike) -> str:
+    """Where a SavedModel version written by `keras-attn export` describes its decoding."""
+    return os.path.join(os.fspath(version_path), WARMUP_DIRECTORY, EXPORT_DESCRIPTION_FILENAME)
+
+
+def read_export_description(version_path: str | os.PathLike) -> dict | None:
+    """The decoding description of a version (see `EXPORT_DESCRIPTION_FILENAME`); None when the
+    version has none (not written by keras_attn, or older) or it does not parse as an object."""
+    try:
+        with open(export_description_path(version_path), encoding="utf-8") as file:
+            description = json.load(file)
+    except (OSError, ValueError):
+        return None
+    return description if isinstance(description, dict) else None
+
+
 class RunDirectory:
     """Paths of a run directory and the files that make it resumable and exportable."""
 

@@ -24,6 +24,15 @@ class ConfiguredSearch:
     a `tf.Module` with a step view `_steps` and the attributes `decoder`, `beam_size` and
     `length_penalty`."""
 
+    def decoding_description(self) -> dict:
+        """How the module decodes, as `keras-attn export` records it beside the SavedModel
+        (`keras_attn.formats.EXPORT_DESCRIPTION_FILENAME`)."""
+        description = {"decoder": self.decoder}
+        if self.decoder == "beam":
+            description.update(beam_size=self.beam_size, length_penalty=self.length_penalty)
+        description["jit_compile"] = bool(getattr(self, "jit_compile", False))
+        return description
+
     def _run_search(
         self, state, batch_size, tokenizer, max_length, length_limit=None
     ) -> DecodingResult:

@@ -183,5 +183,11 @@ def export_captioner(
 
     tracked = (captioner.model, captioner.tokenizer)
     return _publish(
-        tracked, endpoints, model_base_path, version, contract if check else None, warmup
+        tracked,
+        endpoints,
+        model_base_path,
+        version,
+        contract if check else None,
+        warmup,
+        description=captioner.decoding_description(),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections import Counter
@@ -25,7 +26,7 @@ from keras_attn.export.warmup import (
     translator_warmup_feeds,
     write_warmup_requests,
 )
-from keras_attn.formats import MAX_OUTPUT_LENGTH
+from keras_attn.formats import MAX_OUTPUT_LENGTH, export_description_path
 from keras_attn.text.tokenizer import WordPieceTokenizer
 from keras_attn.text.vocab import RESERVED_TOKENS, load_vocab
 
@@ -280,7 +281,13 @@ def _export_translator_module(
         )
 
     return _publish(
-        tracked, endpoints, model_base_path, version, contract if check else None, warmup
+        tracked,
+        endpoints,
+        model_base_path,
+        version,
+        contract if check else None,
+        warmup,
+        description=translator.decoding_description(),
     )
 
 
@@ -502,11 +509,13 @@ def _publish(
     check: Callable[[Path], object] | None,
     warmup_feeds: list | None,
     signature_methods: dict[str, str] | None = None,
+    description: dict | None = None,
 ) -> Path:
     """Write an `ExportArchive` tracking `tracked` (in order; the Keras model first) with one
     endpoint per `endpoints` item, and the warm-up requests of `warmup_feeds` (unless None), to a
     hidden directory; name the methods of `signature_methods` (TensorFlow 2 writes every
-    signature as predict); run `check(path)` (unless None); then rename it to its version."""
+    signature as predict); write `description` (how it decodes, unless None) beside the warm-up
+    file; run `check(path)` (unless None); then rename it to its version."""
     archive = keras.export.ExportArchive()
     for resource in tracked:
         archive.track(resource)
@@ -531,6 +540,10 @@ def _publish(
             set_signature_methods(temporary, signature_methods)
         if warmup_feeds is not None:
             write_warmup_requests(temporary, warmup_feeds)
+        if description is not None:
+            path = Path(export_description_path(temporary))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(description, indent=1) + "\n", encoding="utf-8")
         if check is not None:
             check(temporary)
         os.replace(temporary, final)

@@ -505,7 +505,8 @@ class ModelServer:
 
                 available = self.manager.available
                 pages = ViewerPages(
-                    lambda: sorted(name for name, versions in available().items() if versions)
+                    lambda: sorted(name for name, versions in available().items() if versions),
+                    self._decoding,
                 ).respond
             try:
                 self._rest = make_rest_server(
@@ -540,6 +541,19 @@ class ModelServer:
         if self.rest_api_port is not None:
             text += f", REST on {format_address(self.host, self.rest_api_port)}"
         return text
+
+    def _decoding(self, name: str) -> dict | None:
+        """How the latest available version of model `name` decodes, as its export recorded it
+        (None when it did not, or no version is available)."""
+        from tensorflow_serving.apis import model_pb2
+
+        from keras_attn.formats import read_export_description
+
+        try:
+            servable = self.manager.servable(model_pb2.ModelSpec(name=name))
+        except ServingStatus:  # unloaded meanwhile: the page shows no decoder
+            return None
+        return read_export_description(servable.path)
 
     def stop(self, grace: float | None = DEFAULT_GRACE_PERIOD_S) -> None:
         """Stops gracefully within `grace` seconds, whatever the clients do.

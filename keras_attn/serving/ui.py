@@ -4,7 +4,9 @@
 
     GET /, /ui, /ui/                 the page (keras_attn/serving/ui_assets/index.html)
     GET /ui/static/FILE              its script and style sheet (ui_assets/FILE)
-    GET /ui/models.json              {"models": [NAME, ...]}: the models with a version available
+    GET /ui/models.json              {"models": [NAME, ...], "decoding": {NAME: {...} | null}}: the
+                                     models with a version available, and how the latest one
+                                     decodes (`keras_attn.formats.read_export_description`)
     GET /ui/scene.png?seed=N&size=S  a generated scene (keras_attn.vision.scenes), for captioners
 
 Nothing else: every other path goes on to the REST API (404 outside it). The page reads each
@@ -59,10 +61,17 @@ class ViewerPages:
 
     Args:
         model_names: the names of the models to offer (called on each `/ui/models.json`).
+        decoding: `decoding(name)`, how the model's latest version decodes (`{"decoder":
+            "beam", "beam_size": 4, ...}`), or None when its export does not say.
     """
 
-    def __init__(self, model_names: Callable[[], Iterable[str]]):
+    def __init__(
+        self,
+        model_names: Callable[[], Iterable[str]],
+        decoding: Callable[[str], dict | None] = lambda name: None,
+    ):
         self._model_names = model_names
+        self._decoding = decoding
         self._assets = _read_assets()
 
     def respond(self, request: HttpRequest) -> HttpResponse | None:
@@ -76,7 +85,9 @@ class ViewerPages:
         if path.startswith(_STATIC_PREFIX) and path != _STATIC_PREFIX + "index.html":
             return self._asset(path.removeprefix(_STATIC_PREFIX))
         if path == "/ui/models.json":
-            body = json.dumps({"models": list(self._model_names())}).encode("utf-8")
+            names = list(self._model_names())
+            decoding = {name: self._decoding(name) for name in names}
+            body = json.dumps({"models": names, "decoding": decoding}).encode("utf-8")
             return _secured(200, body, "application/json")
         if path == "/ui/scene.png":
             return self._scene(parse_qs(parts.query))

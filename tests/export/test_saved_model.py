@@ -6,7 +6,7 @@ from keras_attn.export import saved_model
 from keras_attn.export.contract import ContractError, check_translator_saved_model
 from keras_attn.export.saved_model import existing_versions, export_translator
 from keras_attn.export.translator import Translator
-from keras_attn.formats import warmup_path
+from keras_attn.formats import read_export_description, warmup_path
 from keras_attn.serving.warmup import read_warmup_records
 
 
@@ -26,6 +26,16 @@ def test_versions_contract_and_no_overwrite(translator, tmp_path):
         export_translator(translator, tmp_path, version=0, check=False)
     (tmp_path / "notes").mkdir()
     assert existing_versions(tmp_path) == [1, 2]
+
+
+def test_the_export_records_how_it_decodes(translator, beam_translator, tmp_path):
+    # Beside the warm-up file, for the attention viewer (TF Serving's metadata has no such field).
+    greedy = export_translator(translator, tmp_path / "greedy", check=False)
+    assert read_export_description(greedy) == {"decoder": "greedy", "jit_compile": False}
+    beam = export_translator(beam_translator, tmp_path / "beam", check=False)
+    assert read_export_description(beam) == {
+        "decoder": "beam", "beam_size": 3, "length_penalty": 0.6, "jit_compile": False
+    }  # fmt: skip
 
 
 def test_failed_check_publishes_nothing(translator, tmp_path, monkeypatch):

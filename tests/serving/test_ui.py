@@ -277,10 +277,16 @@ def test_every_viewer_response_sends_a_restrictive_policy(page_url):
     assert policy["default-src"] == "'none'"
     assert policy["script-src"] == "'self'"  # no 'unsafe-inline', no 'unsafe-eval'
     assert policy["frame-ancestors"] == "'none'"
-    models = json.loads(_get(page_url + "ui/models.json")[2])["models"]
-    assert models == [
+    listing = json.loads(_get(page_url + "ui/models.json")[2])
+    assert listing["models"] == [
         "captioner", "classifier", "generator", "markup", "rnn-attention", "translator"
     ]  # fmt: skip
+    # How each export decodes: recorded by keras-attn export, absent from the fixture modules.
+    greedy = {"decoder": "greedy", "jit_compile": False}
+    assert listing["decoding"] == {
+        "captioner": greedy, "classifier": None, "generator": None, "markup": None,
+        "rnn-attention": greedy, "translator": None,
+    }  # fmt: skip
 
 
 def test_the_page_has_no_inline_script_or_style(page_url):
@@ -452,6 +458,9 @@ def test_translator_view_shows_the_served_translation_and_alignment(
 
     texts = ["the girl sees a lion", "el parque"]
     _open_model(browser, page_url, model, "translator")
+    kind = browser.find_element(By.ID, "kind").text
+    decoding = " · greedy decoding" if model == "rnn-attention" else ""  # the fixture says none
+    assert kind == "translator · version 1" + decoding
     results = _translate(browser, texts)
     served = _grpc_outputs(grpc_stub, model, "translate_with_alignment", texts)
     for i, result in enumerate(results):

@@ -7,6 +7,7 @@
   const $ = (id) => document.getElementById(id);
   const VIEWS = ["translator", "captioner", "generator", "classifier", "unknown"];
   let current = null; // {name, kind, signatures}
+  let decoding = {}; // model name -> how its export decodes ({decoder, beam_size, ...}) or null
 
   function element(tag, text, className) {
     const node = document.createElement(tag);
@@ -287,7 +288,8 @@
     current = { name, signatures, kind: kindOf(signatures) };
     clearOutputs();
     for (const view of VIEWS) $(view).hidden = view !== current.kind;
-    $("kind").textContent = `${current.kind} · version ${metadata.model_spec.version}`;
+    $("kind").textContent = `${current.kind} · version ${metadata.model_spec.version}` +
+      describeDecoding(Object.hasOwn(decoding, name) ? decoding[name] : null);
     document.body.dataset.model = name;
     if (current.kind === "translator") {
       $("translator-note").textContent = "translate_with_alignment" in signatures
@@ -303,8 +305,19 @@
     }
   }
 
+  // " · beam search, 4 beams" from an export's description ("" when it has none).
+  function describeDecoding(description) {
+    if (!description || typeof description.decoder !== "string") return "";
+    let text = description.decoder === "beam"
+      ? ` · beam search, ${Number(description.beam_size)} beams` : ` · ${description.decoder} decoding`;
+    if (description.jit_compile === true) text += ", compiled";
+    return text;
+  }
+
   async function start() {
-    const { models } = await fetchJson("/ui/models.json");
+    const listing = await fetchJson("/ui/models.json");
+    const models = listing.models;
+    decoding = listing.decoding || {};
     const select = $("model");
     for (const name of models) {
       const option = element("option", name);
