@@ -25,17 +25,26 @@ demo: $(STAMP)
 # (tests/file_seconds.json, see tests/conftest.py); the 20 slowest tests are listed at the end.
 PYTEST_XDIST := -n 3 --dist loadfile --no-loadscope-reorder
 
-# After the TensorFlow run, backend-neutral tests run again under JAX (keras-hub's habit: the
+# Beside the TensorFlow run, backend-neutral tests run again under JAX (keras-hub's habit: the
 # same tests under each KERAS_BACKEND): the layer harness' own tests, the NumPy-reference tests
 # of the scores, the distributions and the Elman and Jordan cells, and the decoding tests; tests
-# of TensorFlow itself (marked tensorflow_only) skip themselves. Either run failing fails the target.
+# of TensorFlow itself (marked tensorflow_only) skip themselves. The JAX run is one process at
+# low priority (nice), so it takes the CPU the TensorFlow run leaves while its tests wait on
+# servers and child processes; its output follows the TensorFlow run's. Either run failing fails
+# the target.
 JAX_TESTS := tests/testing tests/scores tests/distributions tests/decoding \
 	tests/layers/recurrent/test_elman_rnn_cell.py tests/layers/recurrent/test_jordan_rnn_cell.py \
 	tests/ops/test_shapes.py
 
 test: corpora browser
-	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python -m pytest -q $(PYTEST_XDIST) --durations=20 tests
-	KERAS_BACKEND=jax $(BIN)/python -m pytest -q $(PYTEST_XDIST) $(JAX_TESTS)
+	@jax_log=$$(mktemp); \
+	KERAS_BACKEND=jax nice -n 10 $(BIN)/python -m pytest -q -p no:xdist $(JAX_TESTS) \
+	  >"$$jax_log" 2>&1 & jax=$$!; \
+	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python -m pytest -q $(PYTEST_XDIST) \
+	  --durations=20 tests; tensorflow=$$?; \
+	wait $$jax; jax=$$?; \
+	echo "--- the same tests under KERAS_BACKEND=jax ($(JAX_TESTS)):"; cat "$$jax_log"; \
+	rm -f "$$jax_log"; [ $$tensorflow = 0 ] && [ $$jax = 0 ]
 
 # Headless Chromium and its driver, for the attention viewer's tests (tests/serving/test_ui.py):
 # the Debian packages, installed when missing (root only; otherwise those tests are skipped).
