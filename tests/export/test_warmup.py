@@ -1,6 +1,7 @@
 """Warm-up requests written at export: stock format, valid against the model, replayed on load."""
 
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from keras_attn.export.warmup import (
     translator_warmup_feeds,
     write_warmup_requests,
 )
+from keras_attn.formats import warmup_path
 from keras_attn.serving.client import TranslatorClient
 from keras_attn.serving.servable import LoadError
 from keras_attn.serving.server import ModelServer
@@ -60,7 +62,9 @@ def test_export_writes_replayable_warmup_requests(translator, tmp_path, caplog):
 
 def test_a_broken_warmup_request_fails_the_load(translator, tmp_path):
     version = export_translator(translator, tmp_path / "translator", check=False, warmup_texts=None)
-    assert not (version / "assets.extra").exists()
+    assert not os.path.exists(
+        warmup_path(version)
+    )  # no warm-up file (the export keeps its description)
     write_warmup_requests(version, {"translate": {"source": np.array([b"x"], dtype=object)}})
     with pytest.raises(LoadError, match="source"):
         ModelServer(
