@@ -2,7 +2,6 @@
 stack, optionally over the reversed source (Sutskever et al., 2014; Luong et al., 2015)."""
 
 import shlex
-import time
 from pathlib import Path
 
 import keras
@@ -140,13 +139,9 @@ def test_parameter_count_of_luong_et_al_configuration():
             num_layers=layers, encoder_direction="uni", reverse_source=True,
         )  # fmt: skip
         assert model.count_params() == luong_parameters(*sizes), sizes
+    # The formula, checked on the built models above, at the paper's size (building that model
+    # allocates 0.9 GB of weights, which the suite's parallel workers can do without).
     assert luong_parameters(50_000, 50_000, 1000, 1000, 4) == LUONG_ET_AL
-    start = time.perf_counter()
-    full = rnn_luong_translator(
-        50_000, 50_000, embedding_dim=1000, units=1000, num_layers=4, dropout=0.2,
-        encoder_direction="uni",
-    )  # fmt: skip
-    assert full.count_params() == LUONG_ET_AL, time.perf_counter() - start
 
 
 def test_the_documented_command_parses_to_luong_et_al_configuration():
