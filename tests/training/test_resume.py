@@ -191,13 +191,9 @@ def test_sigkill_after_a_checkpoint_then_resume_equals_the_uninterrupted_run(tmp
 def test_sigkill_at_every_kind_of_moment_then_resume_equals_the_uninterrupted_run(
     tmp_path, reference
 ):
-    # Two uninterrupted runs, one in a fresh process, are equal: the comparison below is fair.
-    again = tmp_path / "again"
-    process = launch(again, {})
-    output, _ = process.communicate(timeout=600)
-    assert process.returncode == 0, output
-    assert_same_run(again, reference)
-
+    # The last process's run must equal the reference trained in this process. (A fresh
+    # process's uninterrupted run equals it too: the killed-once test above resumes in this
+    # process what a child process started.)
     run = tmp_path / "run"  # every process below is `keras-attn train ... --resume --out run`
     killed(run, {"before_replace": "config.json"})
     assert sorted(p.name for p in run.iterdir()) == ["config.json.tmp"]
