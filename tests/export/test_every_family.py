@@ -263,12 +263,25 @@ def in_process_module(family, run):
     pytest.fail(f"{family.name}: no in-process module for kind {family.kind!r}")
 
 
+@pytest.fixture(scope="module")
+def modules():
+    """`modules(family, run)`: `in_process_module(family, run)`, built once per run."""
+    built = {}
+
+    def module(family, run):
+        if run.path not in built:
+            built[run.path] = in_process_module(family, run)
+        return built[run.path]
+
+    return module
+
+
 @pytest.mark.parametrize("name, options", CASES)
-def test_export_passes_the_contract_check(exports, name, options):
+def test_export_passes_the_contract_check(exports, modules, name, options):
     family = MODEL_FAMILIES[name]
     run, version = exports(name, options)  # export_run raises when the check fails
     assert version == exports.base / served_name(name, options) / "1"
-    expected = contract_signatures(family, in_process_module(family, run))
+    expected = contract_signatures(family, modules(family, run))
     defs = signature_defs(version)
     assert set(defs) == set(expected)
     for signature, (inputs, outputs) in expected.items():
@@ -362,10 +375,10 @@ def assert_scores_are_teacher_forced(module, outputs):
 
 
 @pytest.mark.parametrize("name, options", CASES)
-def test_served_answers_equal_the_in_process_module(exports, server, name, options):
+def test_served_answers_equal_the_in_process_module(exports, modules, server, name, options):
     family = MODEL_FAMILIES[name]
     run, version = exports(name, options)
-    module = in_process_module(family, run)
+    module = modules(family, run)
     model_name = served_name(name, options)
     for signature, signature_def in signature_defs(version).items():
         feeds = {key: request_value(key, info.dtype) for key, info in signature_def.inputs.items()}
