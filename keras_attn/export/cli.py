@@ -40,12 +40,12 @@ def add_parsers(subparsers: Any) -> None:
         help="export a trained run or a .keras translator as a TF Serving SavedModel",
         description="Write MODEL_BASE_PATH/VERSION/ with the serving_default, translate and "
         "translate_with_alignment signatures (greedy or beam-search decoding inside the graph) "
-        "for a translator run, serving_default, generate and generate_with_options for a gpt "
-        "run, or serving_default and caption (PNG/JPEG bytes in; caption and attention maps "
-        "out) for a show-attend-tell run, then check it loads with only tensorflow + "
-        "tensorflow_text. --keras-model exports any Keras translator instead of a run: a model "
-        "mapping (source_ids, target_ids) to next-token scores, decoded by rerunning it on the "
-        "target prefix (serving_default and translate; no alignments).",
+        "for a translator run, serving_default, generate and generate_with_options for a "
+        "language-model run (gpt, rnn-lm), or serving_default and caption (PNG/JPEG bytes in; "
+        "caption and attention maps out) for a show-attend-tell run, then check it loads with "
+        "only tensorflow + tensorflow_text. --keras-model exports any Keras translator instead "
+        "of a run: a model mapping (source_ids, target_ids) to next-token scores, decoded by "
+        "rerunning it on the target prefix (serving_default and translate; no alignments).",
     )
     flags = {"run_path": "RUN", **KERAS_MODEL_FLAGS}  # parameter -> flag, for error messages
 
@@ -86,8 +86,8 @@ def add_parsers(subparsers: Any) -> None:
         "--decoder",
         choices=("greedy", "beam"),
         default="greedy",
-        help="translator decoding (default: greedy); a gpt run decodes greedily in generate and "
-        "samples in generate_with_options",
+        help="translator decoding (default: greedy); a language-model run decodes greedily in "
+        "generate and samples in generate_with_options",
     )
     argument(
         "--beam-size", type=int, default=None, help="hypotheses per sentence (beam; default 4)"
@@ -101,8 +101,9 @@ def add_parsers(subparsers: Any) -> None:
     argument(
         "--jit-compile",
         action="store_true",
-        help="compile the encoder and the decoding loop with XLA (translator and gpt runs), on "
-        "inputs padded to shape buckets; serve it with --xla_cpu_compilation_enabled on a CPU",
+        help="compile the encoder and the decoding loop with XLA (translator and language-model "
+        "runs), on inputs padded to shape buckets; serve it with --xla_cpu_compilation_enabled "
+        "on a CPU",
     )
     argument(
         "--batch-buckets",
@@ -113,8 +114,8 @@ def add_parsers(subparsers: Any) -> None:
     argument(
         "--length-buckets",
         default=None,
-        help="comma-separated source lengths (gpt: prompt tokens + START) compiled for "
-        "(--jit-compile; default powers of two from 16 up to half the run's max_length, then "
+        help="comma-separated source lengths (language models: prompt tokens + START) compiled "
+        "for (--jit-compile; default powers of two from 16 up to half the run's max_length, then "
         "its max_length, always the last)",
     )
     argument("--skip-check", action="store_true", help="do not run the contract check")

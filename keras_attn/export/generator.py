@@ -21,7 +21,7 @@ OPTION_SPECS = (
 
 
 class Generator(tf.Module):
-    """Continue prompts with a GPT model: the path of the exported `generate` signatures.
+    """Continue prompts with a language model: the path of the exported `generate` signatures.
 
     prompt `[batch]` → tokenizer → ids, START prepended, the last `max_prompt_length` kept →
     `steps.prefill` → `keras_attn.decoding.sample` over `steps.step` (temperature 0 = greedy) →
@@ -38,9 +38,10 @@ class Generator(tf.Module):
     included when produced).
 
     Args:
-        model: the GPT `keras.Model` (tracked so the SavedModel holds its variables).
-        steps: a `keras_attn.models.GPTSteps` over `model`; its cache must hold
-            `max_prompt_length + 1 + max_output_length` slots.
+        model: the language model, e.g. a GPT (tracked so the SavedModel holds its variables).
+        steps: its step view, e.g. a `keras_attn.models.GPTSteps` over `model`, whose cache
+            must hold `max_prompt_length + 1 + max_output_length` slots (its `max_length`), or
+            a `keras_attn.models.RNNLMSteps`, which has no such limit.
         tokenizer: a `keras_attn.text.tokenizer.WordPieceTokenizer`.
         max_prompt_length: prompt tokens kept (the last ones), START not counted.
         max_output_length: the most tokens generated, END included.
@@ -69,7 +70,7 @@ class Generator(tf.Module):
     ):
         super().__init__(name=name)
         needed = max_prompt_length + 1 + max_output_length
-        if needed > steps.max_length:
+        if needed > getattr(steps, "max_length", needed):  # a step view without a length limit
             raise ConfigError(
                 f"max_prompt_length + 1 + max_output_length = {needed} exceeds the cache of "
                 f"{steps.max_length} slots (GPTSteps max_length)",

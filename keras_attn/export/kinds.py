@@ -217,15 +217,17 @@ class GeneratorKind(ExportKind):
     def write(self, run, family, model_base_path, version, check, options) -> Path:
         from keras_attn.export.generator import Generator
         from keras_attn.export.saved_model import export_generator
-        from keras_attn.models.gpt.model import EMBEDDING
 
         config = run.read_config_fields()
         length = options.output_length(MAX_OUTPUT_LENGTH)
         model = load_finite_model(run)
-        positions = model.get_layer(EMBEDDING).max_length
+        # A step view over learned positions says how many (`GPTSteps.positions`); a recurrent
+        # one reads any length.
+        positions = getattr(family.steps, "positions", None)
+        positions = None if positions is None else positions(model)
         max_length = config["max_length"]
-        room = positions - 1 - max_length  # after START and the longest kept prompt
-        if length > room:
+        room = None if positions is None else positions - 1 - max_length  # after START, prompt
+        if room is not None and length > room:
             raise ConfigError(
                 f"max_output_length={length} does not fit this {config['model']} run: its "
                 f"{positions} positions leave {room} tokens after START and a "

@@ -48,6 +48,7 @@ from keras_attn.models.rnn.family import (
     RNN_PLAIN,
     RNN_TUNING,  # noqa: F401  (re-exported)
 )
+from keras_attn.models.rnn_lm.family import RNN_LM
 from keras_attn.models.show_attend_tell.family import SHOW_ATTEND_TELL
 from keras_attn.models.text_cnn.family import TEXT_CNN
 from keras_attn.models.transformer.family import (  # noqa: F401  (re-exported)
@@ -65,6 +66,7 @@ BUILT_IN_FAMILIES: dict[str, Family] = {
     "rnn-luong": RNN_LUONG,
     "transformer": TRANSFORMER,
     "gpt": GPT,
+    "rnn-lm": RNN_LM,
     "show-attend-tell": SHOW_ATTEND_TELL,
     "bert": BERT,
     "bart": BART,

@@ -297,7 +297,8 @@ def add_parsers(subparsers: Any) -> None:
         "train",
         help="train a model and write a resumable run directory",
         description="Train a model on a corpus; writes RUN/ with the .keras model, vocabularies, "
-        "checkpoints and TensorBoard logs, and prints dev BLEU (perplexity for gpt) at the end. "
+        "checkpoints and TensorBoard logs, and prints dev BLEU (perplexity for a language "
+        "model) at the end. "
         "The options of the model family are flags too: train --help lists those of the "
         "default family, train --model M --help those of model M, and train --model-file FILE "
         "--help those of FILE's family.",

@@ -70,10 +70,11 @@ class TrainConfig:
         "rnn-attention",
         "model family. Translators: rnn-plain (no attention), rnn-attention, rnn-luong, "
         "transformer, bertsum (a BERT encoder under a new decoder), bart-translator. Language "
-        "model: gpt (of the corpus' target side). Pre-training: bert (masked LM + next sentence), "
-        "bart (denoising; mBART with {side} both). Classifiers: bert-classifier, gpt-classifier, "
-        "bart-classifier, text-cnn; taggers: bert-tagger, bart-tagger (fine-tune with "
-        "{init_from}). Image captioner: show-attend-tell (corpus scenes)",
+        "models (of the corpus' target side): gpt, rnn-lm (recurrent). Pre-training: bert "
+        "(masked LM + next sentence), bart (denoising; mBART with {side} both). Classifiers: "
+        "bert-classifier, gpt-classifier, bart-classifier, text-cnn; taggers: bert-tagger, "
+        "bart-tagger (fine-tune with {init_from}). Image captioner: show-attend-tell (corpus "
+        "scenes or scenes-N)",
     )
     model_file: str | None = option(
         None,

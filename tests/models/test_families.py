@@ -59,7 +59,8 @@ def test_a_familys_builder_step_view_and_definition_share_its_folder(name):
 def test_gpt_family_builds_a_language_model_and_its_cached_view():
     family = get_family("gpt")
     assert family.language_model and family.sized_steps
-    assert not any(f.language_model for name, f in MODEL_FAMILIES.items() if name != "gpt")
+    language_models = {name for name, f in BUILT_IN_FAMILIES.items() if f.language_model}
+    assert language_models == {"gpt", "rnn-lm"}
     assert family.builder_defaults() == {
         "num_layers": 2, "d_model": 128, "num_heads": 4, "ff_dim": 512, "dropout": 0.1,
     }  # fmt: skip

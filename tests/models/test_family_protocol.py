@@ -79,6 +79,7 @@ FINE_TUNING = (5e-4, 30, "cosine")
         ("transformer", "translator", "translation", TRANSFORMER),
         ("bart-translator", "translator", "translation", FINE_TUNING),
         ("gpt", "generator", "language_model", TRANSFORMER),
+        ("rnn-lm", "generator", "language_model", RNN),
         ("show-attend-tell", "captioner", "captioning", (3e-3, 100, "cosine")),
         ("text-cnn", "classifier", "classification", (1e-3, 0, "cosine")),
         ("bert-classifier", "classifier", "classification", FINE_TUNING),

@@ -76,7 +76,7 @@ class GPTSteps:
         self.training = bool(training)
         self.embedding = model.get_layer(EMBEDDING)
         self.decoder = model.get_layer(DECODER)
-        positions = self.embedding.max_length
+        positions = self.positions(model)
         if int(max_length) <= 0 or (positions is not None and int(max_length) > positions):
             raise ConfigError(
                 f"Expected max_length in [1, {positions}] (the model's positions). "
@@ -85,6 +85,11 @@ class GPTSteps:
             )
         self.max_length = int(max_length)
         self.pad_id = pad_id
+
+    @staticmethod
+    def positions(model: keras.Model) -> int | None:
+        """The learned positions of a `gpt` model: the most tokens a view of it decodes."""
+        return model.get_layer(EMBEDDING).max_length
 
     def _training(self, training: bool | None) -> bool:
         return self.training if training is None else bool(training)
