@@ -55,6 +55,7 @@ from keras_attn.models.transformer.family import (  # noqa: F401  (re-exported)
     TRANSFORMER,
     TRANSFORMER_TUNING,
 )
+from keras_attn.models.vqa.family import VQA_COATTENTION
 
 # The name the model families had before `Family` was public: the same class.
 ModelFamily = Family
@@ -76,6 +77,7 @@ BUILT_IN_FAMILIES: dict[str, Family] = {
     "text-cnn": TEXT_CNN,
     "bert-tagger": BERT_TAGGER,
     "bart-tagger": BART_TAGGER,
+    "vqa-coattention": VQA_COATTENTION,
 }
 
 

@@ -73,7 +73,8 @@ class TrainConfig:
         "model: gpt (of the corpus' target side). Pre-training: bert (masked LM + next sentence), "
         "bart (denoising; mBART with {side} both). Classifiers: bert-classifier, gpt-classifier, "
         "bart-classifier, text-cnn; taggers: bert-tagger, bart-tagger (fine-tune with "
-        "{init_from}). Image captioner: show-attend-tell (corpus scenes)",
+        "{init_from}). Image captioner: show-attend-tell (corpus scenes). Visual question "
+        "answering: vqa-coattention (corpus scenes)",
     )
     model_file: str | None = option(
         None,
@@ -93,8 +94,8 @@ class TrainConfig:
         "corpus: synthetic, ding-de-en, bible-es-en, libreoffice-es-en, or PATH.tsv "
         "(source TAB target per line; see docs/corpora.md); pre-training: one or more, "
         "comma-separated; classifiers: source-id, language-id, synthetic-language-id or PATH.tsv "
-        "(text TAB label); bert-tagger, bart-tagger: PATH.tsv (tokens TAB tags); show-attend-tell: "
-        "scenes "
+        "(text TAB label); bert-tagger, bart-tagger: PATH.tsv (tokens TAB tags); show-attend-tell, "
+        "vqa-coattention: scenes "
         "(generated 64-pixel scenes of coloured shapes) or scenes-N (N-pixel scenes)",
     )
     init_from: str | None = option(
