@@ -160,8 +160,9 @@ def vqa_coattention(
 
     images uint8 `(batch, H, W, 3)` → the convolutional encoder of `show_attend_tell` → region
     features `(batch, L, D)`, `L = H' W'` → `tanh` Dense → `V` `(batch, L, units)`; question
-    ids `(batch, T)` (0 is padding) → embedding → bidirectional GRU → `Q`
-    `(batch, T, units)`; `ParallelCoAttention(V, Q)` → `v_hat`, `q_hat` →
+    ids `(batch, T)` (0 is padding) → embedding → a width-3 `tanh` convolution over the words
+    (Lu et al.'s phrase-level features, one n-gram size) → `Q` `(batch, T, units)`;
+    `ParallelCoAttention(V, Q)` over the real words → `v_hat`, `q_hat` →
 
         h = tanh(W_w (v_hat + q_hat))      (batch, units)
         p = softmax(W_h h)                 (batch, num_answers)
@@ -173,7 +174,7 @@ def vqa_coattention(
         num_answers: the answers the softmax is over.
         image_size: `H` (square images) or `(H, W)`; each divisible by `2^len(encoder_filters)`.
         embedding_dim: word embedding size.
-        units: width of `V`, `Q` (both GRU directions together) and `h`; even.
+        units: width of `V`, `Q` and `h`.
         attention_units: width `k` of the co-attention maps.
         encoder_filters: channels of the convolutional blocks, one 2x2 pooling each.
         dropout: dropout on `h`.
@@ -198,8 +199,6 @@ def vqa_coattention(
     _positive_int(num_answers, "num_answers")
     _positive_int(embedding_dim, "embedding_dim")
     _positive_int(units, "units")
-    if units % 2:
-        raise ValueError(f"Expected an even units (two GRU directions). Received: units={units}")
     if not 0.0 <= float(dropout) < 1.0:
         raise ValueError(f"Expected dropout in [0, 1). Received: dropout={dropout!r}")
     encoder, grid = region_encoder(image_size, encoder_filters, name=ENCODER)
@@ -210,14 +209,16 @@ def vqa_coattention(
     embedded = keras.layers.Embedding(
         vocabulary_size, embedding_dim, mask_zero=True, name=EMBEDDING
     )(question_ids)
-    # use_cudnn=False: no Cudnn op reaches an exported graph.
-    words = keras.layers.Bidirectional(
-        keras.layers.GRU(units // 2, return_sequences=True, use_cudnn=False),
-        name=QUESTION_ENCODER,
-    )(embedded)
+    mask = ops.not_equal(question_ids, 0)  # (batch, T), True at real words
+    # Padding embedded as zeros: a word next to the padding sees what it sees at a question's
+    # end, so the features do not depend on how much padding follows.
+    embedded = embedded * ops.expand_dims(ops.cast(mask, embedded.dtype), -1)
+    words = keras.layers.Conv1D(units, 3, padding="same", activation="tanh", name=QUESTION_ENCODER)(
+        embedded
+    )
     (v_hat, q_hat), (region_weights, word_weights) = ParallelCoAttention(
         attention_units, name=CO_ATTENTION
-    )(regions, words, return_attention_scores=True)
+    )(regions, words, words_mask=mask, return_attention_scores=True)
     joint = keras.layers.Dense(units, activation="tanh", name=JOINT)(
         keras.layers.Add(name="summaries")([v_hat, q_hat])
     )

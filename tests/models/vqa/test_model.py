@@ -25,10 +25,11 @@ Q_MASK = np.array([[True] * 4, [True, True, False, False]])
 
 def small_model():
     model = vqa_coattention(12, 7, 16, dropout=0.0, **SMALL)
-    # Random values in every weight, biases included, so no term of the equations hides at 0.
+    # Random values in every weight, biases included, so no term of the equations hides at 0;
+    # large w_hv and w_hq, so the weights are far from uniform.
     rng = np.random.default_rng(1)
     for weight in model.weights:
-        scale = 0.2 if "conv_" in weight.path else 0.7
+        scale = 0.2 if "conv_" in weight.path else 4.0 if "_score/" in weight.path else 0.7
         weight.assign(rng.normal(scale=scale, size=weight.shape).astype("float32"))
     return model
 
@@ -129,8 +130,8 @@ def test_a_question_without_words_gives_finite_weights():
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="Received: units=0"):
         ParallelCoAttention(0)
-    with pytest.raises(ValueError, match="Received: units=5"):
-        vqa_coattention(12, 7, 16, units=5)
+    with pytest.raises(ValueError, match="Received: units=0"):
+        vqa_coattention(12, 7, 16, units=0)
     with pytest.raises(ValueError, match="divisible by 2\\^len\\(encoder_filters\\) = 8"):
         vqa_coattention(12, 7, 20)
 
