@@ -27,14 +27,14 @@ PYTEST_XDIST := -n 3 --dist loadfile --no-loadscope-reorder
 
 # Beside the TensorFlow run, backend-neutral tests run again under JAX (keras-hub's habit: the
 # same tests under each KERAS_BACKEND): the layer harness' own tests, the NumPy-reference tests
-# of the scores, the distributions and the Elman and Jordan cells, and the decoding tests; tests
-# of TensorFlow itself (marked tensorflow_only) skip themselves. The JAX run is one process at
-# low priority (nice), so it takes the CPU the TensorFlow run leaves while its tests wait on
-# servers and child processes; its output follows the TensorFlow run's. Either run failing fails
-# the target.
+# of the scores, the distributions, the Elman and Jordan cells and the vqa-coattention head, and
+# the decoding tests; tests of TensorFlow itself (marked tensorflow_only) skip themselves. The
+# JAX run is one process at low priority (nice), so it takes the CPU the TensorFlow run leaves
+# while its tests wait on servers and child processes; its output follows the TensorFlow run's.
+# Either run failing fails the target.
 JAX_TESTS := tests/testing tests/scores tests/distributions tests/decoding \
 	tests/layers/recurrent/test_elman_rnn_cell.py tests/layers/recurrent/test_jordan_rnn_cell.py \
-	tests/ops/test_shapes.py
+	tests/ops/test_shapes.py tests/models/vqa
 
 test: corpora browser
 	@jax_log=$$(mktemp); \

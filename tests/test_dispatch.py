@@ -196,6 +196,9 @@ NOT_DECODED = "a classifier or tagger run is not decoded; its export has no deco
          f"max_output_length, decoder: {NOT_DECODED}", ("max_output_length", "decoder")),
         ("bert-tagger", {"jit_compile": True, "batch_buckets": (1, 2)},
          f"jit_compile, batch_buckets: {NOT_DECODED}", ("jit_compile", "batch_buckets")),
+        ("vqa-coattention", {"max_output_length": 5, "beam_size": 2},
+         "max_output_length, beam_size: a my-family run is not decoded; its export has no "
+         "decoding options", ("max_output_length", "beam_size")),
     ],
 )  # fmt: skip
 def test_a_new_family_gets_its_kinds_option_table(

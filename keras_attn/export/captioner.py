@@ -20,6 +20,26 @@ IMAGE_SPEC = tf.TensorSpec([None], tf.string, name="image")
 MAX_CAPTION_TOKENS = MAX_CAPTION_WORDS + 1
 
 
+def decode_images(image, image_shape: tuple[int, int]):
+    """PNG/JPEG bytes `[batch]` → uint8 `(batch, H, W, 3)`, in the graph: `tf.io.decode_image`
+    (3 channels), and an image of another size than `image_shape = (H, W)` resized to it
+    (bilinear with antialiasing)."""
+    height, width = image_shape
+
+    def decode(data):
+        decoded = tf.io.decode_image(data, channels=3, expand_animations=False)
+        same_size = tf.reduce_all(tf.equal(tf.shape(decoded)[:2], [height, width]))
+
+        def resized():
+            pixels = tf.image.resize(decoded, (height, width), antialias=True)
+            return tf.cast(tf.round(tf.clip_by_value(pixels, 0.0, 255.0)), tf.uint8)
+
+        return tf.reshape(tf.cond(same_size, lambda: decoded, resized), (height, width, 3))
+
+    signature = tf.TensorSpec((height, width, 3), tf.uint8)
+    return tf.map_fn(decode, image, fn_output_signature=signature)
+
+
 class Captioner(ConfiguredSearch, tf.Module):
     """Image bytes in, captions out: the path the exported signatures wrap.
 
@@ -91,20 +111,7 @@ class Captioner(ConfiguredSearch, tf.Module):
 
     def decode_images(self, image):
         """PNG/JPEG bytes `[batch]` → uint8 `(batch, H, W, 3)` at the model's size."""
-        height, width = self.image_shape
-
-        def decode(data):
-            decoded = tf.io.decode_image(data, channels=3, expand_animations=False)
-            same_size = tf.reduce_all(tf.equal(tf.shape(decoded)[:2], [height, width]))
-
-            def resized():
-                pixels = tf.image.resize(decoded, (height, width), antialias=True)
-                return tf.cast(tf.round(tf.clip_by_value(pixels, 0.0, 255.0)), tf.uint8)
-
-            return tf.reshape(tf.cond(same_size, lambda: decoded, resized), (height, width, 3))
-
-        signature = tf.TensorSpec((height, width, 3), tf.uint8)
-        return tf.map_fn(decode, image, fn_output_signature=signature)
+        return decode_images(image, self.image_shape)
 
     def _caption(self, images):
         batch_size = tf.shape(images)[0]

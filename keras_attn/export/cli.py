@@ -42,10 +42,12 @@ def add_parsers(subparsers: Any) -> None:
         "translate_with_alignment signatures (greedy or beam-search decoding inside the graph) "
         "for a translator run, serving_default, generate and generate_with_options for a "
         "language-model run (gpt, rnn-lm), or serving_default and caption (PNG/JPEG bytes in; "
-        "caption and attention maps out) for a show-attend-tell run, then check it loads with "
-        "only tensorflow + tensorflow_text. --keras-model exports any Keras translator instead "
-        "of a run: a model mapping (source_ids, target_ids) to next-token scores, decoded by "
-        "rerunning it on the target prefix (serving_default and translate; no alignments).",
+        "caption and attention maps out) for a show-attend-tell run, or serving_default and "
+        "answer (PNG/JPEG bytes and a question in; answer, its probabilities and attention maps "
+        "out) for a vqa-coattention run, then check it loads with only tensorflow + "
+        "tensorflow_text. --keras-model exports any Keras translator instead of a run: a model "
+        "mapping (source_ids, target_ids) to next-token scores, decoded by rerunning it on the "
+        "target prefix (serving_default and translate; no alignments).",
     )
     flags = {"run_path": "RUN", **KERAS_MODEL_FLAGS}  # parameter -> flag, for error messages
 
@@ -193,7 +195,8 @@ def export_run(
     run by `export_generator`, whose prompts keep their last `max_length` (the run's) tokens and
     whose continuations have at most `max_output_length` tokens; a captioner run by
     `keras_attn.export.captioner.export_captioner`, with the decoder options of a translator; a
-    classifier or tagger run by `keras_attn.export.classifier.export_classifier_run`, with no
+    classifier or tagger run by `keras_attn.export.classifier.export_classifier_run`, and a
+    question-answering run by `keras_attn.export.answerer.export_answerer_run`, with no
     decoding option. `max_output_length` defaults to 128, for a captioner to the longest caption
     of the scene grammar plus END. `jit_compile` (translators and generators) compiles the
     decoding with XLA on inputs padded to `batch_buckets` and `length_buckets`
@@ -212,7 +215,8 @@ def export_run(
     if kind is None:
         raise ConfigError(
             f"a {run.read_config_fields()['model']} run is not exported: keras-attn export "
-            "writes translators, language models, captioners, classifiers and taggers "
+            "writes translators, language models, captioners, classifiers, taggers and "
+            "question answerers "
             "(fine-tune it into one with keras-attn train --init-from)",
             ["run_path"],
         )

@@ -1,5 +1,5 @@
-"""Checks that an exported translator, generator or captioner is what stock TF Serving loads and
-answers."""
+"""Checks that an exported translator, generator, captioner, classifier, tagger or answerer is
+what stock TF Serving loads and answers."""
 
 from __future__ import annotations
 
@@ -77,6 +77,23 @@ def captioner_signatures(grid_shape: tuple[int, int]) -> dict:
     return {"serving_default": (inputs, outputs), "caption": (inputs, outputs)}
 
 
+def answerer_signatures(num_answers: int, grid_shape: tuple[int, int]) -> dict:
+    """The answerer's signatures (`keras_attn.export.answerer.Answerer`) for `num_answers`
+    answers and an `H' x W'` grid of image regions: `image` (encoded PNG/JPEG bytes) and
+    `question` → `answer`, `classes` and `scores` `[-1, num_answers]`, `attention`
+    `[-1, H', W']`, `tokens` and `question_attention` `[-1, T]`."""
+    inputs = {"image": (STRING, [-1]), "question": (STRING, [-1])}
+    outputs = {
+        "answer": (STRING, [-1]),
+        "classes": (STRING, [-1, num_answers]),
+        "scores": (FLOAT, [-1, num_answers]),
+        "attention": (FLOAT, [-1, *(int(side) for side in grid_shape)]),
+        "tokens": (STRING, [-1, -1]),
+        "question_attention": (FLOAT, [-1, -1]),
+    }
+    return {"serving_default": (inputs, outputs), "answer": (inputs, outputs)}
+
+
 PREDICT_METHOD = "tensorflow/serving/predict"
 # Cudnn ops need a GPU; Python functions are not in the model server; the Xla* ops (e.g.
 # XlaDynamicUpdateSlice, what `keras.ops.slice_update` becomes) compile with XLA when they run,
@@ -139,7 +156,7 @@ def probe(path, feeds):
             errors[key] = (str(error).strip().splitlines() or [type(error).__name__])[0]
             continue
         translations[key] = {name: value.shape.as_list() for name, value in outputs.items()}
-        for text in ("translation", "continuation", "caption", "label", "tags"):
+        for text in ("translation", "continuation", "caption", "label", "tags", "answer"):
             if text in outputs:
                 strings = outputs[text].numpy().reshape(-1)
                 translations[key]["_text"] = [t.decode("utf-8") for t in strings]
@@ -368,6 +385,38 @@ def check_captioner_saved_model(
     encoded = [base64.b64encode(image).decode("ascii") for image in images]
     report = probe_saved_model(path, [], {"*": {"image": ["base64", encoded]}})
     problems = _violations(report, captioner_signatures(grid_shape), len(images))
+    if problems:
+        raise ContractError(f"{path}: " + "; ".join(problems))
+    return report
+
+
+def check_answerer_saved_model(
+    path: str | os.PathLike,
+    images: list[bytes],
+    questions: list[str],
+    answers: list[str],
+    grid_shape: tuple[int, int],
+) -> dict:
+    """Verify the answerer contract (`keras_attn.export.answerer.Answerer`) on a SavedModel.
+
+    The checks of `check_translator_saved_model`, for the signatures of
+    `answerer_signatures(len(answers), grid_shape)`, each fed `images` (PNG or JPEG bytes) and
+    `questions` (one per image) and giving batch-major outputs; besides, every `answer` is one
+    of `answers` and every row of `scores` sums to 1.
+
+    Raises:
+        ContractError: listing every violation.
+    """
+    encoded = [base64.b64encode(image).decode("ascii") for image in images]
+    feeds = {"*": {"image": ["base64", encoded], "question": ["string", list(questions)]}}
+    report = probe_saved_model(path, [], feeds)
+    problems = _violations(report, answerer_signatures(len(answers), grid_shape), len(images))
+    for key, found in report["outputs"].items():
+        unknown = sorted(set(found.get("_text", [])) - set(answers))
+        if unknown:
+            problems.append(f"{key}: answers {unknown} are not among {list(answers)}")
+        if not all(abs(sum(row) - 1.0) <= 1e-4 for row in found.get("_scores", [])):
+            problems.append(f"{key}: scores are not probabilities (a row does not sum to 1)")
     if problems:
         raise ContractError(f"{path}: " + "; ".join(problems))
     return report

@@ -1,9 +1,10 @@
 """The exported kinds: how `keras-attn export` writes a run of each `Family.kind`.
 
-`EXPORT_KINDS` maps a kind ("translator", "generator", "captioner", "classifier", "tagger") to
-one `ExportKind`, which refuses the export options that do not apply to its runs (its
-`refusals` table) and exports a run with `export_run`. `keras_attn.export.cli.export_run` looks
-the kind up and calls it: a new family of one of these kinds exports with no change here.
+`EXPORT_KINDS` maps a kind ("translator", "generator", "captioner", "classifier", "tagger",
+"answerer") to one `ExportKind`, which refuses the export options that do not apply to its
+runs (its `refusals` table) and exports a run with `export_run`.
+`keras_attn.export.cli.export_run` looks the kind up and calls it: a new family of one of these
+kinds exports with no change here.
 
 TensorFlow is imported when a run is exported, not when this module is, so that the command
 line checks its paths and options first.
@@ -298,6 +299,25 @@ class ClassifierKind(ExportKind):
         return export_classifier_run(run.path, model_base_path, version, check=check)
 
 
+class AnswererKind(ExportKind):
+    """A visual question answering run as an `Answerer` SavedModel (`export_answerer_run`:
+    image bytes and a question in; the answer, its probabilities and the attention maps out);
+    it takes no decoding option."""
+
+    name = "answerer"
+    refusals = (
+        Refusal(
+            tuple(field.name for field in dataclasses.fields(ExportOptions)),
+            "{given}: a {model} run is not decoded; its export has no decoding options",
+        ),
+    )
+
+    def write(self, run, family, model_base_path, version, check, options) -> Path:
+        from keras_attn.export.answerer import export_answerer_run
+
+        return export_answerer_run(run.path, model_base_path, version, check=check)
+
+
 EXPORT_KINDS: dict[str, ExportKind] = {
     kind.name: kind
     for kind in (
@@ -306,5 +326,6 @@ EXPORT_KINDS: dict[str, ExportKind] = {
         CaptionerKind(),
         ClassifierKind("classifier"),
         ClassifierKind("tagger"),
+        AnswererKind(),
     )
 }

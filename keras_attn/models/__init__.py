@@ -19,6 +19,7 @@ _EXPORTS = {
     "GPTSteps": "keras_attn.models.gpt.steps",
     "LuongTranslatorSteps": "keras_attn.models.rnn.steps",
     "ModelFamily": "keras_attn.models.families",
+    "ParallelCoAttention": "keras_attn.models.vqa.model",
     "PlainTranslatorSteps": "keras_attn.models.rnn.steps",
     "RNNLMSteps": "keras_attn.models.rnn_lm.steps",
     "RNNTranslatorSteps": "keras_attn.models.rnn.steps",
@@ -51,6 +52,7 @@ _EXPORTS = {
     "show_attend_tell": "keras_attn.models.show_attend_tell.model",
     "text_cnn": "keras_attn.models.text_cnn.model",
     "transformer_translator": "keras_attn.models.transformer.translator",
+    "vqa_coattention": "keras_attn.models.vqa.model",
 }
 
 __all__ = sorted(_EXPORTS)

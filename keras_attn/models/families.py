@@ -56,6 +56,7 @@ from keras_attn.models.transformer.family import (  # noqa: F401  (re-exported)
     TRANSFORMER,
     TRANSFORMER_TUNING,
 )
+from keras_attn.models.vqa.family import VQA_COATTENTION
 
 # The name the model families had before `Family` was public: the same class.
 ModelFamily = Family
@@ -78,6 +79,7 @@ BUILT_IN_FAMILIES: dict[str, Family] = {
     "text-cnn": TEXT_CNN,
     "bert-tagger": BERT_TAGGER,
     "bart-tagger": BART_TAGGER,
+    "vqa-coattention": VQA_COATTENTION,
 }
 
 

@@ -27,7 +27,15 @@ from keras_attn.options import OPTION_METADATA, check_option, option_kind
 
 # Kinds and the training task (`keras_attn.training.tasks`) of each; a pre-training family
 # names its task ("masked_lm" or "denoising").
-KINDS = ("translator", "generator", "captioner", "classifier", "tagger", "pretraining")
+KINDS = (
+    "translator",
+    "generator",
+    "captioner",
+    "classifier",
+    "tagger",
+    "pretraining",
+    "answerer",
+)
 TASK_KINDS = {
     "translation": "translator",
     "language_model": "generator",
@@ -36,6 +44,7 @@ TASK_KINDS = {
     "tagging": "tagger",
     "masked_lm": "pretraining",
     "denoising": "pretraining",
+    "question_answering": "answerer",
 }
 KIND_TASKS = {
     "translator": "translation",
@@ -43,9 +52,10 @@ KIND_TASKS = {
     "captioner": "captioning",
     "classifier": "classification",
     "tagger": "tagging",
+    "answerer": "question_answering",
 }
 # The kinds `keras-attn export` writes as a served model (with a step view).
-EXPORTED_KINDS = ("translator", "generator", "captioner", "classifier", "tagger")
+EXPORTED_KINDS = ("translator", "generator", "captioner", "classifier", "tagger", "answerer")
 # The kinds exported with a decoding loop over the family's step view.
 DECODED_KINDS = ("translator", "generator", "captioner")
 
@@ -69,6 +79,9 @@ class Family:
     - "captioner": `build(vocabulary_size, image_size, **options)` returns a model from
       `{"images", "target_ids"}` to `{"logits", "attention"}`;
     - "classifier" and "tagger": `build(vocabulary_size, num_outputs, **options)`;
+    - "answerer": `build(vocabulary_size, num_answers, image_size, **options)` returns a model
+      from `{"images", "question_ids"}` to `{"logits", "attention"}` (visual question
+      answering);
     - "pretraining": `build(vocabulary_size, **options)`, with `task` "masked_lm" (BERT's
       objectives) or "denoising" (BART's).
 
@@ -171,8 +184,8 @@ class Family:
 
     @property
     def exportable(self) -> bool:
-        """Whether `keras-attn export` exports this family: a classifier or tagger, or a
-        translator, generator or captioner with a step view."""
+        """Whether `keras-attn export` exports this family: a classifier, tagger or answerer,
+        or a translator, generator or captioner with a step view."""
         if self.kind in DECODED_KINDS:
             return self.steps is not None
         return self.kind in EXPORTED_KINDS

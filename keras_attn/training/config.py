@@ -74,7 +74,8 @@ class TrainConfig:
         "(masked LM + next sentence), bart (denoising; mBART with {side} both). Classifiers: "
         "bert-classifier, gpt-classifier, bart-classifier, text-cnn; taggers: bert-tagger, "
         "bart-tagger (fine-tune with {init_from}). Image captioner: show-attend-tell (corpus "
-        "scenes or scenes-N)",
+        "scenes or scenes-N). Visual question answering: vqa-coattention (corpus scenes or "
+        "scenes-N)",
     )
     model_file: str | None = option(
         None,
@@ -94,8 +95,8 @@ class TrainConfig:
         "corpus: synthetic, ding-de-en, bible-es-en, libreoffice-es-en, or PATH.tsv "
         "(source TAB target per line; see docs/corpora.md); pre-training: one or more, "
         "comma-separated; classifiers: source-id, language-id, synthetic-language-id or PATH.tsv "
-        "(text TAB label); bert-tagger, bart-tagger: PATH.tsv (tokens TAB tags); show-attend-tell: "
-        "scenes "
+        "(text TAB label); bert-tagger, bart-tagger: PATH.tsv (tokens TAB tags); show-attend-tell, "
+        "vqa-coattention: scenes "
         "(generated 64-pixel scenes of coloured shapes) or scenes-N (N-pixel scenes)",
     )
     init_from: str | None = option(

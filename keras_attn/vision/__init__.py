@@ -1,5 +1,6 @@
-"""Generated image data: the captioning corpus of coloured-shape scenes, and the check that a
-captioner's attention falls on the objects its words name."""
+"""Generated image data: the captioning corpus of coloured-shape scenes, questions about them
+(visual question answering), and the check that a captioner's attention falls on the objects its
+words name."""
 
 from keras_attn import _serializables
 from keras_attn.vision.grounding import (
@@ -7,6 +8,15 @@ from keras_attn.vision.grounding import (
     noun_objects,
     object_attention,
     summarize_object_attention,
+)
+from keras_attn.vision.questions import (
+    ANSWERS,
+    QUESTION_TYPES,
+    QUESTION_WORDS,
+    SceneQuestion,
+    asked_regions,
+    generate_questions,
+    question_splits,
 )
 from keras_attn.vision.scenes import (
     CAPTION_WORDS,
@@ -29,6 +39,13 @@ from keras_attn.vision.scenes import (
 )
 
 __all__ = [
+    "ANSWERS",
+    "QUESTION_TYPES",
+    "QUESTION_WORDS",
+    "SceneQuestion",
+    "asked_regions",
+    "generate_questions",
+    "question_splits",
     "CAPTION_WORDS",
     "COLOURS",
     "HELD_OUT_PAIRS",

@@ -9,6 +9,7 @@ from keras_attn.models import RNNTranslatorSteps, rnn_attention_translator
 from keras_attn.text.synthetic import generate_pairs
 from keras_attn.text.tokenizer import WordPieceTokenizer
 from keras_attn.text.vocab import build_wordpiece_vocab
+from keras_attn.vision.questions import ANSWERS
 
 
 @pytest.fixture(scope="session")
@@ -66,6 +67,8 @@ RUN_WORDS = (
 RUN_LABELS = ("animal", "thing", "other")
 RUN_MAX_LENGTH = 16
 RUN_IMAGE_SIZE = 32  # a captioner's `scenes-32` corpus: 32-pixel images, 4x4 regions
+# The kinds trained on the scenes corpus.
+IMAGE_KINDS = ("captioner", "answerer")
 
 
 def write_tiny_run(path, model, seed=0, **options):
@@ -75,8 +78,9 @@ def write_tiny_run(path, model, seed=0, **options):
     `max_length`), the family's options (those of `TINY_OPTIONS` it takes, then those of
     `options`, the others at their defaults) and the float32 policy; the
     task's vocabulary files hold the family's reserved tokens and `RUN_WORDS`; a classifier or
-    tagger has `labels.txt` (`RUN_LABELS`); `model.keras` is built by the family's task from
-    them with the weights of `seed`. Returns the `RunDirectory`."""
+    tagger has `labels.txt` (`RUN_LABELS`), an answerer its answers (`ANSWERS`); `model.keras`
+    is built by the family's task from them with the weights of `seed`. Returns the
+    `RunDirectory`."""
     from keras_attn.models.families import get_family
     from keras_attn.text.vocab import save_vocab
     from keras_attn.training.tasks import get_task
@@ -85,7 +89,7 @@ def write_tiny_run(path, model, seed=0, **options):
     family = get_family(model)
     fields = {
         "model": model, "seed": seed, "max_length": RUN_MAX_LENGTH,
-        "corpus": f"scenes-{RUN_IMAGE_SIZE}" if family.task == "captioning" else "synthetic",
+        "corpus": f"scenes-{RUN_IMAGE_SIZE}" if family.kind in IMAGE_KINDS else "synthetic",
         "vocab_size": len(RUN_WORDS) + 8, "mixed_precision": "float32",
     }  # fmt: skip
     hyperparameters = {k: v for k, v in TINY_OPTIONS.items() if k in family.option_names}
@@ -104,6 +108,8 @@ def write_tiny_run(path, model, seed=0, **options):
         save_vocab(run.file(name), [*reserved, *RUN_WORDS])
     if family.kind in ("classifier", "tagger"):
         run.write_text(LABELS, "".join(f"{label}\n" for label in RUN_LABELS))
+    if family.kind == "answerer":
+        run.write_text(LABELS, "".join(f"{answer}\n" for answer in ANSWERS))
     keras.utils.set_random_seed(seed)
     task.build_model(run, config, family).save(run.file(MODEL_FILE))
     return run

@@ -22,6 +22,7 @@ from tensorflow_serving.apis import (
 from tensorflow_serving.config import model_server_config_pb2
 
 from keras_attn.errors import ConfigError
+from keras_attn.export.answerer import answerer_from_run
 from keras_attn.export.captioner import Captioner, sample_images
 from keras_attn.export.classifier import classifier_from_run
 from keras_attn.export.cli import export_run
@@ -29,6 +30,7 @@ from keras_attn.export.contract import (
     CLASSIFY_METHOD,
     GENERATOR_SIGNATURES,
     TAGGER_SIGNATURES,
+    answerer_signatures,
     captioner_signatures,
     classifier_signatures,
     serialized_text_examples,
@@ -40,13 +42,13 @@ from keras_attn.formats import warmup_path
 from keras_attn.models.families import MODEL_FAMILIES
 from keras_attn.models.family import DECODED_KINDS, EXPORTED_KINDS
 from keras_attn.serving.server import ModelServer
-from keras_attn.vision import encode_png
+from keras_attn.vision import ANSWERS, encode_png
 from tests.export.conftest import RUN_IMAGE_SIZE, RUN_LABELS
 from tests.export.served_scores import teacher_forced_log_probs
 
 MAX_OUTPUT = 6  # generated tokens, every decoded kind
 STEPS = 5  # teacher-forced positions compared with the step view
-GRID = (RUN_IMAGE_SIZE // 8,) * 2  # the captioner's regions: the encoder halves the side 3 times
+GRID = (RUN_IMAGE_SIZE // 8,) * 2  # the image regions: the encoder halves the side 3 times
 
 # The method of the in-process module each kind's `serving_default` signature wraps; a signature
 # of another name wraps the module's method of that name.
@@ -56,6 +58,7 @@ DEFAULT_METHODS = {
     "captioner": "caption",
     "classifier": "predict",
     "tagger": "tag",
+    "answerer": "answer",
 }
 TEXTS = [
     "There is a girl behind the village.",
@@ -64,6 +67,7 @@ TEXTS = [
     "the lion the park and the milk that was there in my room",
 ]
 PROMPTS = ["the girl", "a lion that is", ""]
+QUESTIONS = ["what colour is the square?", "how many shapes are there?", ""]  # one per image
 IMAGES = [
     *(
         encode_png(rng.integers(0, 256, (RUN_IMAGE_SIZE, RUN_IMAGE_SIZE, 3), dtype=np.uint8))
@@ -76,6 +80,7 @@ REQUEST_INPUTS = {
     "text": TEXTS,
     "prompt": PROMPTS,
     "image": IMAGES,
+    "question": QUESTIONS,
     "inputs": serialized_text_examples(TEXTS),
     "max_length": 3,
     "temperature": 0.0,
@@ -234,6 +239,8 @@ def contract_signatures(family, module):
         return classifier_signatures(len(RUN_LABELS))
     if family.kind == "tagger":
         return TAGGER_SIGNATURES
+    if family.kind == "answerer":
+        return answerer_signatures(len(ANSWERS), GRID)
     pytest.fail(f"{family.name}: no contract signatures for kind {family.kind!r}")
 
 
@@ -241,6 +248,8 @@ def in_process_module(family, run):
     """The serving module `keras-attn export` builds for the run, built here."""
     if family.kind in ("classifier", "tagger"):
         return classifier_from_run(run.path)
+    if family.kind == "answerer":
+        return answerer_from_run(run.path)
     model = run.load_model()
     if family.kind == "translator":
         source, target = run.tokenizers()

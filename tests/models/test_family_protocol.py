@@ -87,6 +87,7 @@ FINE_TUNING = (5e-4, 30, "cosine")
         ("bart-tagger", "tagger", "tagging", FINE_TUNING),
         ("bert", "pretraining", "masked_lm", TRANSFORMER),
         ("bart", "pretraining", "denoising", TRANSFORMER),
+        ("vqa-coattention", "answerer", "question_answering", (3e-3, 50, "cosine")),
     ],
 )
 def test_built_in_families_have_a_name_a_kind_a_task_and_their_tuning(name, kind, task, tuning):

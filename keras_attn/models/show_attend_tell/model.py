@@ -311,6 +311,45 @@ def _image_shape(image_size) -> tuple[int, int]:
     return tuple(image_size)
 
 
+def region_encoder(image_size, encoder_filters, name: str = ENCODER) -> tuple:
+    """The convolutional image encoder of `show_attend_tell`: uint8 images `(batch, H, W, 3)` →
+    `/ 255` → per entry of `encoder_filters`, a 3x3 ReLU convolution and a 2x2 max-pooling →
+    `L = H' W'` region features `(batch, L, D)` (row-major), `D = encoder_filters[-1]`.
+
+    Returns:
+        `(encoder, (H', W'))`: a `keras.Sequential` named `name` and the grid of regions.
+
+    Raises:
+        ValueError: a bad `image_size`, `encoder_filters` not positive integers, or sides not
+            divisible by `2^len(encoder_filters)`.
+    """
+    height, width = _image_shape(image_size)
+    filters = tuple(encoder_filters)
+    if not filters or any(isinstance(f, bool) or not isinstance(f, int) or f <= 0 for f in filters):
+        raise ValueError(
+            "Expected encoder_filters to be a non-empty sequence of positive integers. "
+            f"Received: encoder_filters={encoder_filters!r}"
+        )
+    factor = 2 ** len(filters)
+    if height % factor or width % factor:
+        raise ValueError(
+            f"Expected image sides divisible by 2^len(encoder_filters) = {factor}. "
+            f"Received: image_size={image_size!r}, encoder_filters={encoder_filters!r}"
+        )
+    grid = (height // factor, width // factor)
+    blocks = [keras.layers.Rescaling(1.0 / 255.0, name="rescale")]
+    for index, channels in enumerate(filters):
+        blocks += [
+            keras.layers.Conv2D(
+                channels, 3, padding="same", activation="relu", name=f"conv_{index}"
+            ),
+            keras.layers.MaxPooling2D(2, name=f"pool_{index}"),
+        ]
+    # (batch, H', W', D) -> (batch, L, D), regions in row-major order
+    blocks.append(keras.layers.Reshape((grid[0] * grid[1], filters[-1]), name="regions"))
+    return keras.Sequential(blocks, name=name), grid
+
+
 @keras_attn_export("keras_attn.models.show_attend_tell")
 def show_attend_tell(
     vocabulary_size: int,
@@ -368,36 +407,13 @@ def show_attend_tell(
     """
     _positive_int(vocabulary_size, "vocabulary_size")
     _positive_int(embedding_dim, "embedding_dim")
-    height, width = _image_shape(image_size)
-    filters = tuple(encoder_filters)
-    if not filters or any(isinstance(f, bool) or not isinstance(f, int) or f <= 0 for f in filters):
-        raise ValueError(
-            "Expected encoder_filters to be a non-empty sequence of positive integers. "
-            f"Received: encoder_filters={encoder_filters!r}"
-        )
-    factor = 2 ** len(filters)
-    if height % factor or width % factor:
-        raise ValueError(
-            f"Expected image sides divisible by 2^len(encoder_filters) = {factor}. "
-            f"Received: image_size={image_size!r}, encoder_filters={encoder_filters!r}"
-        )
+    encoder, grid = region_encoder(image_size, encoder_filters)
     if not 0.0 <= float(dropout) < 1.0:
         raise ValueError(f"Expected dropout in [0, 1). Received: dropout={dropout!r}")
-    grid = (height // factor, width // factor)
 
-    images = keras.Input((height, width, 3), dtype="uint8", name="images")
+    images = keras.Input((*_image_shape(image_size), 3), dtype="uint8", name="images")
     target_ids = keras.Input((None,), dtype="int32", name="target_ids")
-    blocks = [keras.layers.Rescaling(1.0 / 255.0, name="rescale")]
-    for index, channels in enumerate(filters):
-        blocks += [
-            keras.layers.Conv2D(
-                channels, 3, padding="same", activation="relu", name=f"conv_{index}"
-            ),
-            keras.layers.MaxPooling2D(2, name=f"pool_{index}"),
-        ]
-    # (batch, H', W', D) -> (batch, L, D), regions in row-major order
-    blocks.append(keras.layers.Reshape((grid[0] * grid[1], filters[-1]), name="regions"))
-    features = keras.Sequential(blocks, name=ENCODER)(images)
+    features = encoder(images)
     embedded = keras.layers.Embedding(
         vocabulary_size, embedding_dim, mask_zero=True, name=EMBEDDING
     )(target_ids)

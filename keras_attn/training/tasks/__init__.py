@@ -7,6 +7,7 @@ from keras_attn.training.tasks.captioning import CaptioningTask
 from keras_attn.training.tasks.classification import ClassificationTask, TaggingTask
 from keras_attn.training.tasks.language_model import LanguageModelTask
 from keras_attn.training.tasks.pretraining import DenoisingTask, MaskedLanguageModelTask
+from keras_attn.training.tasks.question_answering import QuestionAnsweringTask
 from keras_attn.training.tasks.translation import TranslationTask
 
 TASKS: dict[str, Task] = {
@@ -17,6 +18,7 @@ TASKS: dict[str, Task] = {
     "classification": ClassificationTask(),
     "tagging": TaggingTask(),
     "captioning": CaptioningTask(),
+    "question_answering": QuestionAnsweringTask(),
 }
 
 
