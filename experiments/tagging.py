@@ -44,7 +44,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the helpers of pretraining.py
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # to import pretraining.py
 
 from pretraining import gain, summarize, train_run  # noqa: E402
 
