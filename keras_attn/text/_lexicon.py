@@ -31,6 +31,42 @@ _FUTURE_ENDINGS = ("é", "ás", "á", "emos", "án")
 _PAST_1S_SPELLING = {"car": "qué", "gar": "gué", "zar": "cé"}
 
 
+# The word classes of the English side, as in the Universal Dependencies tag set (Petrov et al.,
+# 2012, arXiv:1104.2086; Nivre et al., 2016).
+WORD_CLASSES = (
+    "ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
+    "SCONJ", "VERB",
+)  # fmt: skip
+
+
+class Word(str):
+    """An English word of the synthetic corpus that knows its word class (`tag`).
+
+    It is the string itself wherever a string is expected; the grammar that puts it in a sentence
+    chose the class with the word ("that" is a determiner, a relative pronoun or a conjunction).
+    """
+
+    tag: str
+
+    def __new__(cls, text: str, tag: str) -> Word:
+        word = super().__new__(cls, text)
+        word.tag = tag
+        return word
+
+    def __getnewargs__(self) -> tuple[str, str]:
+        return str(self), self.tag
+
+
+def words(text: str, tag: str | None = None) -> list[Word]:
+    """The words of `text` (split on spaces), each tagged `tag` or, by default, `text`'s own."""
+    tag = tag or text.tag
+    return [Word(part, tag) for part in text.split()]
+
+
+def _tagged(text: str | None, tag: str) -> Word | None:
+    return None if text is None else Word(text, tag)
+
+
 @dataclass(frozen=True, eq=False)
 class Noun:
     es_sg: str
@@ -89,7 +125,13 @@ def _grouped(rows: list[list[str | None]]) -> dict[str, list]:
 
 def _noun(es_sg, es_pl, gender, en_sg, en_pl, kind, tags) -> Noun:
     return Noun(
-        es_sg, es_pl, gender, en_sg, en_pl, kind, frozenset(tags.split(",") if tags else ())
+        es_sg,
+        es_pl,
+        gender,
+        _tagged(en_sg, "NOUN"),
+        _tagged(en_pl, "NOUN"),
+        kind,
+        frozenset(tags.split(",") if tags else ()),
     )
 
 
@@ -103,7 +145,7 @@ def _adjective(spec: str, en: str, kinds: str, copula: str) -> Adjective:
         forms = (spec, spec, spec + "s", spec + "s")
     else:
         raise ValueError(f"Adjective {spec!r} needs its four forms spelled out.")
-    return Adjective(forms, en, kinds, copula)
+    return Adjective(forms, Word(en, "ADJ"), kinds, copula)
 
 
 def conjugate(
@@ -139,7 +181,7 @@ def _verb(infinitive, en, frame, subjects, objects, present, past, future, flags
     base, third, past_en = en.split("/")
     return Verb(
         conjugate(infinitive, present, past, future),
-        (base, third, past_en),
+        (Word(base, "VERB"), Word(third, "VERB"), Word(past_en, "VERB")),
         frame,
         subjects,
         objects or "",
@@ -155,23 +197,33 @@ VERBS = tuple(_verb(*row) for row in read_table("verbs"))
 
 
 # gender -> first names
-NAMES = _grouped(read_table("names"))
+NAMES = {
+    gender: [Word(name, "PROPN") for name in names]
+    for gender, names in _grouped(read_table("names")).items()
+}
 
 # (spanish, slot, english, english agreement "1s"/"3s"/"pl", gender or None for either)
-PRONOUNS = tuple(tuple(row) for row in read_table("pronouns"))
+PRONOUNS = tuple(
+    (es, slot, Word(en, "PRON"), agr, gender)
+    for es, slot, en, agr, gender in read_table("pronouns")
+)
 # (spanish, english words)
-NUMBERS = tuple((es, en.split()) for es, en in read_table("numbers"))
+NUMBERS = tuple((es, words(en, "NUM")) for es, en in read_table("numbers"))
 # name -> ((m_sg, f_sg, m_pl, f_pl) Spanish, English singular, English plural)
 DETERMINERS = {
-    name: ((m_sg, f_sg, m_pl, f_pl), en_sg, en_pl)
+    name: ((m_sg, f_sg, m_pl, f_pl), _tagged(en_sg, "DET"), _tagged(en_pl, "DET"))
     for name, m_sg, f_sg, m_pl, f_pl, en_sg, en_pl in read_table("determiners")
 }
 # (spanish, english, noun kinds or tag)
-LOCATIONS = tuple(tuple(row) for row in read_table("locations"))
+LOCATIONS = tuple((es, Word(en, "ADP"), spec) for es, en, spec in read_table("locations"))
 # (spanish, english, tenses allowed)
-ADVERBS = tuple(tuple(row) for row in read_table("adverbs"))
-PRE_ADVERBS = tuple(tuple(row) for row in read_table("pre_adverbs"))
-CONJUNCTIONS = dict(read_table("conjunctions"))
+ADVERBS = tuple((es, Word(en, "ADV"), tenses) for es, en, tenses in read_table("adverbs"))
+PRE_ADVERBS = tuple((es, Word(en, "ADV")) for es, en in read_table("pre_adverbs"))
+# Coordinating ("and", "but") or subordinating ("because", "when", ...).
+CONJUNCTIONS = {
+    es: Word(en, "CCONJ" if en in ("and", "but") else "SCONJ")
+    for es, en in read_table("conjunctions")
+}
 # copula -> tense -> the five forms in SLOTS order
 COPULAS = {
     copula: {tense: tuple(forms) for tense, *forms in rows}

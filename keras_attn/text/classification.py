@@ -9,8 +9,10 @@
   nothing installed); the short names `source`, `language` and `synthetic` name them too;
 - or a file of `text TAB label` lines (`read_classification_tsv`).
 
-`load_tagging_data(path)` reads `tokens TAB tags` lines for token classification
-(`read_tagging_tsv`).
+`load_tagging_data(name_or_path)` is the one for token classification: the built-in
+`synthetic-tags` (the English side of the generated corpus, each word tagged with its word class
+by the grammar that generated it, needs nothing installed; `load_tagging_task`) or a file of
+`tokens TAB tags` lines (`read_tagging_tsv`).
 
 Files are split as `keras_attn.text.corpora` splits a parallel corpus (`split_by_hash`): by the
 SHA-256 of the text, dev the first 5 % of the distinct texts (at most 1,000), test the next 5 %,
@@ -25,6 +27,7 @@ same.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -35,17 +38,19 @@ from pathlib import Path
 
 import numpy as np
 
-from keras_attn.text import corpora
+from keras_attn.text import corpora, synthetic
 
 __all__ = [
     "DEV_TEST_PER_CLASS",
     "TASKS",
+    "TAGGING_TASKS",
     "TASK_ALIASES",
     "ClassificationData",
     "TaggingData",
     "load_classification_data",
     "load_classification_task",
     "load_tagging_data",
+    "load_tagging_task",
     "read_classification_tsv",
     "read_tagging_tsv",
     "task_name",
@@ -81,6 +86,8 @@ TASK_ALIASES = {
     "synthetic": "synthetic-language-id",
 }
 DEV_TEST_PER_CLASS = 500  # sentences per class in a built-in task's dev and test sets
+# Built-in tagging tasks: name -> what its sentences come from.
+TAGGING_TASKS = {"synthetic-tags": "synthetic"}
 
 
 @dataclass(frozen=True)
@@ -398,16 +405,78 @@ def load_classification_data(
     )
 
 
-def load_tagging_data(path: str | os.PathLike, seed: int = 0) -> TaggingData:
-    """Loads token classification data from a `tokens TAB tags` file (`read_tagging_tsv`).
+def load_tagging_task(name: str, seed: int = 0) -> TaggingData:
+    """Loads a built-in tagging task (`TAGGING_TASKS`): `synthetic-tags`, English word classes.
 
-    Exact duplicate sentences are dropped and the sentences split by their tokens with
-    `keras_attn.text.corpora.split_by_hash` (dev and test 5 % of the distinct token sequences
-    each, at most 1,000); tags are numbered in sorted order of their names. Training sentences
-    are shuffled by `seed`.
+    The sentences are the English sides of the `synthetic` corpus (`load_corpus("synthetic")`,
+    generator seed 0), as words with the word class the grammar gave each one
+    (`keras_attn.text.synthetic.load_tagged_splits`; tags `synthetic.WORD_CLASSES`).
+    Dev and test are the corpus' dev and test sentences, train its training sentences; distinct
+    sentences only, and an English sentence that two Spanish ones translate to ("tú comes", "usted
+    come": "you eat") is kept only in the first of train, test and dev that holds it — so dev and
+    test are disjoint from each other and from all the corpus' training text (what a model
+    pre-trained on `synthetic` has read). Dev and test do not
+    depend on `seed`; training sentences are shuffled by it.
 
     Args:
-        path: the file.
+        name: a task of `TAGGING_TASKS`.
+        seed: seed of the training order.
+
+    Returns:
+        A `TaggingData` with `WORD_CLASSES` as `tag_names`.
+
+    Raises:
+        ValueError: on an unknown task.
+
+    Example:
+
+    >>> data = load_tagging_task("synthetic-tags")
+    >>> data.tag_names[:4], len(data.dev) > 900, len(data.train) > 25000
+    (('ADJ', 'ADP', 'ADV', 'AUX'), True, True)
+    """
+    if name not in TAGGING_TASKS:
+        raise ValueError(
+            f"Unknown tagging task {name!r}. Expected one of: {', '.join(TAGGING_TASKS)}"
+        )
+    splits = _synthetic_tags()
+    order = np.random.default_rng(seed).permutation(len(splits["train"]))
+    return TaggingData(
+        [splits["train"][i] for i in order],
+        list(splits["dev"]),
+        list(splits["test"]),
+        synthetic.WORD_CLASSES,
+    )
+
+
+@functools.cache
+def _synthetic_tags() -> dict[str, tuple[TaggedSentence, ...]]:
+    """The distinct sentences of `synthetic-tags` by split, each in the first of train, test and
+    dev that holds it (generated once per process)."""
+    tagged = synthetic.load_tagged_splits(seed=0)
+    index = {tag: i for i, tag in enumerate(synthetic.WORD_CLASSES)}
+    seen: set[tuple[str, ...]] = set()
+    splits: dict[str, tuple[TaggedSentence, ...]] = {}
+    for split in ("train", "test", "dev"):
+        kept = []
+        for tokens, tags in tagged[split]:
+            if tokens not in seen:
+                seen.add(tokens)
+                kept.append((tokens, tuple(index[tag] for tag in tags)))
+        splits[split] = tuple(kept)
+    return splits
+
+
+def load_tagging_data(name_or_path: str | os.PathLike, seed: int = 0) -> TaggingData:
+    """Loads token classification data: a built-in task or a `tokens TAB tags` file.
+
+    A name of `TAGGING_TASKS` loads the task (`load_tagging_task`). Anything else is read as a
+    file (`read_tagging_tsv`): exact duplicate sentences are dropped and the sentences split by
+    their tokens with `keras_attn.text.corpora.split_by_hash` (dev and test 5 % of the distinct
+    token sequences each, at most 1,000); tags are numbered in sorted order of their names.
+    Training sentences are shuffled by `seed`.
+
+    Args:
+        name_or_path: a built-in task name or the path of a `tokens TAB tags` file.
         seed: seed of the training order.
 
     Returns:
@@ -418,7 +487,10 @@ def load_tagging_data(path: str | os.PathLike, seed: int = 0) -> TaggingData:
             sentences.
         FileNotFoundError: if the file does not exist.
     """
-    sentences = _split(read_tagging_tsv(path), key=lambda sentence: " ".join(sentence[0]))
+    name_or_path = os.fspath(name_or_path)
+    if name_or_path in TAGGING_TASKS:
+        return load_tagging_task(name_or_path, seed)
+    sentences = _split(read_tagging_tsv(name_or_path), key=lambda sentence: " ".join(sentence[0]))
     tag_names = tuple(
         sorted({tag for split in sentences.values() for _, tags in split for tag in tags})
     )

@@ -40,14 +40,22 @@ from keras_attn.text._lexicon import (
     SLOTS,
     TENSES,
     VERBS,
+    WORD_CLASSES,
     Noun,
+    Word,
+    words,
 )
 
-__all__ = ["generate_pairs", "load_splits"]
+__all__ = ["WORD_CLASSES", "generate_pairs", "generate_tagged", "load_splits", "load_tagged_splits"]
 
 # Clause embeddings (relative, complement or adverbial clauses) a sentence may use, with the
 # share of sentences drawn with each budget: most sentences get 0–2, a few per cent get 6–8.
 _BUDGET_WEIGHTS = {0: 46, 1: 30, 2: 13, 3: 5, 6: 3, 8: 3}
+
+# English words the grammar itself puts in (the lexicon's words carry their class from the tables).
+_THERE = Word("there", "PRON")  # existential "there is"
+_COMMA = Word(",", "PUNCT")
+_HOW_MANY = [Word("how", "ADV"), Word("many", "DET")]
 
 
 @dataclass
@@ -83,7 +91,7 @@ def _fix_articles(words: list[str]) -> list[str]:
     out = list(words)
     for i in range(len(out) - 1):
         if out[i] == "a" and out[i + 1][0] in "aeiou":
-            out[i] = "an"
+            out[i] = Word("an", "DET")
     return out
 
 
@@ -108,21 +116,21 @@ def _en_verb_group(pred: _Predicate, agr: str) -> tuple[list[str], list[str]]:
     Lexical verbs take do-support whenever negated or questioned; "be" inverts itself.
     """
     tense, neg = pred.tense, pred.negated
-    not_ = ["not"] if neg else []
+    not_ = [Word("not", "PART")] if neg else []
     if pred.en_verb == "be":
         if tense == "fut":
-            return ["will"], not_ + ["be"]
+            return [Word("will", "AUX")], not_ + [Word("be", "AUX")]
         if tense == "pres":
             form = {"1s": "am", "3s": "is"}.get(agr, "are")
         else:
             form = "was" if agr in ("1s", "3s") else "were"
-        return [form], not_
+        return [Word(form, "AUX")], not_
     base = pred.en_forms[0]
     if tense == "fut":
-        return ["will"], not_ + pred.en_pre + [base]
+        return [Word("will", "AUX")], not_ + pred.en_pre + [base]
     if tense == "past":
-        return ["did"], not_ + pred.en_pre + [base]
-    return ["does" if agr == "3s" else "do"], not_ + pred.en_pre + [base]
+        return [Word("did", "AUX")], not_ + pred.en_pre + [base]
+    return [Word("does" if agr == "3s" else "do", "AUX")], not_ + pred.en_pre + [base]
 
 
 def _en_statement_verb(pred: _Predicate, agr: str) -> list[str]:
@@ -205,7 +213,7 @@ class _Grammar:
             es_adj = [adjective.form(gender, plural)]
             en_adj = [adjective.en]
             if self.chance(0.12):
-                es_adj, en_adj = ["muy"] + es_adj, ["very"] + en_adj
+                es_adj, en_adj = ["muy"] + es_adj, [Word("very", "ADV")] + en_adj
         np = _NP(
             es=es_det + [es_noun] + es_adj,
             en=en_det + en_adj + [en_noun],
@@ -266,7 +274,7 @@ class _Grammar:
                 return [forms[idx], es_num], [en_pl] + en_num
             return [es_num], list(en_num)
         forms, en_sg, en_pl = DETERMINERS[choice]
-        return forms[idx].split(), (en_pl if plural else en_sg).split()
+        return forms[idx].split(), words(en_pl if plural else en_sg)
 
     def subject(self, kinds: str, allow_rel: bool = True, core: bool = True) -> _NP:
         """A subject: a pronoun or a name (people only) or a noun phrase.
@@ -304,7 +312,7 @@ class _Grammar:
     def location(self) -> tuple[list[str], list[str]]:
         es_prep, en_prep, spec = self.rng.choice(LOCATIONS)
         np = self.noun_phrase(spec, "loc", plural=self.chance(0.15))
-        return _contract(es_prep.split(), np.es), en_prep.split() + np.en
+        return _contract(es_prep.split(), np.es), words(en_prep) + np.en
 
     # ---- clauses --------------------------------------------------------------------------
 
@@ -328,11 +336,12 @@ class _Grammar:
                 neg,
             )
             es = ["que"] + subj.es + pred.es
-            en = ["that"] + subj.en + _en_statement_verb(pred, subj.agr)
+            en = [Word("that", "PRON")] + subj.en + _en_statement_verb(pred, subj.agr)
             return es, en
         pred = self.predicate(head, tense, allow_comp=False)
         es = ["que"] + pred.es
-        en = ["who" if head.person else "that"] + _en_statement_verb(pred, head.agr) + pred.en_rest
+        relative = Word("who" if head.person else "that", "PRON")
+        en = [relative] + _en_statement_verb(pred, head.agr) + pred.en_rest
         return es, en
 
     def tense(self) -> str:
@@ -367,7 +376,7 @@ class _Grammar:
                 es_rest = [adjective.form(subj.gender, subj.plural)]
                 en_rest = [adjective.en]
                 if self.chance(0.15):
-                    es_rest, en_rest = ["muy"] + es_rest, ["very"] + en_rest
+                    es_rest, en_rest = ["muy"] + es_rest, [Word("very", "ADV")] + en_rest
                 copula = adjective.copula
             else:
                 es_rest, en_rest = self.location()
@@ -404,11 +413,11 @@ class _Grammar:
             clause_tense = "past" if tense == "past" else self.tense()
             es_clause, en_clause = self.statement(clause_tense)
             es_rest += ["que"] + es_clause
-            en_rest += ["that"] + en_clause
+            en_rest += [Word("that", "SCONJ")] + en_clause
         if verb.live:
             np = self.noun_phrase("L", "loc")
             es_rest += _contract(["en"], np.es)
-            en_rest += ["in"] + np.en
+            en_rest += [Word("in", "ADP")] + np.en
         elif verb.loc and self.chance(0.2):
             es_loc, en_loc = self.location()
             es_rest += es_loc
@@ -419,7 +428,7 @@ class _Grammar:
             ]
             es_adv, en_adv, _ = self.rng.choice(options)
             es_rest.append(es_adv)
-            en_rest += en_adv.split()
+            en_rest += words(en_adv)
         return _Predicate(
             not_ + es_pre + [verb.forms[tense, subj.slot]] + es_rest,
             "lex",
@@ -448,25 +457,31 @@ class _Grammar:
             np = self.noun_phrase(spec, "bare_pl", plural=spec != "FD")
             agr = "pl" if np.plural else "3s"
             be = _en_be_statement(tense, agr)
-            return ["no", HABER[tense]] + np.es + es_loc, ["there"] + be + ["no"] + np.en + en_loc
+            en = [_THERE] + be + [Word("no", "DET")] + np.en + en_loc
+            return ["no", HABER[tense]] + np.es + es_loc, en
         np = self.noun_phrase("PATSFD", "exist")
         be = _en_be_statement(tense, np.agr)
-        return [HABER[tense]] + np.es + es_loc, ["there"] + be + np.en + en_loc
+        return [HABER[tense]] + np.es + es_loc, [_THERE] + be + np.en + en_loc
 
     # ---- sentences ------------------------------------------------------------------------
 
     def sentence(self) -> tuple[str, str]:
+        es, en = self.sentence_words()
+        return _join(es), _join(en)
+
+    def sentence_words(self) -> tuple[list[str], list[Word]]:
+        """One sentence pair as words, punctuation included, before casing and joining."""
         budgets, weights = zip(*_BUDGET_WEIGHTS.items(), strict=True)
         self.budget = self.rng.choices(budgets, weights=weights)[0]
         r = self.rng.random()
         if r < 0.62:
             es, en = self.compound_statement()
-            return _join(es + ["."]), _join(_fix_articles(en + ["."]))
+            return es + ["."], _fix_articles(en + [Word(".", "PUNCT")])
         if r < 0.78:
             es, en = self.yes_no_question()
         else:
             es, en = self.wh_question()
-        return _join(["¿"] + es + ["?"]), _join(_fix_articles(en + ["?"]))
+        return ["¿"] + es + ["?"], _fix_articles(en + [Word("?", "PUNCT")])
 
     def compound_statement(self) -> tuple[list[str], list[str]]:
         """A statement, optionally joined to more clauses by conjunctions.
@@ -493,14 +508,14 @@ class _Grammar:
         es_sub, en_sub = self.statement(sub_tense)
         if conj in ("cuando", "si", "aunque", "mientras") and self.chance(0.4):
             es = [conj] + es_sub + [","] + es_main
-            en = [CONJUNCTIONS[conj]] + en_sub + [","] + en_main
+            en = [CONJUNCTIONS[conj]] + en_sub + [_COMMA] + en_main
         else:
-            comma = [","] if conj == "pero" else []
+            comma = [_COMMA] if conj == "pero" else []
             es = es_main + comma + [conj] + es_sub
             en = en_main + comma + [CONJUNCTIONS[conj]] + en_sub
         while self.spend(0.5):
             conj = self.rng.choice(["porque", "pero", "y"])
-            comma = [","] if conj == "pero" else []
+            comma = [_COMMA] if conj == "pero" else []
             es_more, en_more = self.statement(self.tense())
             es += comma + [conj] + es_more
             en += comma + [CONJUNCTIONS[conj]] + en_more
@@ -514,7 +529,8 @@ class _Grammar:
             es_loc, en_loc = self.location()
             np = self.noun_phrase("PATSFD", "exist")
             be = _en_be_statement(tense, np.agr)
-            return [HABER[tense]] + np.es + es_loc, be[:1] + ["there"] + be[1:] + np.en + en_loc
+            en = be[:1] + [_THERE] + be[1:] + np.en + en_loc
+            return [HABER[tense]] + np.es + es_loc, en
         kinds = self.rng.choices(["P", "PA", "PATSFDL"], weights=(5, 3, 2))[0]
         # No relative clause on the subject: the auxiliary in front depends on the verb after it.
         subj = self.subject(kinds, allow_rel=False)
@@ -523,9 +539,10 @@ class _Grammar:
         es = subj.es + pred.es
         en = before + subj.en + after + pred.en_rest
         if self.spend(0.3):
-            conj, en_conj = self.rng.choice([("porque", "because"), ("cuando", "when")])
+            conj = self.rng.choice(["porque", "cuando"])
             if tense == "fut":
-                conj, en_conj = "porque", "because"
+                conj = "porque"
+            en_conj = CONJUNCTIONS[conj]
             es_sub, en_sub = self.statement(tense if conj == "cuando" else self.tense())
             es += [conj] + es_sub
             en += [en_conj] + en_sub
@@ -541,7 +558,8 @@ class _Grammar:
         if kind == "quien":
             head = _NP([], [], "3s", "3s", "m", False, "P", True)
             pred = self.predicate(head, tense, neg=self.chance(0.12), allow_pre_adverb=False)
-            return ["quién"] + pred.es, ["who"] + _en_statement_verb(pred, "3s") + pred.en_rest
+            en = [Word("who", "PRON")] + _en_statement_verb(pred, "3s") + pred.en_rest
+            return ["quién"] + pred.es, en
         if kind == "cuantos":
             return self.how_many(tense)
         if kind == "color":
@@ -550,7 +568,8 @@ class _Grammar:
             pred = _Predicate([verb_es], "be", None, [], [], tense, False)
             before, after = _en_verb_group(pred, subj.agr)
             es = ["de", "qué", "color", verb_es] + subj.es
-            return es, ["what", "color"] + before + subj.en + after
+            what = [Word("what", "DET"), Word("color", "NOUN")]
+            return es, what + before + subj.en + after
         if kind == "donde":
             subj = self.subject(self.rng.choice(["P", "PA", "PAT"]), allow_rel=False)
             if self.chance(0.5) or subj.kind not in "PA":
@@ -573,7 +592,8 @@ class _Grammar:
                     [verb.forms[tense, subj.slot]], "lex", verb.en, [], [], tense, False
                 )
             before, after = _en_verb_group(pred, subj.agr)
-            return ["dónde"] + pred.es + subj.es, ["where"] + before + subj.en + after
+            en = [Word("where", "ADV")] + before + subj.en + after
+            return ["dónde"] + pred.es + subj.es, en
         if kind == "que":
             verbs = [
                 v for v, nouns in self.object_nouns.items() if any(n.kind in "TSFDL" for n in nouns)
@@ -584,7 +604,8 @@ class _Grammar:
                 tense = "pres"
             pred = _Predicate([verb.forms[tense, subj.slot]], "lex", verb.en, [], [], tense, False)
             before, after = _en_verb_group(pred, subj.agr)
-            return ["qué"] + pred.es + subj.es, ["what"] + before + subj.en + after
+            en = [Word("what", "PRON")] + before + subj.en + after
+            return ["qué"] + pred.es + subj.es, en
         # "cuándo" and "por qué": verb first, then subject, then complements ("¿Por qué come
         # Ana pan?"); a predicate adjective goes before the subject ("¿Por qué está triste Ana?")
         # so that it cannot be read as an adjective of the subject.
@@ -595,7 +616,7 @@ class _Grammar:
         before, after = _en_verb_group(pred, subj.agr)
         split = len(pred.es) if pred.en_verb == "be" else 2 if neg else 1
         es_wh = ["cuándo"] if kind == "cuando" else ["por", "qué"]
-        en_wh = ["when"] if kind == "cuando" else ["why"]
+        en_wh = [Word("when" if kind == "cuando" else "why", "ADV")]
         es = es_wh + pred.es[:split] + subj.es + pred.es[split:]
         return es, en_wh + before + subj.en + after + pred.en_rest
 
@@ -606,7 +627,7 @@ class _Grammar:
             es_q = ["cuántos" if np.gender == "m" else "cuántas"]
             es_loc, en_loc = self.location()
             be = _en_be_statement(tense, "pl")
-            en = ["how", "many"] + np.en + be[:1] + ["there"] + be[1:] + en_loc
+            en = _HOW_MANY + np.en + be[:1] + [_THERE] + be[1:] + en_loc
             return es_q + np.es + [HABER[tense]] + es_loc, en
         verbs = [v for v in VERBS if v.frame == "trans" and set(v.objects) & set("ATS")]
         verb = self.rng.choice(verbs)
@@ -619,15 +640,15 @@ class _Grammar:
         before, after = _en_verb_group(pred, subj.agr)
         es_q = ["cuántos" if np.gender == "m" else "cuántas"]
         es = es_q + np.es + pred.es + subj.es
-        return es, ["how", "many"] + np.en + before + subj.en + after
+        return es, _HOW_MANY + np.en + before + subj.en + after
 
 
 def _en_be_statement(tense: str, agr: str) -> list[str]:
     if tense == "fut":
-        return ["will", "be"]
+        return [Word("will", "AUX"), Word("be", "AUX")]
     if tense == "pres":
-        return ["is" if agr == "3s" else "are"]
-    return ["was" if agr == "3s" else "were"]
+        return [Word("is" if agr == "3s" else "are", "AUX")]
+    return [Word("was" if agr == "3s" else "were", "AUX")]
 
 
 def _contract(prep: list[str], np_es: list[str]) -> list[str]:
@@ -658,17 +679,57 @@ def generate_pairs(num_pairs: int = 30000, seed: int = 0) -> list[tuple[str, str
     >>> pairs == generate_pairs(3, seed=0)
     True
     """
+    return [(_join(es), _join(en)) for es, en in _derivations(num_pairs, seed)]
+
+
+def _derivations(num_pairs: int, seed: int) -> list[tuple[list[str], list[Word]]]:
+    """The words of the first `num_pairs` sentence pairs with distinct Spanish sides."""
     if num_pairs < 0:
         raise ValueError(f"Expected num_pairs >= 0. Received: num_pairs={num_pairs}")
     grammar = _Grammar(seed)
     seen: set[str] = set()
-    pairs: list[tuple[str, str]] = []
-    while len(pairs) < num_pairs:
-        es, en = grammar.sentence()
-        if es not in seen:
-            seen.add(es)
-            pairs.append((es, en))
-    return pairs
+    derivations = []
+    while len(derivations) < num_pairs:
+        es, en = grammar.sentence_words()
+        text = _join(es)
+        if text not in seen:
+            seen.add(text)
+            derivations.append((es, en))
+    return derivations
+
+
+def generate_tagged(
+    num_pairs: int = 30000, seed: int = 0
+) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The English sides of `generate_pairs(num_pairs, seed)` as words, each with its word class.
+
+    The class of a word is the one the grammar gave it when it put the word in the sentence, so
+    it is right by construction, context included: "that" is a determiner ("that cat"), a
+    relative pronoun ("the cat that runs") or a subordinating conjunction ("says that"), "open"
+    an adjective or a verb. The classes are those of `WORD_CLASSES`, the Universal Dependencies
+    tags (Petrov et al., 2012, arXiv:1104.2086): the words of a multi-word entry of the lexicon
+    share its class ("in front of" ADP ADP ADP, "a lot" ADV ADV). Punctuation is a token of its
+    own, tagged PUNCT; the first word is capitalized as in the sentence.
+
+    Args:
+        num_pairs: how many sentences, as in `generate_pairs`.
+        seed: seed of the random stream driving the grammar.
+
+    Returns:
+        A list of `(tokens, tags)`, the i-th the English side of `generate_pairs`' i-th pair.
+
+    Example:
+
+    >>> tokens, tags = generate_tagged(1, seed=0)[0]
+    >>> len(tokens) == len(tags), tokens[-1] in ".?", tags[-1]
+    (True, True, 'PUNCT')
+    """
+    tagged = []
+    for _, en in _derivations(num_pairs, seed):
+        tokens = [str(word) for word in en]
+        tokens[0] = tokens[0][0].upper() + tokens[0][1:]
+        tagged.append((tuple(tokens), tuple(word.tag for word in en)))
+    return tagged
 
 
 def load_splits(
@@ -695,14 +756,43 @@ def load_splits(
     >>> {name: len(pairs) for name, pairs in splits.items()}
     {'train': 40, 'dev': 5, 'test': 5}
     """
+    _check_sizes(num_pairs, dev_size, test_size)
+    return _split(generate_pairs(num_pairs, seed), dev_size, test_size)
+
+
+def load_tagged_splits(
+    seed: int = 0, num_pairs: int = 30000, dev_size: int = 1000, test_size: int = 1000
+) -> dict[str, list[tuple[tuple[str, ...], tuple[str, ...]]]]:
+    """The English sides of `load_splits`' pairs with their word classes (`generate_tagged`).
+
+    Split as `load_splits` splits the pairs: the i-th sentence of a split is the English side of
+    the i-th pair of the same split. Two splits may hold the same English sentence, translating
+    two Spanish ones ("tú comes", "usted come": "you eat").
+
+    Args:
+        seed: seed of the generator.
+        num_pairs: total number of sentences over the three splits.
+        dev_size: number of dev sentences.
+        test_size: number of test sentences.
+
+    Returns:
+        `{"train": [...], "dev": [...], "test": [...]}` of `(tokens, tags)`.
+    """
+    _check_sizes(num_pairs, dev_size, test_size)
+    return _split(generate_tagged(num_pairs, seed), dev_size, test_size)
+
+
+def _check_sizes(num_pairs: int, dev_size: int, test_size: int) -> None:
     if dev_size < 0 or test_size < 0 or dev_size + test_size >= num_pairs:
         raise ValueError(
             "Expected 0 <= dev_size + test_size < num_pairs. Received: "
             f"num_pairs={num_pairs}, dev_size={dev_size}, test_size={test_size}"
         )
-    pairs = generate_pairs(num_pairs, seed)
+
+
+def _split(items: list, dev_size: int, test_size: int) -> dict[str, list]:
     return {
-        "train": pairs[dev_size + test_size :],
-        "dev": pairs[:dev_size],
-        "test": pairs[dev_size : dev_size + test_size],
+        "train": items[dev_size + test_size :],
+        "dev": items[:dev_size],
+        "test": items[dev_size : dev_size + test_size],
     }

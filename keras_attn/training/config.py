@@ -95,8 +95,9 @@ class TrainConfig:
         "corpus: synthetic, ding-de-en, bible-es-en, libreoffice-es-en, or PATH.tsv "
         "(source TAB target per line; see docs/corpora.md); pre-training: one or more, "
         "comma-separated; classifiers: source-id, language-id, synthetic-language-id or PATH.tsv "
-        "(text TAB label); bert-tagger, bart-tagger: PATH.tsv (tokens TAB tags); show-attend-tell, "
-        "vqa-coattention: scenes "
+        "(text TAB label); bert-tagger, bart-tagger: synthetic-tags (word classes of the "
+        "synthetic English) or PATH.tsv (tokens TAB tags); show-attend-tell, vqa-coattention: "
+        "scenes "
         "(generated 64-pixel scenes of coloured shapes) or scenes-N (N-pixel scenes)",
     )
     init_from: str | None = option(

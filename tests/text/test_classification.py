@@ -3,13 +3,15 @@ from collections import Counter
 
 import pytest
 
-from keras_attn.text import classification, corpora
+from keras_attn.text import classification, corpora, synthetic
 from keras_attn.text.classification import (
+    TAGGING_TASKS,
     TASK_ALIASES,
     TASKS,
     load_classification_data,
     load_classification_task,
     load_tagging_data,
+    load_tagging_task,
     read_classification_tsv,
     read_tagging_tsv,
     task_name,
@@ -177,6 +179,33 @@ def test_synthetic_task_reads_the_generated_corpus():
             assert {text for text, k in examples if k == label} <= side
     assert per_class(data.train) == {0: 100, 1: 100}
     assert per_class(data.dev) == per_class(data.test) == {0: 500, 1: 500}
+
+
+def test_synthetic_tags_splits_are_disjoint_fixed_and_shuffled_by_the_seed():
+    data = load_tagging_data("synthetic-tags", seed=0)
+    other = load_tagging_task("synthetic-tags", seed=1)
+    assert data.tag_names == other.tag_names == synthetic.WORD_CLASSES
+    assert list(TAGGING_TASKS) == ["synthetic-tags"]
+    # Dev and test do not depend on the seed; train is the same sentences in another order.
+    assert (data.dev, data.test) == (other.dev, other.test)
+    assert data.train != other.train and sorted(data.train) == sorted(other.train)
+    assert load_tagging_task("synthetic-tags", seed=0) == data
+    splits = {
+        name: [tokens for tokens, _ in getattr(data, name)] for name in ("train", "dev", "test")
+    }
+    for name, sentences in splits.items():
+        assert len(set(sentences)) == len(sentences), name
+    assert not set(splits["dev"]) & set(splits["test"])
+    assert not (set(splits["dev"]) | set(splits["test"])) & set(splits["train"])
+    # Nearly all of the corpus' dev and test sentences; none that its training text holds, which
+    # is what a model pre-trained on `synthetic` read.
+    assert 950 <= len(data.dev) <= 1000 and 950 <= len(data.test) <= 1000
+    pretraining_text = {tokens for tokens, _ in synthetic.load_tagged_splits()["train"]}
+    assert not (set(splits["dev"]) | set(splits["test"])) & pretraining_text
+    for tokens, tags in data.train[:50] + data.dev[:50]:
+        assert len(tokens) == len(tags) and all(0 <= tag < len(data.tag_names) for tag in tags)
+    with pytest.raises(ValueError, match="Unknown tagging task 'tags'"):
+        load_tagging_task("tags")
 
 
 @pytest.fixture(scope="module")

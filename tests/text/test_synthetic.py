@@ -252,3 +252,57 @@ def test_subordinate_clauses_are_translated_and_nest(pairs):
         assert es_words.count("que") == en_words.count("that") + en_words.count("who") - others
         deepest = max(deepest, es_words.count("que"))
     assert deepest >= 3
+
+
+# Word classes of the English side.
+
+
+def tagged(sentence):
+    return " ".join(f"{token}/{tag}" for token, tag in zip(*sentence, strict=True))
+
+
+def test_word_classes_of_hand_checked_sentences():
+    sentences = synthetic.generate_tagged(400, seed=0)
+    expected = {
+        3: "That/DET waiter/NOUN is/AUX lazy/ADJ ./PUNCT",
+        5: "How/ADV many/DET teachers/NOUN were/AUX there/PRON behind/ADP the/DET chair/NOUN "
+        "?/PUNCT",
+        11: "What/DET color/NOUN are/AUX few/DET phones/NOUN ?/PUNCT",
+        263: "You/PRON fall/VERB and/CCONJ a/DET brown/ADJ turtle/NOUN will/AUX sleep/VERB a/ADV "
+        "lot/ADV ./PUNCT",
+        344: "Why/ADV does/AUX an/DET elephant/NOUN drink/VERB coffee/NOUN that/PRON is/AUX "
+        "not/PART expensive/ADJ ?/PUNCT",
+        378: "Did/AUX your/DET mother/NOUN think/VERB that/SCONJ Andrés/PROPN visited/VERB "
+        "Pedro/PROPN ?/PUNCT",
+        392: "That/DET doctor/NOUN was/AUX on/ADP the/DET open/ADJ bed/NOUN ./PUNCT",
+    }
+    assert {i: tagged(sentences[i]) for i in expected} == expected
+
+
+def test_one_class_per_word_of_the_english_side_in_its_order():
+    pairs = generate_pairs(2000, seed=3)
+    sentences = synthetic.generate_tagged(2000, seed=3)
+    classes = {}
+    for (_, english), (words_, tags) in zip(pairs, sentences, strict=True):
+        assert len(words_) == len(tags) and set(tags) <= set(synthetic.WORD_CLASSES)
+        assert words_ == tuple(tokens(english)), english
+        for word, tag in zip(words_, tags, strict=True):
+            classes.setdefault(word.lower(), set()).add(tag)
+    # The grammar, not the spelling, decides: these words take several classes by context.
+    assert classes["that"] == {"DET", "PRON", "SCONJ"}
+    assert classes["when"] == {"ADV", "SCONJ"} and classes["what"] == {"DET", "PRON"}
+    assert classes["open"] == {"ADJ", "VERB"}
+    assert classes["."] == classes["?"] == classes[","] == {"PUNCT"}
+    assert set().union(*classes.values()) == set(synthetic.WORD_CLASSES)
+
+
+def test_tagged_splits_follow_the_pair_splits():
+    pairs = load_splits(num_pairs=60, dev_size=5, test_size=7, seed=2)
+    sentences = synthetic.load_tagged_splits(num_pairs=60, dev_size=5, test_size=7, seed=2)
+    assert {name: len(split) for name, split in sentences.items()} == {
+        "train": 48, "dev": 5, "test": 7,
+    }  # fmt: skip
+    for name, split in pairs.items():
+        assert [tuple(tokens(english)) for _, english in split] == [
+            words_ for words_, _ in sentences[name]
+        ]

@@ -15,6 +15,7 @@ import tensorflow as tf
 from keras_attn.errors import ConfigError
 from keras_attn.formats import RunDirectory as Run
 from keras_attn.models.families import get_family
+from keras_attn.text import synthetic
 from keras_attn.text.classification import load_classification_data
 from keras_attn.training.data import pad
 from keras_attn.training.tasks import get_task
@@ -269,3 +270,17 @@ def test_tagger_labels_only_the_first_piece_of_each_word(tagger_runs, files):
             assert labels[row, labelled].tolist() == [tag_ids[tag] for tag in tags]
             pieces_seen += sum(t.startswith("##") for t in tokens)
     assert pieces_seen > 20  # numbers split into several pieces: the rule is exercised
+
+
+@pytest.mark.parametrize("model", ["bert-tagger", "bart-tagger"])
+def test_taggers_train_on_the_built_in_synthetic_tags(model, tmp_path):
+    """`--corpus synthetic-tags` (word classes of the generated English) needs no file; the
+    first `train_examples` of its shuffled training sentences are the labelled budget."""
+    config = TrainConfig(
+        model=model, corpus="synthetic-tags", steps=2, train_examples=32,
+        **{**TINY, "eval_sentences": 10, "max_length": 32},
+    )  # fmt: skip
+    metrics = train(tmp_path / "run", config, progress=False, log=quiet)
+    assert (tmp_path / "run" / "labels.txt").read_text().split() == list(synthetic.WORD_CLASSES)
+    assert (metrics["steps"], metrics["training_examples"], metrics["dev_sentences"]) == (2, 32, 10)
+    assert 0.0 <= metrics["dev_accuracy"] <= 1.0 and 0.0 <= metrics["test_accuracy"] <= 1.0
