@@ -199,3 +199,21 @@ def ntm_step(x, state, params):
     if "output_kernel" in params:
         output = output @ params["output_kernel"] + params["output_bias"]
     return output, (h, c, memory, reads, weights)
+
+
+def parallel_co_attention(regions, words, mask, w_b, w_v, w_q, w_hv, w_hq):
+    """Lu et al.'s (2016) parallel co-attention, eq. 3-4, with the affinity `C = V W_b Qᵀ`
+    normalised by a softmax each way (over the real words, over the regions) before it carries
+    features across. `regions` `(batch, L, d_v)`, `words` `(batch, T, d_q)`, `mask` bool
+    `(batch, T)`; returns `(v_hat, q_hat, a_v, a_q)`."""
+    affinity = np.einsum("bld,de,bte->blt", regions, w_b, words)  # C (batch, L, T)
+    pairs = np.broadcast_to(mask[:, None, :], affinity.shape)
+    a_v_words = softmax(affinity, pairs)  # each region over the words
+    a_q_regions = softmax(affinity.transpose(0, 2, 1), pairs.transpose(0, 2, 1))  # (b, T, L)
+    region_map = np.tanh(regions @ w_v + (a_v_words @ words) @ w_q)  # H^v (batch, L, k)
+    word_map = np.tanh(words @ w_q + (a_q_regions @ regions) @ w_v)  # H^q (batch, T, k)
+    a_v = softmax(region_map @ w_hv)  # (batch, L)
+    a_q = softmax(word_map @ w_hq, mask)  # (batch, T)
+    v_hat = np.einsum("bl,bld->bd", a_v, regions)
+    q_hat = np.einsum("bt,btd->bd", a_q, words)
+    return v_hat, q_hat, a_v, a_q

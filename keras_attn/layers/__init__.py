@@ -18,6 +18,7 @@ from keras_attn.layers.attention import (
     MultiDimensionalAttention,
     MultiHeadAttention,
     MultiRepresentationAttention,
+    ParallelCoAttention,
 )
 from keras_attn.layers.embedding import (
     PositionEmbedding,
@@ -80,6 +81,7 @@ __all__ = [
     "MultiDimensionalAttention",
     "MultiHeadAttention",
     "MultiRepresentationAttention",
+    "ParallelCoAttention",
     "NeighbourhoodPooling1D",
     "NeuralTuringMachine",
     "NTMCell",

@@ -19,7 +19,6 @@ _EXPORTS = {
     "GPTSteps": "keras_attn.models.gpt.steps",
     "LuongTranslatorSteps": "keras_attn.models.rnn.steps",
     "ModelFamily": "keras_attn.models.families",
-    "ParallelCoAttention": "keras_attn.models.vqa.model",
     "PlainTranslatorSteps": "keras_attn.models.rnn.steps",
     "RNNLMSteps": "keras_attn.models.rnn_lm.steps",
     "RNNTranslatorSteps": "keras_attn.models.rnn.steps",

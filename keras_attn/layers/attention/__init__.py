@@ -16,6 +16,7 @@ from keras_attn.layers.attention.luong_attentional_state import LuongAttentional
 from keras_attn.layers.attention.multi_dimensional_attention import MultiDimensionalAttention
 from keras_attn.layers.attention.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.attention.multi_representation_attention import MultiRepresentationAttention
+from keras_attn.layers.attention.parallel_co_attention import ParallelCoAttention
 
 __all__ = [
     "AreaAttention",
@@ -34,4 +35,5 @@ __all__ = [
     "MultiDimensionalAttention",
     "MultiHeadAttention",
     "MultiRepresentationAttention",
+    "ParallelCoAttention",
 ]

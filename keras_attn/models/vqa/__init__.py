@@ -7,5 +7,5 @@ options (`keras_attn.models.vqa.options`) imports neither Keras nor TensorFlow.
 
 from keras_attn import _lazy
 
-__all__ = ["ParallelCoAttention", "vqa_coattention"]
+__all__ = ["vqa_coattention"]
 __getattr__, __dir__ = _lazy.lazy_names(__name__, dict.fromkeys(__all__, f"{__name__}.model"))
