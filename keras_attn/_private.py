@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import Iterator
 
 import keras
+from keras.src import backend as keras_backend
 from keras.src.backend.common import global_state
 
 # The two maps of Keras' `serialization_lib.ObjectSharingScope`, which `keras.saving.load_model`
@@ -52,6 +53,15 @@ class SummedGradientsMixin:
         return list(grads_and_vars)
 
 
+def backend_rnn(step_function, inputs, initial_states, **kwargs):
+    """Keras' backend loop of `keras.layers.RNN` (`keras.src.backend.rnn`), same arguments.
+
+    For an RNN layer whose `inner_loop` changes the states it carries; Keras exports no loop
+    with `keras.layers.RNN`'s masking, `go_backwards` and `unroll`.
+    """
+    return keras_backend.rnn(step_function, inputs, initial_states, **kwargs)
+
+
 def check_private_apis() -> None:
     """Raise RuntimeError naming the Keras and TensorFlow versions if an API used here is gone."""
     import tensorflow as tf
@@ -61,6 +71,8 @@ def check_private_apis() -> None:
         for name in ("get_global_attribute", "set_global_attribute")
         if not callable(getattr(global_state, name, None))
     ]
+    if not callable(getattr(keras_backend, "rnn", None)):
+        missing.append("keras.src.backend.rnn")
     from keras.src.saving import serialization_lib
 
     with serialization_lib.ObjectSharingScope():

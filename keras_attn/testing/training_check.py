@@ -7,6 +7,7 @@ own (`tf.GradientTape`, `jax.grad` over `Model.stateless_call`), the rest is `ke
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import keras
 import numpy as np
@@ -76,8 +77,9 @@ def check_training(
         return mse(model(data, training=training))
 
     variables = list(model.trainable_variables)
-    float_inputs = {name: x for name, x in data.items() if is_float(x)}
-    variable_grads, input_grads = _gradients(model, mse, data, float_inputs)
+    float_inputs = [name for name, x in data.items() if is_float(x)]
+    gradients = _gradient_function(model, mse, data, float_inputs)
+    variable_grads, input_grads = gradients()
 
     for name, grad in input_grads.items():
         if grad is not None and not np.all(np.isfinite(to_numpy(grad))):
@@ -96,9 +98,10 @@ def check_training(
         return
 
     if samples is None:
+        inference_loss = _inference_loss_function(model, mse, data)
 
         def evaluate() -> float:
-            return float(loss_fn(training=False))
+            return float(inference_loss())
 
         what = "the MSE loss"
     else:
@@ -115,7 +118,7 @@ def check_training(
     optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
     initial = evaluate()
     for _ in range(steps):
-        grads, _ = _gradients(model, mse, data, {})
+        grads, _ = gradients()
         optimizer.apply_gradients(zip(grads, variables, strict=True))
     final = evaluate()
     if not np.isfinite(final) or final >= initial:
@@ -127,48 +130,91 @@ def check_training(
         )
 
 
-def _gradients(model: keras.Model, loss: Callable, data: dict, inputs: dict) -> tuple[list, dict]:
-    """Gradients of `loss(model(data, training=True))` with respect to the model's trainable
-    variables (a list, None where none flows) and to the tensors `inputs` (a subset of `data`,
-    a dict by name)."""
+def _gradient_function(
+    model: keras.Model, loss: Callable, data: dict, input_names: list
+) -> Callable[[], tuple[list, dict]]:
+    """A function that returns the gradients of `loss(model(data, training=True))` with respect
+    to the model's trainable variables (a list, None where none flows) and to the inputs named
+    `input_names` (a dict by name), at the variables' current values; each call is a new
+    training-mode pass (new noise).
+
+    Under JAX the gradient is compiled once (`jax.jit` over `Model.stateless_call`, the variables
+    and the data as arguments) and every call reuses it: eagerly, each of the pass's small ops
+    would be compiled on its own.
+    """
     backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf
 
-        with tf.GradientTape(persistent=True) as tape:
-            tape.watch(list(inputs.values()))
-            value = loss(model(data, training=True))
-        variable_grads = tape.gradient(value, model.trainable_variables)
-        input_grads = tape.gradient(value, inputs)
-        del tape
-        return variable_grads, input_grads
+        def tensorflow_gradients() -> tuple[list, dict]:
+            inputs = {name: data[name] for name in input_names}
+            with tf.GradientTape(persistent=True) as tape:
+                tape.watch(list(inputs.values()))
+                value = loss(model(data, training=True))
+            variable_grads = tape.gradient(value, model.trainable_variables)
+            input_grads = tape.gradient(value, inputs)
+            del tape
+            return variable_grads, input_grads
+
+        return tensorflow_gradients
     if backend == "jax":
         import jax
 
-        def value(trainable, watched):
+        def value(trainable, non_trainable, watched, rest):
             outputs, non_trainable = model.stateless_call(
-                trainable,
-                [v.value for v in model.non_trainable_variables],
-                {**data, **watched},
-                training=True,
+                trainable, non_trainable, {**rest, **watched}, training=True
             )
             return loss(outputs), non_trainable
 
-        trainable = [v.value for v in model.trainable_variables]
-        (variable_grads, input_grads), non_trainable = jax.grad(
-            value, argnums=(0, 1), has_aux=True
-        )(trainable, inputs)
-        # The call's new seed-generator states, so the next call draws new noise, as in TF.
-        for variable, new_value in zip(model.non_trainable_variables, non_trainable, strict=True):
-            variable.assign(new_value)
+        gradient = jax.jit(jax.grad(value, argnums=(0, 2), has_aux=True))
+        watched = {name: data[name] for name in input_names}
+        rest = {name: x for name, x in data.items() if name not in watched}
         # jax.grad gives zeros for a weight the loss never reads; TensorFlow gives None. The
         # weights no equation of the traced loss reads get None here too.
-        jaxpr = jax.make_jaxpr(lambda *args: value(*args)[0])(trainable, inputs).jaxpr
+        trainable = [v.value for v in model.trainable_variables]
+        non_trainable = [v.value for v in model.non_trainable_variables]
+        jaxpr = jax.make_jaxpr(lambda *args: value(*args)[0])(
+            trainable, non_trainable, watched, rest
+        ).jaxpr
         read = {id(var) for equation in jaxpr.eqns for var in equation.invars}
         read |= {id(var) for var in jaxpr.outvars}
-        variable_grads = [
-            grad if id(var) in read else None
-            for grad, var in zip(variable_grads, jaxpr.invars[: len(trainable)], strict=True)
-        ]
-        return variable_grads, input_grads
+        flows = [id(var) in read for var in jaxpr.invars[: len(trainable)]]
+
+        def jax_gradients() -> tuple[list, dict]:
+            (variable_grads, input_grads), non_trainable = gradient(
+                [v.value for v in model.trainable_variables],
+                [v.value for v in model.non_trainable_variables],
+                watched,
+                rest,
+            )
+            # The call's new seed-generator states, so the next call draws new noise, as in TF.
+            for variable, new_value in zip(
+                model.non_trainable_variables, non_trainable, strict=True
+            ):
+                variable.assign(new_value)
+            variable_grads = [
+                grad if flow else None for grad, flow in zip(variable_grads, flows, strict=True)
+            ]
+            return variable_grads, input_grads
+
+        return jax_gradients
     raise NotImplementedError(f"check_training runs under TensorFlow and JAX, not {backend}")
+
+
+def _inference_loss_function(model: keras.Model, loss: Callable, data: dict) -> Callable[[], Any]:
+    """A function that returns `loss(model(data, training=False))` at the variables' current
+    values; under JAX compiled once (`jax.jit` over `Model.stateless_call`)."""
+    if keras.backend.backend() != "jax":
+        return lambda: loss(model(data, training=False))
+    import jax
+
+    @jax.jit
+    def value(trainable, non_trainable, data):
+        outputs, _ = model.stateless_call(trainable, non_trainable, data, training=False)
+        return loss(outputs)
+
+    return lambda: value(
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        data,
+    )

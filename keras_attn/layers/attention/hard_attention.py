@@ -125,8 +125,13 @@ class HardAttention(BaseAttention):
         """The scores `(batch, T_q, T_k)` in float32: `log alpha` up to a per-row constant."""
         return ops.cast(self.score_fn(query, key), "float32")
 
-    def _calculate_weights(self, scores, *, value_mask, attention_mask, training, **kwargs):
-        """One-hot weights of the sampled (training) or most likely position."""
+    def _calculate_weights(
+        self, scores, *, value_mask, attention_mask, training, uniform=None, **kwargs
+    ):
+        """One-hot weights of the sampled (training) or most likely position.
+
+        `uniform`, noise in (0, 1] of the scores' shape, replaces the sampler's own draw (for a
+        loop that draws its steps' noise before it starts)."""
         mask = merge_masks(value_mask=value_mask, attention_mask=attention_mask)
         if mask is None:
             mask = ops.ones_like(scores, dtype="bool")
@@ -134,9 +139,8 @@ class HardAttention(BaseAttention):
         if training:
             # Gumbel-max: argmax(log alpha + g) is a sample of alpha; the log-normaliser of the
             # softmax is the same for every position, so the raw scores stand in for log alpha.
-            uniform = keras.random.uniform(
-                ops.shape(scores), minval=1e-20, maxval=1.0, seed=self.seed_generator
-            )
+            if uniform is None:
+                uniform = self.draw_uniform(ops.shape(scores))
             perturbed = scores - ops.log(-ops.log(uniform))
         else:
             perturbed = scores
@@ -150,6 +154,10 @@ class HardAttention(BaseAttention):
             # Forward: exactly the one-hot sample; backward: the gradient of the relaxed sample.
             weights = one_hot + (relaxed - ops.stop_gradient(relaxed))
         return ops.cast(weights, self.compute_dtype)
+
+    def draw_uniform(self, shape):
+        """Uniform noise in (0, 1] of `shape`, float32, from the sampler's seed generator."""
+        return keras.random.uniform(shape, minval=1e-20, maxval=1.0, seed=self.seed_generator)
 
     def log_prob(self, query, value, weights, key=None, value_mask=None):
         """`log alpha_{t, s_t}` `(batch, T_q)` float32 of the positions chosen in `weights`.

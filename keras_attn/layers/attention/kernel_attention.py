@@ -244,7 +244,9 @@ class KernelAttention(MultiHeadAttention):
         self.training_calls.assign(calls)
         redraw = ops.equal(calls % self.redraw_interval, 0)
         # Drawn every call (a few tiny QRs) and kept only when due: no data-dependent branch.
-        self.random_features.assign(ops.where(redraw, self._draw_features(), self.random_features))
+        self.random_features.assign(
+            ops.where(redraw, self._draw_features(), self.random_features.value)
+        )
 
     def _features(self, x, mask=None, is_query=False):
         """phi(x) in float32 for `x` `(batch, heads, T, key_dim)` -> `(batch, heads, T, m)`."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import keras
 
+from keras_attn._private import backend_rnn
 from keras_attn.layers.recurrent.elman_rnn_cell import CELL_ARGUMENTS, INITIALIZERS
 
 
@@ -56,6 +57,32 @@ class CellRNN(keras.layers.RNN):
 
     def call(self, sequences, initial_state=None, mask=None, training=False):
         return super().call(sequences, initial_state=initial_state, mask=mask, training=training)
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        if mask is None:
+            return super().inner_loop(sequences, initial_state, mask, training=training)
+        # A padded step repeats the previous output. Keras' JAX loop reads that output from the
+        # first state, which is not the output of these cells: the output rides along as state 0.
+        cell_kwargs = {"training": training} if self.cell._call_has_training_arg else {}
+
+        def step(inputs, states):
+            output, new_states = self.cell(inputs, list(states[1:]), **cell_kwargs)
+            return output, [output, *keras.tree.flatten(new_states)]
+
+        batch_size = keras.ops.shape(sequences)[0]
+        no_output = keras.ops.zeros((batch_size, self.cell.output_size), self.compute_dtype)
+        last_output, outputs, states = backend_rnn(
+            step,
+            sequences,
+            [no_output, *keras.tree.flatten(initial_state)],
+            go_backwards=self.go_backwards,
+            mask=mask,
+            unroll=self.unroll,
+            input_length=sequences.shape[1],
+            zero_output_for_mask=self.zero_output_for_mask,
+            return_all_outputs=self.return_sequences,
+        )
+        return last_output, outputs, states[1:]
 
     def get_config(self):
         config = super().get_config()

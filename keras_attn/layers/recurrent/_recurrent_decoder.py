@@ -121,16 +121,35 @@ class RecurrentDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         """The top layer's `h` `(batch, units)` among the stack's states `[h_1, (c_1,) ...]`."""
         return states[self.num_initial_states - self.num_cell_states]
 
-    def step_stack(self, bottom_cell, cell_inputs, states: list, training=None) -> tuple:
+    def layer_dropout_masks(self, batch_size, length, training=None) -> list | None:
+        """The dropout between the layers of `length` steps, drawn at once: one mask
+        `(length, batch, units)` per layer `2..num_layers` (0 or `1 / (1 - layer_dropout)`), or
+        None when there is nothing to drop. A loop over the steps draws them before it starts
+        and gives `step_stack` each step's slice: a random draw inside `keras.ops.scan` would
+        update a seed generator from inside the loop (a leaked tracer under JAX).
+        """
+        if not training or self.num_layers == 1 or not self.layer_dropout:
+            return None
+        ones = ops.ones((length, batch_size, self.units), dtype=self.compute_dtype)
+        return [dropout(ones, training=training) for dropout in self.layer_dropouts]
+
+    def step_stack(
+        self, bottom_cell, cell_inputs, states: list, training=None, dropout_masks=None
+    ) -> tuple:
         """One step of the stack: `(h_L^(t) (batch, units), new states of every layer)`.
 
         `bottom_cell` is layer 1's cell and `cell_inputs` its input `(batch, d_x)`; `states` the
-        stack's states, bottom layer first (`num_initial_states` tensors).
+        stack's states, bottom layer first (`num_initial_states` tensors). `dropout_masks`, this
+        step's slices of `layer_dropout_masks` (`(batch, units)` each), replace the dropout
+        layers' own draws.
         """
         count = self.num_cell_states
         output, new_states = self.run_cell(bottom_cell, cell_inputs, states[:count], training)
         for index in range(1, self.num_layers):
-            layer_inputs = self.layer_dropouts[index - 1](output, training=training)
+            if dropout_masks is None:
+                layer_inputs = self.layer_dropouts[index - 1](output, training=training)
+            else:
+                layer_inputs = output * dropout_masks[index - 1]
             layer_states = states[index * count : (index + 1) * count]
             layer_output, layer_states = self.run_cell(
                 self.upper_rnns[index - 1].cell, layer_inputs, layer_states, training
@@ -321,19 +340,24 @@ class AttentionDecoder(RecurrentDecoder):
         initial_output = ops.zeros((batch_size, output_size), dtype=self.compute_dtype)
         initial_alignment = ops.zeros((batch_size, ops.shape(memory)[1]), dtype=self.compute_dtype)
 
-        def body(carry, inputs_t):
+        sequence = ops.transpose(inputs, (1, 0, 2))  # (batch, T_y, d_y) -> (T_y, batch, d_y)
+        dropout_masks = self.layer_dropout_masks(batch_size, ops.shape(inputs)[1], training)
+
+        def body(carry, sequences_t):
+            inputs_t, *masks_t = sequences_t if dropout_masks else (sequences_t,)
+            step_kwargs = {"dropout_masks": masks_t} if dropout_masks else {}
             output, alignment, new_states = self.step(
-                inputs_t, carry[0], memory, prepared_memory, memory_mask, training
+                inputs_t, carry[0], memory, prepared_memory, memory_mask, training, **step_kwargs
             )
             new_carry = (new_states, output, ops.cast(alignment, self.compute_dtype))
             return new_carry, new_carry
 
         # keras.ops.scan stacks the carry, so it holds the step's output and alignment too.
-        # Time-major: (T_y, batch, d_y) -> outputs (T_y, batch, d_o), alignments (T_y, batch, T_x)
+        # Time-major: outputs (T_y, batch, d_o), alignments (T_y, batch, T_x)
         _, (_, outputs, alignments) = ops.scan(
             body,
             (self.initial_step_states(initial_state), initial_output, initial_alignment),
-            ops.transpose(inputs, (1, 0, 2)),
+            (sequence, *dropout_masks) if dropout_masks else sequence,
         )
         return ops.transpose(outputs, (1, 0, 2)), ops.transpose(alignments, (1, 0, 2))
 

@@ -167,7 +167,16 @@ class BahdanauDecoder(AttentionDecoder):
         """The key-only part of the score, computed once per source sentence."""
         return self._attention_layer.prepare_keys(memory)
 
-    def step(self, inputs_t, states, memory, prepared_memory, memory_mask=None, training=None):
+    def step(
+        self,
+        inputs_t,
+        states,
+        memory,
+        prepared_memory,
+        memory_mask=None,
+        training=None,
+        dropout_masks=None,
+    ):
         """One decoder step.
 
         Args:
@@ -178,6 +187,8 @@ class BahdanauDecoder(AttentionDecoder):
             prepared_memory: `prepare_memory(memory)`.
             memory_mask: bool `(batch, T_x)` or None.
             training: passed to the cells and the dropout between layers.
+            dropout_masks: this step's masks of the dropout between layers (see
+                `RecurrentDecoder.layer_dropout_masks`), or None to draw them.
 
         Returns:
             `(output_t (batch, units + d_m + d_y), alignment_t (batch, T_x), new_states)`.
@@ -188,7 +199,9 @@ class BahdanauDecoder(AttentionDecoder):
         # (batch, 1, T_x) x (batch, T_x, d_m) -> (batch, d_m)
         context = ops.einsum("bqk,bkd->bd", weights, ops.cast(memory, weights.dtype))
         cell_inputs = ops.concatenate([inputs_t, ops.cast(context, inputs_t.dtype)], axis=-1)
-        state_t, new_states = self.step_stack(self.rnn_cell, cell_inputs, states, training)
+        state_t, new_states = self.step_stack(
+            self.rnn_cell, cell_inputs, states, training, dropout_masks
+        )
         output = ops.concatenate([state_t, ops.cast(context, state_t.dtype), inputs_t], axis=-1)
         return output, weights[:, 0, :], new_states
 

@@ -226,7 +226,16 @@ class LuongDecoder(AttentionDecoder):
         context = ops.einsum("bqk,bkd->bqd", weights, ops.cast(memory, weights.dtype))
         return context, weights
 
-    def step(self, inputs_t, states, memory, prepared_memory, memory_mask=None, training=None):
+    def step(
+        self,
+        inputs_t,
+        states,
+        memory,
+        prepared_memory,
+        memory_mask=None,
+        training=None,
+        dropout_masks=None,
+    ):
         """One decoder step.
 
         Args:
@@ -236,6 +245,8 @@ class LuongDecoder(AttentionDecoder):
             prepared_memory: `prepare_memory(memory)`.
             memory_mask: bool `(batch, T_x)` or None.
             training: passed to the cells and the dropout between layers.
+            dropout_masks: this step's masks of the dropout between layers (see
+                `RecurrentDecoder.layer_dropout_masks`), or None to draw them.
 
         Returns:
             `(h~_t (batch, units), alignment_t (batch, T_x), new_states)`.
@@ -251,7 +262,9 @@ class LuongDecoder(AttentionDecoder):
         if self.counts_steps:
             step_index = extra.pop(0)  # (batch,)
             positions = ops.expand_dims(ops.cast(step_index, "float32"), 1)  # p_t = t, (batch, 1)
-        state_t, new_states = self.step_stack(self.rnn.cell, cell_inputs, cell_states, training)
+        state_t, new_states = self.step_stack(
+            self.rnn.cell, cell_inputs, cell_states, training, dropout_masks
+        )
         query = ops.expand_dims(state_t, 1)  # h_t of the top layer: (batch, 1, units)
         context, weights = self._attend(query, memory, prepared_memory, memory_mask, positions)
         attentional = self.attentional_state(ops.cast(context, query.dtype), query)[:, 0]

@@ -203,7 +203,9 @@ class ShowAttendTellDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         """The region-only part of the attention score, `W_2 a_i + b` `(batch, L, k)`."""
         return self.region_attention.prepare_keys(features)
 
-    def step(self, inputs_t, states, features, prepared_features, training=None) -> tuple:
+    def step(
+        self, inputs_t, states, features, prepared_features, training=None, noise=None
+    ) -> tuple:
         """One decoder step.
 
         Args:
@@ -212,6 +214,8 @@ class ShowAttendTellDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
             features: `(batch, L, D)`.
             prepared_features: `prepare_features(features)`.
             training: hard attention samples when True.
+            noise: hard attention's uniform noise `(batch, 1, L)` for its sample, or None to
+                draw it.
 
         Returns:
             `(output_t (batch, m), weights_t (batch, L), alpha_t (batch, L) float32,
@@ -232,6 +236,7 @@ class ShowAttendTellDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
             value_mask=None,
             attention_mask=None,
             training=training,
+            **({} if noise is None else {"uniform": noise}),
         )
         if self.attention == "soft":
             alpha = ops.cast(weights, "float32")
@@ -258,9 +263,19 @@ class ShowAttendTellDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         prepared = self.prepare_features(features)
         batch_size, regions = ops.shape(inputs)[0], ops.shape(features)[1]
 
-        def body(carry, inputs_t):
+        sequence = ops.transpose(inputs, (1, 0, 2))  # (batch, T, m) -> (T, batch, m)
+        # Hard attention's sampling noise for every step, drawn before the loop: a draw inside
+        # keras.ops.scan would update the seed generator from inside it (a leak under JAX).
+        sampling = training and self.attention == "hard"
+        if sampling:
+            noise = self.region_attention.draw_uniform(
+                (ops.shape(inputs)[1], batch_size, 1, regions)
+            )
+
+        def body(carry, sequences_t):
+            inputs_t, noise_t = sequences_t if sampling else (sequences_t, None)
             output, weights, alpha, states = self.step(
-                inputs_t, carry[0], features, prepared, training
+                inputs_t, carry[0], features, prepared, training, noise=noise_t
             )
             new_carry = (states, output, ops.cast(weights, self.compute_dtype), alpha)
             return new_carry, new_carry
@@ -272,7 +287,9 @@ class ShowAttendTellDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
             ops.zeros((batch_size, regions), dtype="float32"),
         )
         # Time-major: (T, batch, m) -> outputs (T, batch, m), weights and alphas (T, batch, L)
-        _, (_, outputs, weights, alphas) = ops.scan(body, initial, ops.transpose(inputs, (1, 0, 2)))
+        _, (_, outputs, weights, alphas) = ops.scan(
+            body, initial, (sequence, noise) if sampling else sequence
+        )
         outputs = apply_query_mask(ops.transpose(outputs, (1, 0, 2)), inputs_mask)
         weights = apply_query_mask(ops.transpose(weights, (1, 0, 2)), inputs_mask)
         if self.penalty:

@@ -18,27 +18,38 @@ def test_dot_equals_keras_attention():
     theirs, their_weights = keras.layers.Attention()(
         [Q, V], mask=[None, MASK], return_attention_scores=True
     )
-    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(weights.numpy(), their_weights.numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(ours), keras.ops.convert_to_numpy(theirs), rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(weights),
+        keras.ops.convert_to_numpy(their_weights),
+        rtol=1e-5,
+        atol=1e-7,
+    )
 
 
 def test_additive_matches_numpy_reference():
     layer = Attention(score="additive")
     context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
-    w = {x.name: x.numpy() for x in layer.weights}
+    w = {x.name: keras.ops.convert_to_numpy(x) for x in layer.weights}
     scores = ref.additive_score(Q, V, w["query_kernel"], w["key_kernel"], w["v"], w["bias"])
     expected_context, expected_weights = ref.attention(scores, V, MASK[:, None, :])
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(context.numpy(), expected_context, rtol=1e-5, atol=1e-6)
-    assert np.all(weights.numpy()[1, :, 3:] == 0.0)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(context), expected_context, rtol=1e-5, atol=1e-6
+    )
+    assert np.all(keras.ops.convert_to_numpy(weights)[1, :, 3:] == 0.0)
 
 
 def test_separate_keys_and_query_mask():
     keys = RNG.normal(size=(2, 5, 6)).astype("float32")
     layer = Attention(score="general")
     query_mask = np.array([[True, True, False], [True, True, True]])
-    context = layer(Q, V, key=keys, query_mask=query_mask).numpy()
-    w = layer.weights[0].numpy()
+    context = keras.ops.convert_to_numpy(layer(Q, V, key=keys, query_mask=query_mask))
+    w = keras.ops.convert_to_numpy(layer.weights[0])
     expected, _ = ref.attention(ref.general_score(Q, keys, w), V)
     expected[0, 2] = 0.0
     np.testing.assert_allclose(context, expected, rtol=1e-5, atol=1e-6)
@@ -49,7 +60,7 @@ def test_keras_masking_from_embedding():
     embedded = keras.layers.Embedding(10, 4, mask_zero=True)(tokens)
     _, weights = Attention()(embedded, embedded, return_attention_scores=True)
     model = keras.Model(tokens, weights)
-    out = model(np.array([[1, 2, 0, 0]])).numpy()
+    out = keras.ops.convert_to_numpy(model(np.array([[1, 2, 0, 0]])))
     np.testing.assert_array_equal(out[0, :, 2:], 0.0)
     np.testing.assert_allclose(out[0, :2].sum(-1), 1.0, rtol=1e-6)
 
@@ -61,7 +72,11 @@ def test_query_mask_flows_to_the_next_layer():
     pooled = keras.layers.GlobalAveragePooling1D()(context)
     model = keras.Model(tokens, [context, pooled])
     context_out, pooled_out = model(np.array([[1, 2, 0, 0]]))
-    np.testing.assert_allclose(pooled_out.numpy()[0], context_out.numpy()[0, :2].mean(0), rtol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(pooled_out)[0],
+        keras.ops.convert_to_numpy(context_out)[0, :2].mean(0),
+        rtol=1e-6,
+    )
 
 
 def test_bad_arguments():
@@ -100,9 +115,13 @@ def test_a_subclass_overrides_only_the_score_hook():
     context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
     scores = np.einsum("bqd,bkd->bqk", Q, V) + np.arange(5)
     expected_context, expected_weights = ref.attention(scores, V, MASK[:, None, :])
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(context.numpy(), expected_context, rtol=1e-5, atol=1e-6)
-    assert np.all(weights.numpy()[1, :, 3:] == 0.0)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(context), expected_context, rtol=1e-5, atol=1e-6
+    )
+    assert np.all(keras.ops.convert_to_numpy(weights)[1, :, 3:] == 0.0)
 
 
 def test_structures_share_the_base_pipeline():

@@ -39,7 +39,10 @@ def randomise(layer, seed=0):
 def reference(layer, query, value, key=None, mask=None):
     """Multi-head attention (Vaswani et al., 2017) in NumPy (float64), the layer's weights."""
     key = value if key is None else key
-    w = {name: getattr(layer, name).numpy().astype("float64") for name in _WEIGHT_NAMES}
+    w = {
+        name: keras.ops.convert_to_numpy(getattr(layer, name)).astype("float64")
+        for name in _WEIGHT_NAMES
+    }
     q = np.einsum("btd,dhe->bhte", query, w["query_kernel"]) + w["query_bias"][:, None]
     k = np.einsum("btd,dhe->bhte", key, w["key_kernel"]) + w["key_bias"][:, None]
     v = np.einsum("btd,dhe->bhte", value, w["value_kernel"]) + w["value_bias"][:, None]
@@ -72,9 +75,13 @@ def test_matches_numpy_reference_with_masks():
     mask = VALUE_MASK[:, None, :] & attention_mask
     expected_output, expected_weights = reference(layer, X, V, K, mask)
     assert output.shape == (B, T_Q, 5) and weights.shape == (B, 2, T_Q, T_K)
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(output.numpy(), expected_output, rtol=1e-5, atol=1e-5)
-    assert np.all(weights.numpy()[1, :, :, 3:] == 0.0)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(output), expected_output, rtol=1e-5, atol=1e-5
+    )
+    assert np.all(keras.ops.convert_to_numpy(weights)[1, :, :, 3:] == 0.0)
 
 
 @pytest.mark.parametrize("mode", ["self", "cross_kv", "cross_separate_key"])
@@ -88,7 +95,9 @@ def test_equals_keras_multi_head_attention(mode):
     attention_mask[:, :, 0] = True
 
     theirs_layer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3)
-    theirs_layer(query, value, key=key)
+    # Built through its explicit path: Keras' fused path under JAX (jax.nn.dot_product_attention)
+    # rejects value_dim != key_dim.
+    theirs_layer(query, value, key=key, return_attention_scores=True)
     randomise(theirs_layer, seed=1)
     ours_layer = MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3)
     ours_layer(query, value, key=key)
@@ -99,8 +108,15 @@ def test_equals_keras_multi_head_attention(mode):
     theirs, their_weights = theirs_layer(
         query, value, key=key, return_attention_scores=True, **kwargs
     )
-    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(our_weights.numpy(), their_weights.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(ours), keras.ops.convert_to_numpy(theirs), rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(our_weights),
+        keras.ops.convert_to_numpy(their_weights),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_causal_mask_equals_keras():
@@ -112,17 +128,19 @@ def test_causal_mask_equals_keras():
     copy_keras_weights(theirs_layer, ours_layer)
     ours, weights = ours_layer(X, X, use_causal_mask=True, return_attention_scores=True)
     theirs = theirs_layer(X, X, use_causal_mask=True)
-    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(ours), keras.ops.convert_to_numpy(theirs), rtol=1e-5, atol=1e-5
+    )
     upper = np.triu(np.ones((T_Q, T_Q), bool), k=1)
-    assert np.all(weights.numpy()[:, :, upper] == 0.0)
+    assert np.all(keras.ops.convert_to_numpy(weights)[:, :, upper] == 0.0)
 
 
 def test_fused_self_attention_equals_separate_projections():
     layer = MultiHeadAttention(num_heads=2, key_dim=4)
     layer(X, X)
     randomise(layer, seed=3)
-    fused = layer(X, X).numpy()  # query is value: one einsum for Q, K and V
-    separate = layer(X, np.array(X), key=np.array(X)).numpy()
+    fused = keras.ops.convert_to_numpy(layer(X, X))  # query is value: one einsum for Q, K and V
+    separate = keras.ops.convert_to_numpy(layer(X, np.array(X), key=np.array(X)))
     expected, _ = reference(layer, X, X)
     np.testing.assert_allclose(fused, expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(fused, separate, rtol=1e-6, atol=1e-6)
@@ -140,12 +158,18 @@ def test_projection_and_attention_methods_compose_to_call():
     expected, expected_weights = layer(
         X, V, key=K, value_mask=VALUE_MASK, return_attention_scores=True
     )
-    np.testing.assert_array_equal(output.numpy(), expected.numpy())
-    np.testing.assert_array_equal(weights.numpy(), expected_weights.numpy())
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(output), keras.ops.convert_to_numpy(expected)
+    )
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(weights), keras.ops.convert_to_numpy(expected_weights)
+    )
     reference_output, _ = reference(
         layer, X, V, K, mask=np.broadcast_to(VALUE_MASK[:, None], (B, T_Q, T_K))
     )
-    np.testing.assert_allclose(output.numpy(), reference_output, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(output), reference_output, rtol=1e-5, atol=1e-5
+    )
 
 
 def test_project_key_value_without_key_projects_the_value_twice():
@@ -155,7 +179,9 @@ def test_project_key_value_without_key_projects_the_value_twice():
     fused = layer.project_key_value(V)
     separate = layer.project_key_value(V, np.array(V))
     for a, b in zip(fused, separate, strict=True):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b), rtol=1e-6, atol=1e-6
+        )
 
 
 def test_cached_decoding_equals_full_causal_pass():
@@ -181,24 +207,32 @@ def test_cached_decoding_equals_full_causal_pass():
             cache=cache,
             cache_update_index=t,
         )
-        steps.append(out.numpy())
-        step_weights.append(weights.numpy())
-    np.testing.assert_allclose(np.concatenate(steps, 1), full.numpy(), rtol=1e-5, atol=1e-5)
+        steps.append(keras.ops.convert_to_numpy(out))
+        step_weights.append(keras.ops.convert_to_numpy(weights))
     np.testing.assert_allclose(
-        np.concatenate(step_weights, 2), full_weights.numpy(), rtol=1e-5, atol=1e-6
+        np.concatenate(steps, 1), keras.ops.convert_to_numpy(full), rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        np.concatenate(step_weights, 2),
+        keras.ops.convert_to_numpy(full_weights),
+        rtol=1e-5,
+        atol=1e-6,
     )
     # The filled cache holds exactly the keys of the full sequence.
-    expected_keys = np.einsum("btd,dhe->bhte", x, layer.key_kernel.numpy())
-    expected_keys += layer.key_bias.numpy()[:, None]
-    np.testing.assert_allclose(cache[0].numpy(), expected_keys, rtol=1e-5, atol=1e-5)
+    expected_keys = np.einsum("btd,dhe->bhte", x, keras.ops.convert_to_numpy(layer.key_kernel))
+    expected_keys += keras.ops.convert_to_numpy(layer.key_bias)[:, None]
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(cache[0]), expected_keys, rtol=1e-5, atol=1e-5
+    )
 
 
+@pytest.mark.tensorflow_only
 def test_cache_prefill_then_step_in_graph():
     length = 5
     x = RNG.normal(size=(1, length, D)).astype("float32")
     layer = MultiHeadAttention(num_heads=2, key_dim=4)
     layer(x, x)
-    full = layer(x, x, use_causal_mask=True).numpy()
+    full = keras.ops.convert_to_numpy(layer(x, x, use_causal_mask=True))
     empty = (np.zeros((1, 2, length, 4), "float32"), np.zeros((1, 2, length, 4), "float32"))
     prefix, cache = layer(
         x[:, :3], x[:, :3], use_causal_mask=True, cache=empty, cache_update_index=0
@@ -210,15 +244,22 @@ def test_cache_prefill_then_step_in_graph():
 
     fourth, cache = step(x[:, 3:4], cache, tf.constant(3))
     fifth, _ = step(x[:, 4:5], cache, tf.constant(4))
-    got = np.concatenate([prefix.numpy(), fourth.numpy(), fifth.numpy()], axis=1)
+    got = np.concatenate(
+        [
+            keras.ops.convert_to_numpy(prefix),
+            keras.ops.convert_to_numpy(fourth),
+            keras.ops.convert_to_numpy(fifth),
+        ],
+        axis=1,
+    )
     np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
 
 
 def test_query_mask_zeroes_padded_queries_and_propagates():
     layer = MultiHeadAttention(num_heads=2, key_dim=4)
     query_mask = np.array([[True, True, False], [True, True, True]])
-    output = layer(X, V, query_mask=query_mask).numpy()
-    unmasked = layer(X, V).numpy()
+    output = keras.ops.convert_to_numpy(layer(X, V, query_mask=query_mask))
+    unmasked = keras.ops.convert_to_numpy(layer(X, V))
     assert np.all(output[0, 2] == 0.0)
     np.testing.assert_allclose(output[0, :2], unmasked[0, :2], rtol=1e-6)
     tokens = keras.Input((None,), dtype="int32")
@@ -227,8 +268,12 @@ def test_query_mask_zeroes_padded_queries_and_propagates():
     pooled = keras.layers.GlobalAveragePooling1D()(output)  # averages real positions only
     model = keras.Model(tokens, [output, pooled])
     output, pooled = model(np.array([[1, 2, 0, 0]]))
-    assert np.all(output.numpy()[0, 2:] == 0.0)
-    np.testing.assert_allclose(pooled.numpy()[0], output.numpy()[0, :2].mean(0), rtol=1e-6)
+    assert np.all(keras.ops.convert_to_numpy(output)[0, 2:] == 0.0)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(pooled)[0],
+        keras.ops.convert_to_numpy(output)[0, :2].mean(0),
+        rtol=1e-6,
+    )
 
 
 def test_fully_masked_row_gives_no_nan():
@@ -236,8 +281,10 @@ def test_fully_masked_row_gives_no_nan():
     mask = VALUE_MASK.copy()
     mask[0] = False
     output, weights = layer(X, V, value_mask=mask, return_attention_scores=True)
-    assert np.all(np.isfinite(output.numpy())) and np.all(np.isfinite(weights.numpy()))
-    assert np.all(weights.numpy()[0] == 0.0)
+    assert np.all(np.isfinite(keras.ops.convert_to_numpy(output))) and np.all(
+        np.isfinite(keras.ops.convert_to_numpy(weights))
+    )
+    assert np.all(keras.ops.convert_to_numpy(weights)[0] == 0.0)
 
 
 def test_bad_arguments():
@@ -311,18 +358,23 @@ def test_self_attention_ignores_order_until_positions_are_added():
     layer(X, X)
     randomise(layer, seed=4)
     order = np.array([2, 0, 1])
-    out, weights = (t.numpy() for t in layer(X, X, return_attention_scores=True))
+    out, weights = (
+        keras.ops.convert_to_numpy(t) for t in layer(X, X, return_attention_scores=True)
+    )
     permuted, permuted_weights = (
-        t.numpy() for t in layer(X[:, order], X[:, order], return_attention_scores=True)
+        keras.ops.convert_to_numpy(t)
+        for t in layer(X[:, order], X[:, order], return_attention_scores=True)
     )
     np.testing.assert_allclose(permuted, out[:, order], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(
         permuted_weights, weights[:, :, order][:, :, :, order], rtol=1e-5, atol=1e-6
     )
     encode = SinusoidalPositionEncoding()
-    with_positions = layer(X + encode(X), X + encode(X)).numpy()
+    with_positions = keras.ops.convert_to_numpy(layer(X + encode(X), X + encode(X)))
     moved = X[:, order]
-    moved_with_positions = layer(moved + encode(moved), moved + encode(moved)).numpy()
+    moved_with_positions = keras.ops.convert_to_numpy(
+        layer(moved + encode(moved), moved + encode(moved))
+    )
     assert np.abs(moved_with_positions - with_positions[:, order]).max() > 1e-2
 
 

@@ -15,7 +15,11 @@ TOL = {"rtol": 1e-5, "atol": 1e-6}
 
 def weights(rnn):
     cell = rnn.cell
-    return cell.kernel.numpy(), cell.recurrent_kernel.numpy(), cell.bias.numpy()
+    return (
+        keras.ops.convert_to_numpy(cell.kernel),
+        keras.ops.convert_to_numpy(cell.recurrent_kernel),
+        keras.ops.convert_to_numpy(cell.bias),
+    )
 
 
 def numpy_encoder(encoder, x, mask):
@@ -38,10 +42,12 @@ def test_matches_numpy_lstm(reverse, num_layers):
     expected, expected_states = numpy_encoder(encoder, X, MASK)
     tol = TOL if num_layers == 1 else {"rtol": 1e-4, "atol": 1e-5}
     np.testing.assert_allclose(
-        np.where(VALID, sequence.numpy(), 0), np.where(VALID, expected, 0), **tol
+        np.where(VALID, keras.ops.convert_to_numpy(sequence), 0),
+        np.where(VALID, expected, 0),
+        **tol,
     )
     for ours, theirs in zip(states, expected_states, strict=True):
-        np.testing.assert_allclose(ours.numpy(), theirs, **tol)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(ours), theirs, **tol)
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
@@ -54,9 +60,13 @@ def test_reversed_equals_keras_go_backwards_flipped(cell):
     keras_rnn(X, mask=MASK)
     keras_rnn.set_weights(encoder.rnns[0].get_weights())
     theirs, *their_states = keras_rnn(X, mask=MASK)
-    np.testing.assert_allclose(sequence.numpy(), np.flip(theirs.numpy(), 1), **TOL)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(sequence), np.flip(keras.ops.convert_to_numpy(theirs), 1), **TOL
+    )
     for ours, expected in zip(states, their_states, strict=True):
-        np.testing.assert_allclose(ours.numpy(), expected.numpy(), **TOL)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(ours), keras.ops.convert_to_numpy(expected), **TOL
+        )
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -65,9 +75,15 @@ def test_padded_rows_equal_unpadded_runs(reverse):
     sequence, *states = encoder(X, mask=MASK)
     for row, length in enumerate(MASK.sum(1)):
         alone, *alone_states = encoder(X[row : row + 1, :length])
-        np.testing.assert_allclose(sequence.numpy()[row, :length], alone.numpy()[0], **TOL)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(sequence)[row, :length],
+            keras.ops.convert_to_numpy(alone)[0],
+            **TOL,
+        )
         for ours, theirs in zip(states, alone_states, strict=True):
-            np.testing.assert_allclose(ours.numpy()[row], theirs.numpy()[0], **TOL)
+            np.testing.assert_allclose(
+                keras.ops.convert_to_numpy(ours)[row], keras.ops.convert_to_numpy(theirs)[0], **TOL
+            )
 
 
 def test_reverse_on_abc_equals_forward_on_cba_flipped():
@@ -78,11 +94,17 @@ def test_reverse_on_abc_equals_forward_on_cba_flipped():
     forward.set_weights(backward.get_weights())
     sequence, *states = backward(X)
     flipped, *flipped_states = forward(np.flip(X, 1))
-    np.testing.assert_allclose(sequence.numpy(), np.flip(flipped.numpy(), 1), **TOL)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(sequence), np.flip(keras.ops.convert_to_numpy(flipped), 1), **TOL
+    )
     for ours, theirs in zip(states, flipped_states, strict=True):
-        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), **TOL)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(ours), keras.ops.convert_to_numpy(theirs), **TOL
+        )
     # Reading direction matters: the forward encoder on [a b c] is another result.
-    assert not np.allclose(forward(X)[0].numpy(), sequence.numpy(), atol=1e-3)
+    assert not np.allclose(
+        keras.ops.convert_to_numpy(forward(X)[0]), keras.ops.convert_to_numpy(sequence), atol=1e-3
+    )
 
 
 def test_bad_arguments_config_and_cudnn_switch():

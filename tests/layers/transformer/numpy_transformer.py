@@ -32,7 +32,7 @@ def randomise(layer, seed: int = 0, scale: float = 0.3) -> None:
 
 
 def _w(variable) -> np.ndarray:
-    return np.asarray(variable.numpy(), "float64")
+    return np.asarray(keras.ops.convert_to_numpy(variable), "float64")
 
 
 def layer_norm(norm, x):

@@ -17,7 +17,7 @@ def test_matches_numpy_reference(activation):
     layer(X)
     npt.randomise(layer, scale=0.5)
     expected = npt.feed_forward(layer, X.astype("float64"))
-    np.testing.assert_allclose(layer(X).numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(X)), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_equals_two_keras_dense_layers_with_copied_weights():
@@ -28,21 +28,26 @@ def test_equals_two_keras_dense_layers_with_copied_weights():
         [keras.Input((T, D)), keras.layers.Dense(10, activation="relu"), keras.layers.Dense(4)]
     )
     keras_ffn.set_weights(layer.get_weights())
-    np.testing.assert_allclose(layer(X).numpy(), keras_ffn(X).numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(layer(X)),
+        keras.ops.convert_to_numpy(keras_ffn(X)),
+        rtol=1e-6,
+        atol=1e-6,
+    )
 
 
 def test_position_wise():
     layer = FeedForward(hidden_dim=10)
-    full = layer(X).numpy()
-    one = layer(X[:, 2:3]).numpy()
+    full = keras.ops.convert_to_numpy(layer(X))
+    one = keras.ops.convert_to_numpy(layer(X[:, 2:3]))
     np.testing.assert_allclose(one[:, 0], full[:, 2], rtol=1e-6, atol=1e-6)
 
 
 def test_dropout_only_in_training():
     layer = FeedForward(hidden_dim=64, dropout=0.5)
-    inference = layer(X).numpy()
-    np.testing.assert_array_equal(layer(X, training=False).numpy(), inference)
-    assert not np.allclose(layer(X, training=True).numpy(), inference)
+    inference = keras.ops.convert_to_numpy(layer(X))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer(X, training=False)), inference)
+    assert not np.allclose(keras.ops.convert_to_numpy(layer(X, training=True)), inference)
 
 
 def test_bad_arguments():

@@ -41,8 +41,17 @@ def test_matches_numpy_stack_of_blocks(cross_attention, normalize_first):
     decoder = built_decoder(cross_attention=cross_attention, normalize_first=normalize_first)
     memory = MEMORY if cross_attention else None
     mask = MEMORY_MASK if cross_attention else None
-    output = decoder(X, memory, memory_mask=mask).numpy()
+    output = keras.ops.convert_to_numpy(decoder(X, memory, memory_mask=mask))
     np.testing.assert_allclose(output, reference(decoder, memory, mask), rtol=1e-5, atol=1e-5)
+
+
+def compiled(function):
+    """`function` traced into one graph: `tf.function` under TensorFlow, `jax.jit` under JAX."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.jit(function)
+    return tf.function(function)
 
 
 @pytest.mark.parametrize("normalize_first", [False, True], ids=["post_ln", "pre_ln"])
@@ -55,7 +64,7 @@ def test_cached_token_by_token_equals_full_causal_pass(cross_attention, normaliz
     mask = MEMORY_MASK if cross_attention else None
     full, full_scores = decoder(X, memory, memory_mask=mask, return_attention_scores=True)
 
-    @tf.function
+    @compiled
     def step(token, cache, index):
         return decoder(
             token, cache=cache, cache_index=index, memory_mask=mask, return_attention_scores=True
@@ -65,12 +74,16 @@ def test_cached_token_by_token_equals_full_causal_pass(cross_attention, normaliz
     assert isinstance(cache, tuple) and len(cache) == 2
     outputs, self_weights = [], []
     for t in range(T):
-        output, scores, cache = step(X[:, t : t + 1], cache, tf.constant(t))
-        outputs.append(output.numpy())
-        self_weights.append(scores["self_attention"].numpy())
-    np.testing.assert_allclose(np.concatenate(outputs, 1), full.numpy(), rtol=1e-5, atol=1e-5)
+        output, scores, cache = step(X[:, t : t + 1], cache, keras.ops.convert_to_tensor(t))
+        outputs.append(keras.ops.convert_to_numpy(output))
+        self_weights.append(keras.ops.convert_to_numpy(scores["self_attention"]))
     np.testing.assert_allclose(
-        np.concatenate(self_weights, 3), full_scores["self_attention"].numpy(), atol=1e-6
+        np.concatenate(outputs, 1), keras.ops.convert_to_numpy(full), rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        np.concatenate(self_weights, 3),
+        keras.ops.convert_to_numpy(full_scores["self_attention"]),
+        atol=1e-6,
     )
 
 
@@ -87,16 +100,17 @@ def test_cached_decoding_under_mixed_precision(policy):
     for t in range(T):
         output, cache = decoder(X[:, t : t + 1], cache=cache, cache_index=t)
         assert keras.backend.standardize_dtype(output.dtype) == compute
-        outputs.append(keras.ops.cast(output, "float32").numpy())
+        outputs.append(keras.ops.convert_to_numpy(keras.ops.cast(output, "float32")))
     tolerance = MIXED_PRECISION_TOLERANCES[policy]
-    expected = keras.ops.cast(full, "float32").numpy()
+    expected = keras.ops.convert_to_numpy(keras.ops.cast(full, "float32"))
     np.testing.assert_allclose(np.concatenate(outputs, 1), expected, atol=tolerance, rtol=0)
 
 
+@pytest.mark.tensorflow_only
 @pytest.mark.slow
 def test_cached_step_compiles_with_xla():
     decoder = built_decoder(seed=6)
-    full = decoder(X, MEMORY, memory_mask=MEMORY_MASK).numpy()
+    full = keras.ops.convert_to_numpy(decoder(X, MEMORY, memory_mask=MEMORY_MASK))
 
     @tf.function(jit_compile=True)
     def step(token, cache, index):
@@ -106,7 +120,7 @@ def test_cached_step_compiles_with_xla():
     outputs = []
     for t in range(T):
         output, cache = step(X[:, t : t + 1], cache, tf.constant(t))
-        outputs.append(output.numpy())
+        outputs.append(keras.ops.convert_to_numpy(output))
     np.testing.assert_allclose(np.concatenate(outputs, 1), full, rtol=1e-5, atol=1e-5)
 
 
@@ -133,29 +147,32 @@ class _GraphDecoder(tf.Module):
         return tf.transpose(outputs.stack(), [1, 0, 2])  # (T, batch, d) -> (batch, T, d)
 
 
+@pytest.mark.tensorflow_only
 @pytest.mark.slow
 def test_cached_decoding_in_a_while_loop_survives_saved_model_export():
     decoder = built_decoder(seed=7)
-    full = decoder(X, MEMORY).numpy()
+    full = keras.ops.convert_to_numpy(decoder(X, MEMORY))
     module = _GraphDecoder(decoder)
-    np.testing.assert_allclose(module.run(X, MEMORY).numpy(), full, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(module.run(X, MEMORY)), full, rtol=1e-5, atol=1e-5
+    )
     with tempfile.TemporaryDirectory() as directory:
         tf.saved_model.save(module, directory)
         reloaded = tf.saved_model.load(directory)
-        got = reloaded.run(X, MEMORY).numpy()
+        got = keras.ops.convert_to_numpy(reloaded.run(X, MEMORY))
     np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
 
 
 def test_prompt_prefill_then_steps():
     decoder = built_decoder(seed=2, cross_attention=False, normalize_first=True)
-    full = decoder(X).numpy()
+    full = keras.ops.convert_to_numpy(decoder(X))
     cache = decoder.initial_cache(B, T)
     prompt, cache = decoder(X[:, :4], cache=cache, cache_index=0)
     rest = []
     for t in range(4, T):
         output, cache = decoder(X[:, t : t + 1], cache=cache, cache_index=t)
-        rest.append(output.numpy())
-    got = np.concatenate([prompt.numpy(), *rest], 1)
+        rest.append(keras.ops.convert_to_numpy(output))
+    got = np.concatenate([keras.ops.convert_to_numpy(prompt), *rest], 1)
     np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
 
 
@@ -171,7 +188,7 @@ def test_cached_multi_token_calls_with_keras_masks_equal_the_full_pass(cross_att
         x = np.where(holes[:, start:stop, None], X[:, start:stop], 0.0)
         return keras.layers.Masking(mask_value=0.0)(x)  # carries holes[:, start:stop]
 
-    full = decoder(masked(0, T), memory, memory_mask=memory_mask).numpy()
+    full = keras.ops.convert_to_numpy(decoder(masked(0, T), memory, memory_mask=memory_mask))
     cache = decoder.initial_cache(B, T, memory)
     first, cache = decoder(masked(0, 2), cache=cache, cache_index=0, memory_mask=memory_mask)
     # Slot 0 of row 1 was padding: later calls hide it with attention_mask (batch, T_new, S).
@@ -179,7 +196,9 @@ def test_cached_multi_token_calls_with_keras_masks_equal_the_full_pass(cross_att
     second, cache = decoder(
         masked(2, 6), cache=cache, cache_index=2, memory_mask=memory_mask, attention_mask=seen
     )
-    got = np.concatenate([first.numpy(), second.numpy()], axis=1)
+    got = np.concatenate(
+        [keras.ops.convert_to_numpy(first), keras.ops.convert_to_numpy(second)], axis=1
+    )
     np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
 
 
@@ -188,7 +207,7 @@ def test_no_position_attends_to_the_future_in_any_layer(cross_attention):
     decoder = built_decoder(seed=3, cross_attention=cross_attention)
     memory = MEMORY if cross_attention else None
     output, scores = decoder(X, memory, return_attention_scores=True)
-    weights = scores["self_attention"].numpy()
+    weights = keras.ops.convert_to_numpy(scores["self_attention"])
     assert weights.shape == (B, 2, 2, T, T)
     assert np.all(weights[..., UPPER] == 0.0)
     if cross_attention:
@@ -196,14 +215,14 @@ def test_no_position_attends_to_the_future_in_any_layer(cross_attention):
     for t in (1, 3, 5):
         perturbed = X.copy()
         perturbed[:, t:] = RNG.normal(scale=10.0, size=perturbed[:, t:].shape)
-        changed = decoder(perturbed, memory).numpy()
-        np.testing.assert_array_equal(changed[:, :t], output.numpy()[:, :t])
+        changed = keras.ops.convert_to_numpy(decoder(perturbed, memory))
+        np.testing.assert_array_equal(changed[:, :t], keras.ops.convert_to_numpy(output)[:, :t])
 
 
 def test_padded_memory_gets_zero_weight_in_every_layer():
     decoder = built_decoder(seed=4)
     _, scores = decoder(X, MEMORY, memory_mask=MEMORY_MASK, return_attention_scores=True)
-    assert np.all(scores["cross_attention"].numpy()[1, ..., 2:] == 0.0)
+    assert np.all(keras.ops.convert_to_numpy(scores["cross_attention"])[1, ..., 2:] == 0.0)
 
 
 def test_keras_masks_reach_every_block_in_a_functional_model():
@@ -216,12 +235,12 @@ def test_keras_masks_reach_every_block_in_a_functional_model():
         [source, target], decoder(target_embedding(target), source_embedding(source))
     )
     source_ids, target_ids = np.array([[1, 2, 0, 0]]), np.array([[3, 4, 5]])
-    got = model([source_ids, target_ids]).numpy()
+    got = keras.ops.convert_to_numpy(model([source_ids, target_ids]))
     # the same tensors without Keras masks, with and without explicit masks
-    memory = keras.ops.convert_to_tensor(source_embedding(source_ids).numpy())
-    x = keras.ops.convert_to_tensor(target_embedding(target_ids).numpy())
-    explicit = decoder(x, memory, memory_mask=source_ids != 0).numpy()
-    unmasked = decoder(x, memory).numpy()
+    memory = keras.ops.convert_to_tensor(keras.ops.convert_to_numpy(source_embedding(source_ids)))
+    x = keras.ops.convert_to_tensor(keras.ops.convert_to_numpy(target_embedding(target_ids)))
+    explicit = keras.ops.convert_to_numpy(decoder(x, memory, memory_mask=source_ids != 0))
+    unmasked = keras.ops.convert_to_numpy(decoder(x, memory))
     np.testing.assert_allclose(got, explicit, rtol=1e-6, atol=1e-6)
     assert not np.allclose(got, unmasked, atol=1e-4)
 

@@ -34,9 +34,13 @@ def test_matches_numpy_reference_with_memory(normalize_first):
     expected, self_weights, cross_weights = npt.decoder_block(
         block, X.astype("float64"), MEMORY.astype("float64"), PADDING, MEMORY_MASK
     )
-    np.testing.assert_allclose(output.numpy(), expected, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(scores["self_attention"].numpy(), self_weights, atol=1e-6)
-    np.testing.assert_allclose(scores["cross_attention"].numpy(), cross_weights, atol=1e-6)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(output), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(scores["self_attention"]), self_weights, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(scores["cross_attention"]), cross_weights, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("normalize_first", [False, True], ids=["post_ln", "pre_ln"])
@@ -45,14 +49,16 @@ def test_matches_numpy_reference_decoder_only(normalize_first):
     output, scores = block(X, return_attention_scores=True)
     assert set(scores) == {"self_attention"}
     expected, self_weights, _ = npt.decoder_block(block, X.astype("float64"))
-    np.testing.assert_allclose(output.numpy(), expected, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(scores["self_attention"].numpy(), self_weights, atol=1e-6)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(output), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(scores["self_attention"]), self_weights, atol=1e-6
+    )
 
 
 def test_residual_after_cross_attention_is_norm_1_not_x():
     """The cross-attention residual adds norm_1 (Vaswani et al.), not the block input X."""
     block = built_block(seed=7)
-    output = block(X, MEMORY).numpy()
+    output = keras.ops.convert_to_numpy(block(X, MEMORY))
     expected, _, _ = npt.decoder_block(block, X.astype("float64"), MEMORY.astype("float64"))
     np.testing.assert_allclose(output, expected, rtol=1e-5, atol=1e-5)
     h = X.astype("float64")
@@ -74,16 +80,16 @@ def test_no_position_attends_to_the_future(cross_attention):
     block = built_block(seed=1, cross_attention=cross_attention)
     memory = MEMORY if cross_attention else None
     output, scores = block(X, memory, return_attention_scores=True)
-    weights = scores["self_attention"].numpy()
+    weights = keras.ops.convert_to_numpy(scores["self_attention"])
     assert np.all(weights[:, :, UPPER] == 0.0)
     assert np.all(weights[:, :, ~UPPER] > 0.0)
     # Perturbing position t changes nothing before t.
     for t in range(1, T):
         perturbed = X.copy()
         perturbed[:, t:] += RNG.normal(scale=10.0, size=perturbed[:, t:].shape)
-        changed = block(perturbed, memory).numpy()
-        np.testing.assert_array_equal(changed[:, :t], output.numpy()[:, :t])
-        assert not np.allclose(changed[:, t], output.numpy()[:, t])
+        changed = keras.ops.convert_to_numpy(block(perturbed, memory))
+        np.testing.assert_array_equal(changed[:, :t], keras.ops.convert_to_numpy(output)[:, :t])
+        assert not np.allclose(changed[:, t], keras.ops.convert_to_numpy(output)[:, t])
 
 
 def test_padded_memory_and_padded_decoder_positions_get_zero_weight():
@@ -91,8 +97,8 @@ def test_padded_memory_and_padded_decoder_positions_get_zero_weight():
     _, scores = block(
         X, MEMORY, inputs_mask=PADDING, memory_mask=MEMORY_MASK, return_attention_scores=True
     )
-    assert np.all(scores["cross_attention"].numpy()[1, :, :, 4:] == 0.0)
-    assert np.all(scores["self_attention"].numpy()[1, :, :, 3:] == 0.0)
+    assert np.all(keras.ops.convert_to_numpy(scores["cross_attention"])[1, :, :, 4:] == 0.0)
+    assert np.all(keras.ops.convert_to_numpy(scores["self_attention"])[1, :, :, 3:] == 0.0)
 
 
 @pytest.mark.parametrize("normalize_first", [False, True], ids=["post_ln", "pre_ln"])
@@ -113,17 +119,23 @@ def test_cached_token_by_token_equals_full_causal_pass(cross_attention, normaliz
             memory_mask=mask,
             return_attention_scores=True,
         )
-        steps.append(output.numpy())
-        self_weights.append(scores["self_attention"].numpy())
+        steps.append(keras.ops.convert_to_numpy(output))
+        self_weights.append(keras.ops.convert_to_numpy(scores["self_attention"]))
         if cross_attention:
-            cross_weights.append(scores["cross_attention"].numpy())
-    np.testing.assert_allclose(np.concatenate(steps, 1), full.numpy(), rtol=1e-5, atol=1e-5)
+            cross_weights.append(keras.ops.convert_to_numpy(scores["cross_attention"]))
     np.testing.assert_allclose(
-        np.concatenate(self_weights, 2), full_scores["self_attention"].numpy(), atol=1e-6
+        np.concatenate(steps, 1), keras.ops.convert_to_numpy(full), rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        np.concatenate(self_weights, 2),
+        keras.ops.convert_to_numpy(full_scores["self_attention"]),
+        atol=1e-6,
     )
     if cross_attention:
         np.testing.assert_allclose(
-            np.concatenate(cross_weights, 2), full_scores["cross_attention"].numpy(), atol=1e-6
+            np.concatenate(cross_weights, 2),
+            keras.ops.convert_to_numpy(full_scores["cross_attention"]),
+            atol=1e-6,
         )
 
 
@@ -164,13 +176,20 @@ def test_cached_multi_token_call_with_a_keras_mask_equals_the_full_pass(
         attention_mask=np.broadcast_to(HOLES[:, None, :], (B, 2, T)),
         return_attention_scores=True,
     )
-    got = np.concatenate([prompt.numpy(), rest.numpy()], axis=1)
-    np.testing.assert_allclose(got, full.numpy(), rtol=1e-5, atol=1e-5)
+    got = np.concatenate(
+        [keras.ops.convert_to_numpy(prompt), keras.ops.convert_to_numpy(rest)], axis=1
+    )
+    np.testing.assert_allclose(got, keras.ops.convert_to_numpy(full), rtol=1e-5, atol=1e-5)
     weights = np.concatenate(
-        [prompt_scores["self_attention"].numpy(), rest_scores["self_attention"].numpy()],
+        [
+            keras.ops.convert_to_numpy(prompt_scores["self_attention"]),
+            keras.ops.convert_to_numpy(rest_scores["self_attention"]),
+        ],
         axis=2,
     )
-    np.testing.assert_allclose(weights, full_scores["self_attention"].numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        weights, keras.ops.convert_to_numpy(full_scores["self_attention"]), atol=1e-6
+    )
     assert np.all(weights[1, :, :, 1] == 0.0) and np.all(weights[1, :, :, 4] == 0.0)
 
 
@@ -179,24 +198,32 @@ def test_cache_structure_and_cross_cache_is_the_projected_memory():
     cache = block.initial_cache(B, 7, MEMORY)
     assert sorted(cache) == ["cross_key", "cross_value", "self_key", "self_value"]
     assert tuple(cache["self_key"].shape) == (B, 2, 7, 4)
-    assert np.all(cache["self_value"].numpy() == 0.0)
+    assert np.all(keras.ops.convert_to_numpy(cache["self_value"]) == 0.0)
     attention = block.cross_attention_layer
-    keys = np.einsum("btd,dhe->bhte", MEMORY, attention.key_kernel.numpy())
-    keys += attention.key_bias.numpy()[:, None]
-    values = np.einsum("btd,dhe->bhte", MEMORY, attention.value_kernel.numpy())
-    values += attention.value_bias.numpy()[:, None]
-    np.testing.assert_allclose(cache["cross_key"].numpy(), keys, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(cache["cross_value"].numpy(), values, rtol=1e-5, atol=1e-5)
+    keys = np.einsum("btd,dhe->bhte", MEMORY, keras.ops.convert_to_numpy(attention.key_kernel))
+    keys += keras.ops.convert_to_numpy(attention.key_bias)[:, None]
+    values = np.einsum("btd,dhe->bhte", MEMORY, keras.ops.convert_to_numpy(attention.value_kernel))
+    values += keras.ops.convert_to_numpy(attention.value_bias)[:, None]
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(cache["cross_key"]), keys, rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(cache["cross_value"]), values, rtol=1e-5, atol=1e-5
+    )
     _, new_cache = block(X[:, :1], cache=cache, cache_index=0)
     assert sorted(new_cache) == sorted(cache)
-    np.testing.assert_array_equal(new_cache["cross_key"].numpy(), cache["cross_key"].numpy())
-    assert np.any(new_cache["self_key"].numpy()[:, :, 0] != 0)
-    assert np.all(new_cache["self_key"].numpy()[:, :, 1:] == 0)
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(new_cache["cross_key"]),
+        keras.ops.convert_to_numpy(cache["cross_key"]),
+    )
+    assert np.any(keras.ops.convert_to_numpy(new_cache["self_key"])[:, :, 0] != 0)
+    assert np.all(keras.ops.convert_to_numpy(new_cache["self_key"])[:, :, 1:] == 0)
 
 
+@pytest.mark.tensorflow_only
 def test_prefill_then_steps_in_a_tf_function():
     block = built_block(seed=5)
-    full = block(X, MEMORY, memory_mask=MEMORY_MASK).numpy()
+    full = keras.ops.convert_to_numpy(block(X, MEMORY, memory_mask=MEMORY_MASK))
 
     @tf.function
     def step(tokens, cache, index):
@@ -206,7 +233,14 @@ def test_prefill_then_steps_in_a_tf_function():
     prompt, cache = step(X[:, :3], cache, tf.constant(0))
     fourth, cache = step(X[:, 3:4], cache, tf.constant(3))
     fifth, cache = step(X[:, 4:5], cache, tf.constant(4))
-    got = np.concatenate([prompt.numpy(), fourth.numpy(), fifth.numpy()], axis=1)
+    got = np.concatenate(
+        [
+            keras.ops.convert_to_numpy(prompt),
+            keras.ops.convert_to_numpy(fourth),
+            keras.ops.convert_to_numpy(fifth),
+        ],
+        axis=1,
+    )
     np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
 
 
@@ -219,8 +253,12 @@ def test_keras_masks_of_both_inputs_are_used():
     pooled = keras.layers.GlobalAveragePooling1D()(output)
     model = keras.Model([source, target], [output, scores["cross_attention"], pooled])
     output, cross, pooled = model([np.array([[1, 2, 3, 0]]), np.array([[4, 5, 0]])])
-    assert np.all(cross.numpy()[0, :, :, 3:] == 0.0)
-    np.testing.assert_allclose(pooled.numpy()[0], output.numpy()[0, :2].mean(0), rtol=1e-5)
+    assert np.all(keras.ops.convert_to_numpy(cross)[0, :, :, 3:] == 0.0)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(pooled)[0],
+        keras.ops.convert_to_numpy(output)[0, :2].mean(0),
+        rtol=1e-5,
+    )
 
 
 def test_bad_calls_and_arguments():

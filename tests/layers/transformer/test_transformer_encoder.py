@@ -30,16 +30,20 @@ def test_matches_numpy_stack_of_blocks(normalize_first):
         expected_weights.append(block_weights)
     if normalize_first:
         h = npt.layer_norm(encoder.final_norm, h)
-    np.testing.assert_allclose(output.numpy(), h, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(weights.numpy(), np.stack(expected_weights, 1), atol=1e-6)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(output), h, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(weights), np.stack(expected_weights, 1), atol=1e-6
+    )
     assert weights.shape == (B, 3, 2, T, T)
-    assert np.all(weights.numpy()[1, ..., 2:] == 0.0)
+    assert np.all(keras.ops.convert_to_numpy(weights)[1, ..., 2:] == 0.0)
 
 
 def test_blocks_do_not_share_weights():
     encoder = TransformerEncoder(num_layers=2, num_heads=2, intermediate_dim=12)
     encoder(X)
-    first, second = (block.self_attention.query_kernel.numpy() for block in encoder.blocks)
+    first, second = (
+        keras.ops.convert_to_numpy(block.self_attention.query_kernel) for block in encoder.blocks
+    )
     assert not np.allclose(first, second)
 
 
@@ -50,7 +54,11 @@ def test_keras_mask_passes_through_the_stack():
     pooled = keras.layers.GlobalAveragePooling1D()(output)
     model = keras.Model(tokens, [output, pooled])
     output, pooled = model(np.array([[3, 4, 5, 0, 0]]))
-    np.testing.assert_allclose(pooled.numpy()[0], output.numpy()[0, :3].mean(0), rtol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(pooled)[0],
+        keras.ops.convert_to_numpy(output)[0, :3].mean(0),
+        rtol=1e-5,
+    )
 
 
 def test_bad_arguments():

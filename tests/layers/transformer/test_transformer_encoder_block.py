@@ -25,20 +25,24 @@ def test_matches_numpy_reference(normalize_first, activation):
     block = built_block(normalize_first=normalize_first, activation=activation)
     output, weights = block(X, inputs_mask=PADDING, return_attention_scores=True)
     expected, expected_weights = npt.encoder_block(block, X.astype("float64"), PADDING)
-    np.testing.assert_allclose(output.numpy(), expected, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(weights.numpy(), expected_weights, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(output), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(weights), expected_weights, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_post_ln_and_pre_ln_differ_with_the_same_weights():
     post = built_block(seed=1)
     pre = built_block(seed=1, normalize_first=True)
     pre.set_weights(post.get_weights())
-    assert not np.allclose(post(X).numpy(), pre(X).numpy(), atol=1e-3)
+    assert not np.allclose(
+        keras.ops.convert_to_numpy(post(X)), keras.ops.convert_to_numpy(pre(X)), atol=1e-3
+    )
     # post-LN ends in a LayerNorm: every position has the last norm's statistics.
     plain = built_block(seed=2)
     plain.feed_forward_norm.gamma.assign(np.ones(D, "float32"))
     plain.feed_forward_norm.beta.assign(np.zeros(D, "float32"))
-    output = plain(X).numpy()
+    output = keras.ops.convert_to_numpy(plain(X))
     np.testing.assert_allclose(output.mean(-1), 0.0, atol=1e-5)
     np.testing.assert_allclose(output.std(-1), 1.0, atol=1e-3)
 
@@ -46,11 +50,11 @@ def test_post_ln_and_pre_ln_differ_with_the_same_weights():
 def test_padded_positions_get_zero_weight_and_do_not_leak():
     block = built_block(seed=3)
     _, weights = block(X, inputs_mask=PADDING, return_attention_scores=True)
-    assert np.all(weights.numpy()[1, :, :, 3:] == 0.0)
+    assert np.all(keras.ops.convert_to_numpy(weights)[1, :, :, 3:] == 0.0)
     noisy = X.copy()
     noisy[1, 3:] = RNG.normal(scale=1e3, size=(2, D))
-    clean = block(X, inputs_mask=PADDING).numpy()
-    changed = block(noisy, inputs_mask=PADDING).numpy()
+    clean = keras.ops.convert_to_numpy(block(X, inputs_mask=PADDING))
+    changed = keras.ops.convert_to_numpy(block(noisy, inputs_mask=PADDING))
     np.testing.assert_allclose(changed[1, :3], clean[1, :3], rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(changed[0], clean[0], rtol=1e-6, atol=1e-6)
 
@@ -63,7 +67,10 @@ def test_attention_mask_is_combined_with_padding():
         X, inputs_mask=PADDING, attention_mask=attention_mask, return_attention_scores=True
     )
     allowed = attention_mask & PADDING[:, None, :]
-    assert np.all(weights.numpy()[np.broadcast_to(~allowed[:, None], weights.shape)] == 0.0)
+    assert np.all(
+        keras.ops.convert_to_numpy(weights)[np.broadcast_to(~allowed[:, None], weights.shape)]
+        == 0.0
+    )
 
 
 def test_keras_mask_reaches_the_block_and_passes_on():
@@ -74,8 +81,12 @@ def test_keras_mask_reaches_the_block_and_passes_on():
     pooled = keras.layers.GlobalAveragePooling1D()(output)  # averages real positions only
     model = keras.Model(tokens, [output, weights, pooled])
     output, weights, pooled = model(np.array([[1, 2, 3, 0, 0]]))
-    assert np.all(weights.numpy()[0, :, :, 3:] == 0.0)
-    np.testing.assert_allclose(pooled.numpy()[0], output.numpy()[0, :3].mean(0), rtol=1e-5)
+    assert np.all(keras.ops.convert_to_numpy(weights)[0, :, :, 3:] == 0.0)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(pooled)[0],
+        keras.ops.convert_to_numpy(output)[0, :3].mean(0),
+        rtol=1e-5,
+    )
 
 
 def test_keras_mask_with_an_explicit_attention_mask():
@@ -88,7 +99,7 @@ def test_keras_mask_with_an_explicit_attention_mask():
     model = keras.Model([tokens, pairs], weights)
     allowed = np.ones((1, 5, 5), bool)
     allowed[0, :, 0] = False
-    weights = model([np.array([[1, 2, 3, 0, 0]]), allowed]).numpy()
+    weights = keras.ops.convert_to_numpy(model([np.array([[1, 2, 3, 0, 0]]), allowed]))
     assert np.all(weights[0, :, :, 3:] == 0.0) and np.all(weights[0, :, :, 0] == 0.0)
     np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
 

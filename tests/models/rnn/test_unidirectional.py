@@ -52,17 +52,22 @@ def test_step_view_and_greedy_decoding_match_the_teacher_forced_model(
     encoder = model.get_layer("encoder")
     assert isinstance(encoder, UnidirectionalEncoder)
     assert (encoder.units, encoder.reverse, encoder.num_layers) == (7, reverse_source, num_layers)
-    logits = model({"source_ids": SOURCE, "target_ids": TARGET}).numpy()
+    logits = keras.ops.convert_to_numpy(model({"source_ids": SOURCE, "target_ids": TARGET}))
     state = steps.encode(SOURCE)
     for t in range(TARGET.shape[1]):
         logits_t, state = steps.step(TARGET[:, t], state)
         real = TARGET[:, t] != 0
-        np.testing.assert_allclose(logits_t.numpy()[real], logits[real, t], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(logits_t)[real], logits[real, t], rtol=1e-5, atol=1e-5
+        )
     # Greedy decoding picks the argmax of the teacher-forced model on its own prefix.
     greedy = greedy_search(steps.step, steps.encode(SOURCE), 2, start_id=2, end_id=3, max_length=6)
-    ids, lengths = greedy.ids.numpy(), greedy.lengths.numpy()
+    ids, lengths = (
+        keras.ops.convert_to_numpy(greedy.ids),
+        keras.ops.convert_to_numpy(greedy.lengths),
+    )
     prefix = np.concatenate([np.full((2, 1), 2, "int32"), ids[:, :-1]], axis=1)
-    forced = model({"source_ids": SOURCE, "target_ids": prefix}).numpy()
+    forced = keras.ops.convert_to_numpy(model({"source_ids": SOURCE, "target_ids": prefix}))
     forced[..., [0, 2]] = -np.inf  # padding and START are never generated
     for row in range(2):
         np.testing.assert_array_equal(
@@ -76,12 +81,27 @@ def test_reversed_memory_is_in_source_order_and_differs_from_forward():
     memory, h, c = model.get_layer("encoder")(embedded, mask=SOURCE != 0)
     # Row 1 read alone, backwards: its memory and final states are those of the padded batch.
     alone, h_alone, _ = model.get_layer("encoder")(embedded[1:, :2])
-    np.testing.assert_allclose(memory.numpy()[1, :2], alone.numpy()[0], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(h.numpy()[1], h_alone.numpy()[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(memory)[1, :2],
+        keras.ops.convert_to_numpy(alone)[0],
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(h)[1],
+        keras.ops.convert_to_numpy(h_alone)[0],
+        rtol=1e-5,
+        atol=1e-6,
+    )
     forward, _ = tiny("rnn-luong", encoder_direction="uni")
     forward.set_weights(model.get_weights())
     inputs = {"source_ids": SOURCE, "target_ids": TARGET}
-    assert np.abs(forward(inputs).numpy() - model(inputs).numpy()).max() > 1e-4
+    assert (
+        np.abs(
+            keras.ops.convert_to_numpy(forward(inputs)) - keras.ops.convert_to_numpy(model(inputs))
+        ).max()
+        > 1e-4
+    )
 
 
 def test_bidirectional_default_is_unchanged_and_reverse_needs_uni():
@@ -108,7 +128,11 @@ def test_a_reversed_encoder_survives_a_keras_round_trip(tmp_path):
     loaded = keras.saving.load_model(path, compile=False)
     assert loaded.get_layer("encoder").reverse is True
     inputs = {"source_ids": SOURCE, "target_ids": TARGET}
-    np.testing.assert_allclose(loaded(inputs).numpy(), model(inputs).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(loaded(inputs)),
+        keras.ops.convert_to_numpy(model(inputs)),
+        atol=1e-6,
+    )
 
 
 def luong_parameters(source_vocab, target_vocab, embedding_dim, units, layers):
