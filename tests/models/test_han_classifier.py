@@ -79,7 +79,9 @@ def test_training_lowers_the_loss():
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     before = model.evaluate(docs, labels, verbose=0)
-    model.fit(docs, labels, batch_size=16, epochs=6, verbose=0, shuffle=False)
+    # 10 epochs: seed 0 ends at 0.26 of the initial loss under TensorFlow, 0.49 under JAX (its
+    # initial weights differ; at 6 epochs 0.72 and 0.87), both far below the bound.
+    model.fit(docs, labels, batch_size=16, epochs=10, verbose=0, shuffle=False)
     after = model.evaluate(docs, labels, verbose=0)
     assert after < 0.8 * before, (before, after)
 
