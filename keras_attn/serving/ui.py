@@ -8,6 +8,7 @@
                                      models with a version available, and how the latest one
                                      decodes (`keras_attn.formats.read_export_description`)
     GET /ui/scene.png?seed=N&size=S  a generated scene (keras_attn.vision.scenes), for captioners
+                                     and answerers
 
 Nothing else: every other path goes on to the REST API (404 outside it). The page reads each
 model's metadata and calls `:predict` like any other client; the routes above only read. Every

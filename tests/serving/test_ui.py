@@ -177,6 +177,17 @@ def _tiny_translator(root) -> str:
     return str(root / "rnn-attention")
 
 
+def _tiny_answerer(root) -> str:
+    """An untrained tiny `vqa-coattention` run (`write_tiny_run`: 32-pixel scenes), exported as
+    `keras-attn export` does."""
+    from keras_attn.export.cli import export_run
+    from tests.export.conftest import write_tiny_run
+
+    run = write_tiny_run(root / "answerer-run", "vqa-coattention")
+    export_run(run.path, root / "answerer", check=False)
+    return str(root / "answerer")
+
+
 def _scene_png(seed: int) -> bytes:
     from keras_attn.vision import encode_png, generate_scene
 
@@ -219,6 +230,7 @@ def model_config(tmp_path_factory) -> model_server_config_pb2.ModelServerConfig:
             {"serving_default": "predict", "predict": "predict"},
         ),
         "captioner": _tiny_captioner(root / "captioner"),
+        "answerer": _tiny_answerer(root),
         "rnn-attention": _tiny_translator(root),
     }
     config = model_server_config_pb2.ModelServerConfig()
@@ -279,13 +291,14 @@ def test_every_viewer_response_sends_a_restrictive_policy(page_url):
     assert policy["frame-ancestors"] == "'none'"
     listing = json.loads(_get(page_url + "ui/models.json")[2])
     assert listing["models"] == [
-        "captioner", "classifier", "generator", "markup", "rnn-attention", "translator"
+        "answerer", "captioner", "classifier", "generator", "markup", "rnn-attention",
+        "translator",
     ]  # fmt: skip
     # How each export decodes: recorded by keras-attn export, absent from the fixture modules.
     greedy = {"decoder": "greedy", "jit_compile": False}
     assert listing["decoding"] == {
-        "captioner": greedy, "classifier": None, "generator": None, "markup": None,
-        "rnn-attention": greedy, "translator": None,
+        "answerer": None, "captioner": greedy, "classifier": None, "generator": None,
+        "markup": None, "rnn-attention": greedy, "translator": None,
     }  # fmt: skip
 
 
@@ -649,6 +662,60 @@ def test_captioner_view_captions_a_generated_scene(browser, page_url, grpc_stub)
     served = parse_response_outputs(grpc_stub.Predict(request, timeout=10))
     caption = browser.find_element(By.ID, "captioner-caption").text
     assert caption == _text(served["caption"][0])
+
+
+def test_answerer_view_shows_the_served_answer_and_both_attentions(
+    browser, page_url, grpc_stub, tmp_path
+):
+    from selenium.webdriver.common.by import By
+
+    png = _scene_png(5)
+    (tmp_path / "scene.png").write_bytes(png)
+    question = "what color is the hat?"
+    _open_model(browser, page_url, "answerer", "answerer")
+    field = browser.find_element(By.ID, "answerer-question")
+    field.clear()
+    field.send_keys(question)
+    browser.find_element(By.ID, "answerer-file").send_keys(str(tmp_path / "scene.png"))
+    words = _wait(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#answerer-words .token"), "no words"
+    )
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "answerer"
+    request.model_spec.signature_name = "answer"
+    request.inputs["image"].CopyFrom(tf.make_tensor_proto([png]))
+    request.inputs["question"].CopyFrom(tf.make_tensor_proto([question]))
+    served = parse_response_outputs(grpc_stub.Predict(request, timeout=10))
+    assert browser.find_element(By.ID, "answerer-answer").text == _text(served["answer"][0])
+    tokens = [_text(t) for t in served["tokens"][0] if _text(t)]
+    assert [word.text for word in words] == tokens and len(tokens) == 6  # "?" included
+    np.testing.assert_allclose(
+        [float(word.get_attribute("data-weight")) for word in words],
+        np.asarray(served["question_attention"][0])[: len(tokens)],
+        rtol=0,
+        atol=1e-6,
+    )
+    cells = browser.find_elements(By.CSS_SELECTOR, "#answerer-overlay div")
+    served_map = np.asarray(served["attention"][0])  # (H', W')
+    assert len(cells) == served_map.size == 16
+    shown = np.zeros(served_map.shape)
+    for cell in cells:
+        row, column = int(cell.get_attribute("data-row")), int(cell.get_attribute("data-column"))
+        shown[row, column] = float(cell.get_attribute("data-weight"))
+    np.testing.assert_allclose(shown, served_map, rtol=0, atol=1e-6)
+    assert not np.allclose(served_map, served_map.flat[0])  # a map, not a constant
+    # The five most probable answers, highest first.
+    names = [
+        c.text for c in browser.find_elements(By.CSS_SELECTOR, "#answerer-results .class-name")
+    ]
+    order = np.argsort(-np.asarray(served["scores"][0]), kind="stable")[:5]
+    assert names == [_text(served["classes"][0][c]) for c in order]
+    # Asking again about a drawn scene answers about that scene.
+    browser.find_element(By.ID, "answerer-scene").click()
+    status = browser.find_element(By.ID, "status")
+    _wait(browser, lambda d: status.text == "ready", "the scene was not answered")
+    assert "error" not in status.get_attribute("class")
+    _screenshot(browser, "viewer_answerer.png")
 
 
 def _screenshot(driver, name: str) -> None:

@@ -5,7 +5,7 @@
 
 (() => {
   const $ = (id) => document.getElementById(id);
-  const VIEWS = ["translator", "captioner", "generator", "classifier", "unknown"];
+  const VIEWS = ["translator", "captioner", "answerer", "generator", "classifier", "unknown"];
   let current = null; // {name, kind, signatures}
   let decoding = {}; // model name -> how its export decodes ({decoder, beam_size, ...}) or null
 
@@ -64,6 +64,7 @@
     const outputs = new Set(Object.keys(signatures).flatMap((key) => outputsOf(signatures, key)));
     if (outputs.has("translation")) return "translator";
     if (outputs.has("caption")) return "captioner";
+    if (outputs.has("answer")) return "answerer";
     if (outputs.has("continuation")) return "generator";
     if (outputs.has("classes") && outputs.has("scores")) return "classifier";
     return "unknown";
@@ -156,13 +157,15 @@
 
   // ----------------------------------------------------------------- captioner
 
-  let image = null; // {b64, url}
+  const images = {}; // view ("captioner", "answerer") -> the image shown there, {b64, url}
   let caption = null; // the outputs of the last caption
 
-  function showImage(dataUrl) {
-    image = { b64: dataUrl.slice(dataUrl.indexOf(",") + 1), url: dataUrl };
-    $("captioner-image").src = dataUrl;
-    return runCaption();
+  // Shows `dataUrl` in `view`'s stage, then captions it or answers the question about it.
+  function showImage(view, dataUrl) {
+    images[view] = { b64: dataUrl.slice(dataUrl.indexOf(",") + 1), url: dataUrl };
+    $(`${view}-image`).src = dataUrl;
+    $(`${view}-overlay`).replaceChildren();
+    return view === "captioner" ? runCaption() : ask();
   }
 
   function readAsDataUrl(blob) {
@@ -179,7 +182,7 @@
     $("captioner-words").replaceChildren();
     $("captioner-caption").textContent = "";
     const outputs = await predict(pick(["caption", "serving_default"]), {
-      image: [{ b64: image.b64 }],
+      image: [{ b64: images.captioner.b64 }],
     });
     caption = outputs;
     $("captioner-caption").textContent = outputs.caption[0];
@@ -191,14 +194,12 @@
     });
   }
 
-  // Overlays word `t`'s attention map (H' x W' regions) on the image: each region is darkened
-  // by how much less weight it has than the most attended one.
-  function showAttention(t) {
-    const map = caption.attention[0][t];
+  // Overlays an attention map (H' x W' regions) on a stage's image: each region is darkened by
+  // how much less weight it has than the most attended one.
+  function drawOverlay(overlay, map) {
     const rows = map.length;
     const columns = map[0].length;
     const max = Math.max(1e-9, ...map.flat());
-    const overlay = $("captioner-overlay");
     overlay.style.gridTemplateRows = `repeat(${rows}, 1fr)`;
     overlay.style.gridTemplateColumns = `repeat(${columns}, 1fr)`;
     overlay.replaceChildren();
@@ -211,8 +212,40 @@
       cell.style.backgroundColor = `rgba(0, 0, 0, ${0.8 * (1 - weight / max)})`;
       overlay.appendChild(cell);
     }));
+  }
+
+  // Overlays caption word `t`'s attention map.
+  function showAttention(t) {
+    drawOverlay($("captioner-overlay"), caption.attention[0][t]);
     $("captioner-words").querySelectorAll(".token").forEach((token, i) =>
       token.classList.toggle("selected", i === t));
+  }
+
+  // ----------------------------------------------------------------- answerer
+
+  async function ask() {
+    for (const id of ["answerer-overlay", "answerer-words", "answerer-results"]) {
+      $(id).replaceChildren();
+    }
+    $("answerer-answer").textContent = "";
+    if (!images.answerer) throw new Error("choose an image or draw a scene first");
+    const question = $("answerer-question").value;
+    const outputs = await predict(pick(["answer", "serving_default"]), {
+      image: [{ b64: images.answerer.b64 }],
+      question: [question],
+    });
+    $("answerer-answer").textContent = outputs.answer[0];
+    drawOverlay($("answerer-overlay"), outputs.attention[0]);
+    const weights = outputs.question_attention[0];
+    const max = Math.max(1e-9, ...weights);
+    trimmed(outputs.tokens[0]).forEach((word, t) => {
+      const token = element("span", word, "token");
+      token.dataset.weight = String(weights[t]);
+      token.title = `attention ${weights[t].toFixed(4)}`;
+      token.style.backgroundColor = `rgba(37, 99, 235, ${0.6 * weights[t] / max})`;
+      $("answerer-words").appendChild(token);
+    });
+    $("answerer-results").appendChild(labelTable(outputs.classes[0], outputs.scores[0], 5));
   }
 
   // ----------------------------------------------------------------- generator
@@ -248,24 +281,28 @@
       const result = element("div", null, "result");
       result.appendChild(element("p", text, "source"));
       if (outputs.label) result.appendChild(element("p", outputs.label[i], "output label"));
-      const table = element("table", null, "labels");
-      const order = outputs.scores[i].map((score, c) => c).sort(
-        (a, b) => outputs.scores[i][b] - outputs.scores[i][a]);
-      for (const c of order) {
-        const row = table.insertRow();
-        row.appendChild(element("td", outputs.classes[i][c], "class-name"));
-        const probability = element("td", outputs.scores[i][c].toFixed(4), "probability");
-        probability.dataset.value = String(outputs.scores[i][c]);
-        row.appendChild(probability);
-        const bar = element("div", null, "bar");
-        bar.style.width = `${100 * outputs.scores[i][c]}%`;
-        const barCell = row.insertCell();
-        barCell.className = "bar-cell";
-        barCell.appendChild(bar);
-      }
-      result.appendChild(table);
+      result.appendChild(labelTable(outputs.classes[i], outputs.scores[i]));
       results.appendChild(result);
     });
+  }
+
+  // A table of class names and their probabilities, most probable first (the first `limit`).
+  function labelTable(classes, scores, limit = classes.length) {
+    const table = element("table", null, "labels");
+    const order = scores.map((score, c) => c).sort((a, b) => scores[b] - scores[a]);
+    for (const c of order.slice(0, limit)) {
+      const row = table.insertRow();
+      row.appendChild(element("td", classes[c], "class-name"));
+      const probability = element("td", scores[c].toFixed(4), "probability");
+      probability.dataset.value = String(scores[c]);
+      row.appendChild(probability);
+      const bar = element("div", null, "bar");
+      bar.style.width = `${100 * scores[c]}%`;
+      const barCell = row.insertCell();
+      barCell.className = "bar-cell";
+      barCell.appendChild(bar);
+    }
+    return table;
   }
 
   // ----------------------------------------------------------------- models
@@ -273,12 +310,17 @@
   // Empties every view, so that no answer of the previous model stays on the page.
   function clearOutputs() {
     for (const id of ["translator-results", "classifier-results", "captioner-words",
-      "captioner-overlay"]) $(id).replaceChildren();
-    for (const id of ["captioner-caption", "generator-continuation", "generator-score"]) {
+      "captioner-overlay", "answerer-overlay", "answerer-words", "answerer-results"]) {
+      $(id).replaceChildren();
+    }
+    for (const id of ["captioner-caption", "answerer-answer", "generator-continuation",
+      "generator-score"]) {
       $(id).textContent = "";
     }
-    $("captioner-image").removeAttribute("src");
-    image = null;
+    for (const view of ["captioner", "answerer"]) {
+      $(`${view}-image`).removeAttribute("src");
+      delete images[view];
+    }
     caption = null;
   }
 
@@ -332,15 +374,21 @@
   $("translator-run").addEventListener("click", () => busy(translate));
   $("generator-run").addEventListener("click", () => busy(generate));
   $("classifier-run").addEventListener("click", () => busy(classify));
-  $("captioner-file").addEventListener("change", (event) => {
-    const file = event.target.files[0];
-    if (file) busy(async () => showImage(await readAsDataUrl(file)));
+  $("answerer-run").addEventListener("click", () => busy(ask));
+  $("answerer-question").addEventListener("keydown", (event) => {
+    if (event.key === "Enter") busy(ask);
   });
-  $("captioner-scene").addEventListener("click", () => busy(async () => {
-    const seed = Math.floor(Math.random() * 2 ** 31);
-    const response = await fetch(`/ui/scene.png?seed=${seed}&size=64`);
-    if (!response.ok) throw new Error(`HTTP ${response.status}`);
-    await showImage(await readAsDataUrl(await response.blob()));
-  }));
+  for (const view of ["captioner", "answerer"]) {
+    $(`${view}-file`).addEventListener("change", (event) => {
+      const file = event.target.files[0];
+      if (file) busy(async () => showImage(view, await readAsDataUrl(file)));
+    });
+    $(`${view}-scene`).addEventListener("click", () => busy(async () => {
+      const seed = Math.floor(Math.random() * 2 ** 31);
+      const response = await fetch(`/ui/scene.png?seed=${seed}&size=64`);
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      await showImage(view, await readAsDataUrl(await response.blob()));
+    }));
+  }
   busy(start);
 })();
