@@ -85,7 +85,8 @@ def config_for(name: str, corpora: dict, **fields) -> TrainConfig:
     family's options too."""
     family = get_family(name)
     corpus = {"classification": corpora["labelled"], "tagging": corpora["tagged"]}.get(
-        family.task, "scenes-32" if family.task == "captioning" else corpora["pairs"]
+        family.task,
+        "scenes-32" if family.task in ("captioning", "question_answering") else corpora["pairs"],
     )
     options = {k: v for k, v in {**TINY_OPTIONS, **fields}.items() if k in family.option_names}
     fields = {k: v for k, v in fields.items() if k not in family.option_names}

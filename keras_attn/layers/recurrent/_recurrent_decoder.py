@@ -342,10 +342,23 @@ class AttentionDecoder(RecurrentDecoder):
 
         sequence = ops.transpose(inputs, (1, 0, 2))  # (batch, T_y, d_y) -> (T_y, batch, d_y)
         dropout_masks = self.layer_dropout_masks(batch_size, ops.shape(inputs)[1], training)
+        width, inputs_dtype = inputs.shape[-1], sequence.dtype
+        if dropout_masks:
+            # The masks ride in the scanned tensor, after each step's inputs (float32, which
+            # holds float16 and bfloat16 values exactly): Keras' TensorFlow scan fails on several
+            # scanned tensors of unknown length.
+            sequence = ops.concatenate(
+                [ops.cast(x, "float32") for x in (sequence, *dropout_masks)], axis=-1
+            )
 
         def body(carry, sequences_t):
-            inputs_t, *masks_t = sequences_t if dropout_masks else (sequences_t,)
-            step_kwargs = {"dropout_masks": masks_t} if dropout_masks else {}
+            inputs_t, step_kwargs = sequences_t, {}
+            if dropout_masks:  # (batch, d_y + (L - 1) units) -> inputs, one mask per layer
+                inputs_t = ops.cast(sequences_t[:, :width], inputs_dtype)
+                step_kwargs["dropout_masks"] = [
+                    ops.cast(sequences_t[:, start : start + self.units], self.compute_dtype)
+                    for start in range(width, width + len(dropout_masks) * self.units, self.units)
+                ]
             output, alignment, new_states = self.step(
                 inputs_t, carry[0], memory, prepared_memory, memory_mask, training, **step_kwargs
             )
@@ -357,7 +370,7 @@ class AttentionDecoder(RecurrentDecoder):
         _, (_, outputs, alignments) = ops.scan(
             body,
             (self.initial_step_states(initial_state), initial_output, initial_alignment),
-            (sequence, *dropout_masks) if dropout_masks else sequence,
+            sequence,
         )
         return ops.transpose(outputs, (1, 0, 2)), ops.transpose(alignments, (1, 0, 2))
 

@@ -264,16 +264,22 @@ class ShowAttendTellDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
         batch_size, regions = ops.shape(inputs)[0], ops.shape(features)[1]
 
         sequence = ops.transpose(inputs, (1, 0, 2))  # (batch, T, m) -> (T, batch, m)
+        width = inputs.shape[-1]
         # Hard attention's sampling noise for every step, drawn before the loop: a draw inside
-        # keras.ops.scan would update the seed generator from inside it (a leak under JAX).
+        # keras.ops.scan would update the seed generator from inside it (a leak under JAX). The
+        # noise rides in the scanned tensor, after each step's inputs (float32, which holds the
+        # float16 and bfloat16 inputs exactly): Keras' TensorFlow scan fails on several scanned
+        # tensors of unknown length.
         sampling = training and self.attention == "hard"
         if sampling:
-            noise = self.region_attention.draw_uniform(
-                (ops.shape(inputs)[1], batch_size, 1, regions)
-            )
+            noise = self.region_attention.draw_uniform((ops.shape(inputs)[1], batch_size, regions))
+            sequence = ops.concatenate([ops.cast(sequence, "float32"), noise], axis=-1)
 
         def body(carry, sequences_t):
-            inputs_t, noise_t = sequences_t if sampling else (sequences_t, None)
+            inputs_t, noise_t = sequences_t, None
+            if sampling:  # (batch, m + L) -> inputs (batch, m), noise (batch, 1, L)
+                inputs_t = ops.cast(sequences_t[:, :width], self.compute_dtype)
+                noise_t = ops.expand_dims(sequences_t[:, width:], 1)
             output, weights, alpha, states = self.step(
                 inputs_t, carry[0], features, prepared, training, noise=noise_t
             )
@@ -287,9 +293,7 @@ class ShowAttendTellDecoder(FirstInputMaskPassthrough, keras.layers.Layer):
             ops.zeros((batch_size, regions), dtype="float32"),
         )
         # Time-major: (T, batch, m) -> outputs (T, batch, m), weights and alphas (T, batch, L)
-        _, (_, outputs, weights, alphas) = ops.scan(
-            body, initial, (sequence, noise) if sampling else sequence
-        )
+        _, (_, outputs, weights, alphas) = ops.scan(body, initial, sequence)
         outputs = apply_query_mask(ops.transpose(outputs, (1, 0, 2)), inputs_mask)
         weights = apply_query_mask(ops.transpose(weights, (1, 0, 2)), inputs_mask)
         if self.penalty:
