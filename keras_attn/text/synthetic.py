@@ -21,6 +21,7 @@ The words come from the tables in `keras_attn/text/data/` (see `keras_attn.text.
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass
 
@@ -682,10 +683,19 @@ def generate_pairs(num_pairs: int = 30000, seed: int = 0) -> list[tuple[str, str
     return [(_join(es), _join(en)) for es, en in _derivations(num_pairs, seed)]
 
 
-def _derivations(num_pairs: int, seed: int) -> list[tuple[list[str], list[Word]]]:
+def _derivations(num_pairs: int, seed: int) -> tuple[tuple[tuple[str, ...], tuple[Word, ...]], ...]:
     """The words of the first `num_pairs` sentence pairs with distinct Spanish sides."""
     if num_pairs < 0:
         raise ValueError(f"Expected num_pairs >= 0. Received: num_pairs={num_pairs}")
+    return _cached_derivations(num_pairs, seed)
+
+
+# The grammar is pure Python (about 4 s for the 30,000 pairs of `load_splits`): a process that
+# trains several runs on the same corpus (a test session, an experiment) derives it once.
+@functools.lru_cache(maxsize=4)
+def _cached_derivations(
+    num_pairs: int, seed: int
+) -> tuple[tuple[tuple[str, ...], tuple[Word, ...]], ...]:
     grammar = _Grammar(seed)
     seen: set[str] = set()
     derivations = []
@@ -694,8 +704,8 @@ def _derivations(num_pairs: int, seed: int) -> list[tuple[list[str], list[Word]]
         text = _join(es)
         if text not in seen:
             seen.add(text)
-            derivations.append((es, en))
-    return derivations
+            derivations.append((tuple(es), tuple(en)))
+    return tuple(derivations)
 
 
 def generate_tagged(

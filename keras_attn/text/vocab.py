@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Sequence
 
@@ -49,7 +50,7 @@ def build_wordpiece_vocab(
     >>> vocab[:4], "gato" in vocab, "." in vocab
     (['[PAD]', '[UNK]', '[START]', '[END]'], True, True)
     """
-    sentences = list(sentences)
+    sentences = tuple(sentences)
     if not sentences:
         raise ValueError("Expected at least one sentence to build a vocabulary from.")
     reserved = list(reserved_tokens)
@@ -58,6 +59,14 @@ def build_wordpiece_vocab(
             f"Expected vocab_size > {len(reserved)} (the reserved tokens). "
             f"Received: vocab_size={vocab_size}"
         )
+    return list(_learn(sentences, vocab_size, tuple(reserved)))
+
+
+# Learning takes seconds on a corpus of tens of thousands of sentences: a process that trains
+# several runs on the same text (a test session, an experiment) learns each vocabulary once.
+@functools.lru_cache(maxsize=8)
+def _learn(sentences: tuple[str, ...], vocab_size: int, reserved: tuple[str, ...]) -> tuple:
+    reserved = list(reserved)
     dataset = (
         tf.data.Dataset.from_tensor_slices(tf.constant(sentences, tf.string))
         .batch(_BATCH)
@@ -71,7 +80,7 @@ def build_wordpiece_vocab(
     )
     if vocab[: len(reserved)] != reserved:
         raise RuntimeError(f"Reserved tokens are not first in the learned vocabulary: {vocab[:8]}")
-    return vocab
+    return tuple(vocab)
 
 
 def save_vocab(path: str | os.PathLike, vocab: Sequence[str]) -> None:
