@@ -1,4 +1,7 @@
-"""experiments/luong_diagnostics.py on tiny trained Luong translators."""
+"""experiments/luong_diagnostics.py on tiny Luong translators.
+
+The diagnostics read a run directory: each test writes one as `keras-attn train` does, untrained
+(`write_tiny_run`), and sets the weights a statistic is checked against itself."""
 
 import importlib.util
 import pathlib
@@ -13,14 +16,16 @@ from keras_attn.distributions.softmax import Softmax
 from keras_attn.layers.attention.local_attention import LocalAttention
 from keras_attn.scores import ResidualGeneralScore
 from keras_attn.text import corpora
-from keras_attn.training.trainer import RunDirectory, TrainConfig, _training_data, train
+from keras_attn.training.trainer import RunDirectory, _training_data
+from tests.export.conftest import write_tiny_run
 
 _PATH = pathlib.Path(__file__).resolve().parents[2] / "experiments" / "luong_diagnostics.py"
-TINY = dict(
-    model="rnn-luong", steps=2, batch_size=16, vocab_size=400, checkpoint_every=2,
-    eval_sentences=0, train_examples=256,
-)  # fmt: skip
-TINY_OPTIONS = {"units": 16, "embedding_dim": 8, "dropout": 0.0}
+TINY = {"batch_size": 16, "train_examples": 256}  # two diagnosed batches: 32 pairs
+
+
+def tiny_run(path, **options):
+    """An untrained `rnn-luong` run (16 units) at `path`."""
+    return write_tiny_run(path, "rnn-luong", **TINY, **options)
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +38,8 @@ def diagnostics():
 
 
 def test_global_and_local_p_statistics(diagnostics, tmp_path, capsys):
-    train(
-        tmp_path / "dot",
-        TrainConfig(options={**TINY_OPTIONS, "score": "dot"}, **TINY),
-        progress=False,
-    )
-    train(
-        tmp_path / "local",
-        TrainConfig(options={**TINY_OPTIONS, "attention": "local-p", "window": 3}, **TINY),
-        progress=False,
-    )
+    tiny_run(tmp_path / "dot", score="dot")
+    tiny_run(tmp_path / "local", attention="local-p", window=3)
     softmax_call, positions = Softmax.call, LocalAttention._aligned_positions
 
     dot = diagnostics.diagnose(str(tmp_path / "dot"), batches=1)
@@ -71,22 +68,14 @@ def test_global_and_local_p_statistics(diagnostics, tmp_path, capsys):
 @pytest.mark.parametrize("input_feeding", [True, False])  # the scan and the one-pass decoder
 def test_local_p_positions_from_a_known_predictor(diagnostics, tmp_path, input_feeding):
     """v_p = 0 puts p_t at S / 2 at every step; v_p = 60 sign(tanh(W_p h_t)) saturates it."""
-    config = TrainConfig(
-        options={
-            **TINY_OPTIONS,
-            "attention": "local-p",
-            "window": 3,
-            "input_feeding": input_feeding,
-        },
-        **TINY,
-    )
-    train(tmp_path / "run", config, progress=False)
+    tiny_run(tmp_path / "run", attention="local-p", window=3, input_feeding=input_feeding)
     model = keras.saving.load_model(str(tmp_path / "run" / "model.keras"))
     align = model.get_layer("decoder").attention_layer
     align.position_v.assign(np.zeros(align.position_v.shape, "float32"))
     model.save(str(tmp_path / "run" / "model.keras"))
     middle = diagnostics.diagnose(str(tmp_path / "run"), batches=2)
     run = RunDirectory(tmp_path / "run")
+    config = run.read_config()
     plan = _training_data(run, config, corpora.load_corpus(config.corpus, seed=0)["train"])
     real_steps = sum(int((plan.batch(i)[0]["target_ids"] != 0).sum()) for i in range(2))
     assert middle["position_steps"] == real_steps  # padded target steps are left out
@@ -108,35 +97,29 @@ def test_local_p_positions_from_a_known_predictor(diagnostics, tmp_path, input_f
 
 def test_residual_score_correction_is_read_from_the_saved_kernel(diagnostics, tmp_path, capsys):
     residual_score = ResidualGeneralScore.score
-    config = TrainConfig(
-        options={**TINY_OPTIONS, "score": "residual_general"},
-        learning_rate=0.05,
-        warmup_steps=0,
-        schedule="cosine",
-        **TINY,
-    )
-    train(tmp_path / "residual", config, progress=False)
-    result = diagnostics.diagnose(str(tmp_path / "residual"), batches=1)
+    tiny_run(tmp_path / "residual", score="residual_general")
     model = keras.saving.load_model(str(tmp_path / "residual" / "model.keras"))
-    kernel = model.get_layer("decoder").attention_layer.score_fn.kernel.numpy()  # (16, 16)
+    score_fn = model.get_layer("decoder").attention_layer.score_fn
+    kernel = np.random.default_rng(0).normal(0.0, 0.3, score_fn.kernel.shape).astype("float32")
+    score_fn.kernel.assign(kernel)  # W starts at zero: the dot score
+    model.save(str(tmp_path / "residual" / "model.keras"))
+    result = diagnostics.diagnose(str(tmp_path / "residual"), batches=1)
     expected = np.linalg.norm(kernel / 16.0) / np.sqrt(16.0)  # ||W/d||_F / ||I||_F, d = 16
-    assert expected > 0  # two Adam steps at lr 0.05 moved W off zero
     np.testing.assert_allclose(result["correction"], expected, rtol=1e-6)
-    trained_std = result["correction_std"]
-    assert trained_std > 0  # the learned term moves the scores
+    learned_std = result["correction_std"]
+    assert learned_std > 0  # the W term moves the scores
     assert diagnostics.main([str(tmp_path / "residual"), "--batches", "1"]) == 0
     printed = capsys.readouterr().out
     assert "global residual_general: score std" in printed
     assert f"||W/d|| / ||I|| {expected:.3f}, std of q^T (W/d) k" in printed
 
     # With W = 0 the model is the dot model: the learned term is zero at every position, up to
-    # float32 rounding of two einsum orders (about 1e-4 of the trained model's here).
+    # float32 rounding of two einsum orders (about 1e-4 of the model with W set, here).
     zeroed = tmp_path / "zeroed"
     shutil.copytree(tmp_path / "residual", zeroed)
-    score_fn = model.get_layer("decoder").attention_layer.score_fn
     score_fn.kernel.assign(np.zeros_like(kernel))
     model.save(str(zeroed / "model.keras"))
     result = diagnostics.diagnose(str(zeroed), batches=1)
     assert result["correction"] == 0.0
-    assert result["correction_std"] < 1e-3 * trained_std
+    assert result["correction_std"] < 1e-3 * learned_std
     assert ResidualGeneralScore.score is residual_score  # the wrapped hooks are put back

@@ -235,17 +235,23 @@ def test_parse_args_rejects_bad_workers_and_abbreviations(quality, capsys):
 
 
 @pytest.mark.slow
-def test_workers_train_arms_in_parallel_processes(quality, tmp_path):
+def test_workers_train_the_arms_then_main_writes_tables_and_figures_and_reuses_them(
+    quality, tmp_path
+):
     out = tmp_path / "out"
     argv = [
-        "--corpora", "synthetic", "--arms", "no-attention", "luong-dot-sgd", "--workers", "2",
-        "--budget-minutes", "0.02", "--test-sentences", "20", "--batch-size", "16",
-        "--out", str(out),
+        "--corpora", "synthetic", "--arms", "no-attention", "bahdanau", "luong-dot-sgd",
+        "--workers", "2", "--budget-minutes", "0.02", "--test-sentences", "30",
+        "--batch-size", "16", "--out", str(out),
     ]  # fmt: skip
-    assert quality.main(argv) == 0
+    assert quality.main(argv) == 0  # three arms, two worker processes at a time
     results = json.loads((out / "results.json").read_text())["results"]["synthetic"]
-    assert [r["arm"] for r in results] == ["no attention", "Luong dot SGD"]
-    assert all(r["steps"] >= 1 and r["test_sentences"] == 20 for r in results)
+    assert [r["arm"] for r in results] == ["no attention", "Bahdanau", "Luong dot SGD"]
+    for result in results:
+        assert result["steps"] >= 1 and result["test_sentences"] == 30
+        assert result["train_cpu_seconds"] >= 0.02 * 60  # --clock cpu (the default)
+        assert sum(b["sentences"] for b in result["buckets"]) == 30
+    assert results[0]["monotone"] is None and results[1]["monotone"] is not None
     assert len(list((out / "synthetic" / "vocab").iterdir())) == 2  # built once, by the parent
     from keras_attn.text.corpora import load_corpus
     from keras_attn.training.trainer import RunDirectory
@@ -255,31 +261,13 @@ def test_workers_train_arms_in_parallel_processes(quality, tmp_path):
     per_pass = len(load_corpus("synthetic", seed=0)["train"]) // 16
     assert (config.optimizer, config.schedule, config.learning_rate) == ("sgd", "halving", 4.0)
     assert (config.decay_start, config.decay_every) == (5 * per_pass, per_pass)
-    plain = RunDirectory(out / "synthetic" / "no-attention" / "run").read_config()
-    assert (plain.optimizer, plain.schedule, plain.decay_start) == ("adam", "inverse-sqrt", None)
-
-
-@pytest.mark.slow
-def test_main_trains_two_arms_and_writes_tables_and_figures(quality, tmp_path):
-    out = tmp_path / "out"
-    argv = [
-        "--corpora", "synthetic", "--arms", "no-attention", "bahdanau",
-        "--budget-minutes", "0.02", "--test-sentences", "30", "--batch-size", "16",
-        "--out", str(out),
-    ]  # fmt: skip
-    assert quality.main(argv) == 0
-    results = json.loads((out / "results.json").read_text())["results"]["synthetic"]
-    assert [r["arm"] for r in results] == ["no attention", "Bahdanau"]
-    for result in results:
-        assert result["steps"] >= 1 and result["test_sentences"] == 30
-        assert result["train_cpu_seconds"] >= 0.02 * 60  # --clock cpu (the default)
-        assert sum(b["sentences"] for b in result["buckets"]) == 30
-    assert results[0]["monotone"] is None and results[1]["monotone"] is not None
+    adam = RunDirectory(out / "synthetic" / "no-attention" / "run").read_config()
+    assert (adam.optimizer, adam.schedule, adam.decay_start) == ("adam", "inverse-sqrt", None)
     for name in ("bleu_by_length_synthetic.png", "alignments_synthetic.png", "results.md"):
         assert (out / name).stat().st_size > 0
     assert len((out / "synthetic" / "bahdanau" / "test.tsv").read_text().splitlines()) == 30
     # Killed after training, while translating: the next run translates the trained model again
-    # and does not train it again.
+    # (in this process: one arm left, no workers) and does not train it again.
     run_dir = out / "synthetic" / "bahdanau" / "run"
     first = json.loads((out / "synthetic" / "bahdanau" / "result.json").read_text())
 
@@ -293,7 +281,7 @@ def test_main_trains_two_arms_and_writes_tables_and_figures(quality, tmp_path):
     again = json.loads((out / "synthetic" / "bahdanau" / "result.json").read_text())
     assert again["steps"] == first["steps"]
     assert again["train_cpu_seconds"] == first["train_cpu_seconds"]
-    assert quality.main(argv) == 0  # a second run reuses both arms' results
+    assert quality.main(argv) == 0  # a second run reuses every arm's results
     before = json.loads((out / "synthetic" / "bahdanau" / "result.json").read_text())
     assert before["heatmap_rows"] == quality.heatmap_rows(
         [line.split("\t")[0] for line in (out / "synthetic" / "bahdanau" / "test.tsv").open()],
