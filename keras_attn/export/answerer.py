@@ -84,7 +84,9 @@ class Answerer(tf.Module):
         self.grid_shape = tuple(int(side) for side in model.output["attention"].shape[1:3])
         self._answer_names = tf.constant(answers, tf.string)
         pixels = tf.TensorSpec([None, *self.image_shape, 3], tf.uint8, name="images")
-        self.answer_pixels = tf.function(self._answer, input_signature=[pixels, QUESTION_SPEC])
+        self.answer_pixels = tf.function(
+            self._answer, input_signature=[pixels, QUESTION_SPEC], autograph=False
+        )
 
     def question_ids(self, question):
         """Question strings `[batch]` → int32 ids `(batch, T)`, `1 <= T <= max_question_length`,
@@ -113,7 +115,7 @@ class Answerer(tf.Module):
             "question_attention": tf.cast(outputs["question_attention"], tf.float32) * words,
         }
 
-    @tf.function(input_signature=[IMAGE_SPEC, QUESTION_SPEC])
+    @tf.function(input_signature=[IMAGE_SPEC, QUESTION_SPEC], autograph=False)
     def answer(self, image, question):
         return self._answer(decode_images(image, self.image_shape), question)
 

@@ -143,6 +143,7 @@ def compile_padded(function, *scalar_specs: tf.TensorSpec):
     return tf.function(
         function,
         jit_compile=True,
+        autograph=False,
         input_signature=[tf.TensorSpec([None, None], tf.int32), *scalar_specs],
     )
 

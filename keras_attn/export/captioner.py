@@ -107,7 +107,7 @@ class Captioner(ConfiguredSearch, tf.Module):
         self.beam_size = beam_size
         self.length_penalty = float(length_penalty)
         pixels = tf.TensorSpec([None, *self.image_shape, 3], tf.uint8, name="images")
-        self.caption_pixels = tf.function(self._caption, input_signature=[pixels])
+        self.caption_pixels = tf.function(self._caption, input_signature=[pixels], autograph=False)
 
     def decode_images(self, image):
         """PNG/JPEG bytes `[batch]` → uint8 `(batch, H, W, 3)` at the model's size."""
@@ -126,7 +126,7 @@ class Captioner(ConfiguredSearch, tf.Module):
         outputs["attention"] = tf.reshape(attention, [batch_size, width, *self.grid_shape])
         return outputs
 
-    @tf.function(input_signature=[IMAGE_SPEC])
+    @tf.function(input_signature=[IMAGE_SPEC], autograph=False)
     def caption(self, image):
         return self._caption(self.decode_images(image))
 

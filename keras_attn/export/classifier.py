@@ -383,8 +383,10 @@ class Classifier(_TokenIdModel):
             )
         self.text_feature = text_feature
         self.label_names = self.names
-        self.predict = tf.function(self._predict, input_signature=[TEXT_SPEC])
-        self.classify = tf.function(self._classify, input_signature=[EXAMPLES_SPEC])
+        self.predict = tf.function(self._predict, input_signature=[TEXT_SPEC], autograph=False)
+        self.classify = tf.function(
+            self._classify, input_signature=[EXAMPLES_SPEC], autograph=False
+        )
 
     def _outputs(self, text):
         scores = self.probabilities(self.format_ids(self.tokenizer.tokenize(text)))
@@ -463,7 +465,7 @@ class Tagger(_TokenIdModel):
             token_input, name,
         )  # fmt: skip
         self.tag_names = self.names
-        self.tag = tf.function(self._tag, input_signature=[TEXT_SPEC])
+        self.tag = tf.function(self._tag, input_signature=[TEXT_SPEC], autograph=False)
 
     def _tag(self, text):
         words = tf.strings.split(text)  # (batch, W) ragged

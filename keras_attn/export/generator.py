@@ -135,10 +135,10 @@ class Generator(tf.Module):
             **limit,
         )
 
-    @tf.function(input_signature=[PROMPT_SPEC])
+    @tf.function(input_signature=[PROMPT_SPEC], autograph=False)
     def generate(self, prompt):
         return self._generate(prompt, self.max_output_length, 0.0, 0, 1.0)
 
-    @tf.function(input_signature=[PROMPT_SPEC, *OPTION_SPECS])
+    @tf.function(input_signature=[PROMPT_SPEC, *OPTION_SPECS], autograph=False)
     def generate_with_options(self, prompt, max_length, temperature, top_k, top_p):
         return self._generate(prompt, max_length, temperature, top_k, top_p)

@@ -151,7 +151,7 @@ class Translator(ConfiguredSearch, tf.Module):
     def _outputs(self, ids, result):
         return string_outputs("translation", self.target_tokenizer, ids, result.scores)
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @tf.function(input_signature=[TEXT_SPEC], autograph=False)
     def translate(self, text):
         _, ids, _, result, _ = self._decode(text)
         return self._outputs(ids, result)
@@ -167,7 +167,7 @@ class Translator(ConfiguredSearch, tf.Module):
             )
         return self._translate_with_alignment
 
-    @tf.function(input_signature=[TEXT_SPEC])
+    @tf.function(input_signature=[TEXT_SPEC], autograph=False)
     def _translate_with_alignment(self, text):
         source_ids, ids, _, result, width = self._decode(text)
         outputs = self._outputs(ids, result)

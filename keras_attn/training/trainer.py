@@ -488,7 +488,7 @@ def _fit(
 
     batches = strategies.distributed_batches(strategy, plan, state.start, config.steps)
 
-    @tf.function(input_signature=[batches.element_spec])
+    @tf.function(input_signature=[batches.element_spec], autograph=False)
     def train_step(batch):
         loss, accuracy, norm = strategy.run(replica_step, args=batch)
         total = tf.distribute.ReduceOp.SUM
