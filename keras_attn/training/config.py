@@ -410,8 +410,7 @@ def with_family_tuning(config: TrainConfig, family: ModelFamily) -> TrainConfig:
 
 # The TrainConfig fields that only some training tasks read, by task (`ModelFamily.task`).
 TASK_OPTIONS = {
-    "classification": ("examples_per_class",),
-    "tagging": ("examples_per_class",),
+    "classification": ("examples_per_class",),  # a tagger's sentences have no one class
     "masked_lm": ("side", "mask_rate"),
     "denoising": ("side", "mask_rate", "noises"),
 }

@@ -162,6 +162,8 @@ def test_examples_per_class_keeps_n_training_sentences_per_class(text_cnn_run, f
 def test_classifier_flags_of_other_tasks_are_config_errors(files, tmp_path):
     cases = (
         (dict(model="transformer", examples_per_class=5), {"examples_per_class", "model"}),
+        # A tagged sentence has no one class: --train-examples limits a tagger's sentences.
+        (dict(model="bert-tagger", examples_per_class=5), {"examples_per_class", "model"}),
         (dict(model="bert-classifier", side="both"), {"side", "model"}),
         (dict(model="text-cnn", mask_rate=0.2), {"mask_rate", "model"}),
         (dict(model="bert-classifier", noises="text_infilling"), {"noises", "model"}),
