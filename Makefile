@@ -33,17 +33,13 @@ PYTEST_XDIST := -n 3 --dist loadfile --no-loadscope-reorder
 # while its tests wait on servers and child processes; its output follows the TensorFlow run's.
 # Either run failing fails the target. Every layer and model test passes under JAX as well
 # (`make test-jax`, below), but adds about 30 CPU minutes: more than the suite's budget allows.
-# XLA's CPU backend compiles every small op and loop the tests run eagerly under JAX; at LLVM
-# optimisation level 0 the JAX run takes about 30 % less CPU, and the tests' tiny shapes do not
-# notice the slower code.
-JAX_ENV := KERAS_BACKEND=jax XLA_FLAGS=--xla_backend_optimization_level=0
 JAX_TESTS := tests/testing tests/scores tests/distributions tests/decoding \
 	tests/layers/recurrent/test_elman_rnn_cell.py tests/layers/recurrent/test_jordan_rnn_cell.py \
 	tests/ops/test_shapes.py tests/models/vqa tests/layers/attention/test_parallel_co_attention.py
 
 test: corpora browser
 	@jax_log=$$(mktemp); \
-	$(JAX_ENV) nice -n 10 $(BIN)/python -m pytest -q -p no:xdist $(JAX_TESTS) \
+	KERAS_BACKEND=jax nice -n 10 $(BIN)/python -m pytest -q -p no:xdist $(JAX_TESTS) \
 	  >"$$jax_log" 2>&1 & jax=$$!; \
 	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python -m pytest -q $(PYTEST_XDIST) \
 	  --durations=20 tests; tensorflow=$$?; \
@@ -65,7 +61,7 @@ browser:
 # itself skip themselves. About 15 minutes on two cores.
 .PHONY: test-jax
 test-jax: $(STAMP)
-	$(JAX_ENV) $(BIN)/python -m pytest -q -n 2 --dist loadfile $(JAX_TESTS) tests/layers \
+	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -n 2 --dist loadfile $(JAX_TESTS) tests/layers \
 	  tests/models
 
 # The inner loop: everything but the tests marked slow.
