@@ -604,6 +604,18 @@ def _caption(driver, path: str) -> list:
     )
 
 
+def assert_overlay_shows(cells, served_map):
+    """The overlay's cells (`data-row`, `data-column`, `data-weight`) draw `served_map` (H', W'),
+    one cell per region, and the map is not a constant."""
+    assert len(cells) == served_map.size == 16
+    shown = np.zeros(served_map.shape)
+    for cell in cells:
+        row, column = int(cell.get_attribute("data-row")), int(cell.get_attribute("data-column"))
+        shown[row, column] = float(cell.get_attribute("data-weight"))
+    np.testing.assert_allclose(shown, served_map, rtol=0, atol=1e-6)
+    assert not np.allclose(served_map, served_map.flat[0])  # a map, not a constant
+
+
 def test_captioner_view_overlays_the_served_attention_of_a_word(
     browser, page_url, grpc_stub, tmp_path
 ):
@@ -627,13 +639,7 @@ def test_captioner_view_overlays_the_served_attention_of_a_word(
     words[t].click()
     cells = browser.find_elements(By.CSS_SELECTOR, "#captioner-overlay div")
     served_map = np.asarray(served["attention"][0][t])  # (H', W')
-    assert len(cells) == served_map.size == 16
-    shown = np.zeros(served_map.shape)
-    for cell in cells:
-        row, column = int(cell.get_attribute("data-row")), int(cell.get_attribute("data-column"))
-        shown[row, column] = float(cell.get_attribute("data-weight"))
-    np.testing.assert_allclose(shown, served_map, rtol=0, atol=1e-6)
-    assert not np.allclose(served_map, served_map.flat[0])  # a map, not a constant
+    assert_overlay_shows(cells, served_map)
     # The cells lie over the image in reading order, a quarter of it on each side.
     first, last = cells[0].rect, cells[-1].rect
     image = browser.find_element(By.ID, "captioner-image").rect
@@ -697,13 +703,7 @@ def test_answerer_view_shows_the_served_answer_and_both_attentions(
     )
     cells = browser.find_elements(By.CSS_SELECTOR, "#answerer-overlay div")
     served_map = np.asarray(served["attention"][0])  # (H', W')
-    assert len(cells) == served_map.size == 16
-    shown = np.zeros(served_map.shape)
-    for cell in cells:
-        row, column = int(cell.get_attribute("data-row")), int(cell.get_attribute("data-column"))
-        shown[row, column] = float(cell.get_attribute("data-weight"))
-    np.testing.assert_allclose(shown, served_map, rtol=0, atol=1e-6)
-    assert not np.allclose(served_map, served_map.flat[0])  # a map, not a constant
+    assert_overlay_shows(cells, served_map)
     # The five most probable answers, highest first.
     names = [
         c.text for c in browser.find_elements(By.CSS_SELECTOR, "#answerer-results .class-name")
