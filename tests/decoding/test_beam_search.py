@@ -295,19 +295,24 @@ def test_beam_of_one_is_greedy_on_an_rnn_translator(family):
     np.testing.assert_allclose(
         ops.convert_to_numpy(beam.alignments), ops.convert_to_numpy(greedy.alignments), atol=1e-6
     )
-    # A wider beam on the same model: every hypothesis' score is its teacher-forced log-prob.
+    # A wider beam on the same model: every hypothesis' score is its teacher-forced log-prob,
+    # all nine hypotheses in one teacher-forced call (the decoder is causal: the filler after a
+    # hypothesis' last token changes none of its log-probs).
     wide = beam_search(steps.step, state, 3, START, END, 9, beam_size=3, return_all_beams=True)
-    for b in range(3):
-        for k in range(3):
-            length = int(wide.lengths[b, k])
-            ids = ops.convert_to_numpy(wide.ids)[b, k]
-            generated = list(ids[: length + 1]) if length < 9 else list(ids[:length])
-            target = np.array([[START, *generated[:-1]]], "int32")
-            logits = model({"source_ids": source[b : b + 1], "target_ids": target})
-            log_probs = ops.convert_to_numpy(ops.log_softmax(logits))[0]
-            expected = log_probs[np.arange(len(generated)), generated].sum()
-            np.testing.assert_allclose(wide.scores[b, k], expected, rtol=1e-4, atol=1e-4)
-            assert np.all(
-                ops.convert_to_numpy(wide.alignments)[b, k, : len(generated)][:, source[b] == 0]
-                == 0
-            )
+    ids, lengths = ops.convert_to_numpy(wide.ids), ops.convert_to_numpy(wide.lengths)
+    generated = [
+        list(ids[b, k, : lengths[b, k] + 1]) if lengths[b, k] < 9 else list(ids[b, k])
+        for b in range(3)
+        for k in range(3)
+    ]
+    targets = np.zeros((9, 9), "int32")
+    for row, tokens in enumerate(generated):
+        targets[row, : len(tokens)] = [START, *tokens[:-1]]
+    logits = model({"source_ids": np.repeat(source, 3, axis=0), "target_ids": targets})
+    log_probs = ops.convert_to_numpy(ops.log_softmax(logits))
+    alignments = ops.convert_to_numpy(wide.alignments)
+    for row, tokens in enumerate(generated):
+        b, k = divmod(row, 3)
+        expected = log_probs[row, np.arange(len(tokens)), tokens].sum()
+        np.testing.assert_allclose(wide.scores[b, k], expected, rtol=1e-4, atol=1e-4)
+        assert np.all(alignments[b, k, : len(tokens)][:, source[b] == 0] == 0)
