@@ -17,7 +17,7 @@ from keras_attn.export.answerer import answerer_from_run
 from keras_attn.formats import LABELS, VOCAB, RunDirectory
 from keras_attn.models.families import get_family
 from keras_attn.serving.client import parse_response_outputs
-from keras_attn.testing.server_process import serve_in_subprocess
+from keras_attn.serving.server import ModelServer
 from keras_attn.training.config import TrainConfig
 from keras_attn.training.tasks import get_task
 from keras_attn.training.tasks.question_answering import (
@@ -161,9 +161,10 @@ def test_the_exported_run_answers_as_the_model_over_grpc_and_rest(trained, tmp_p
 
     base = tmp_path / "models"
     assert cli(["export", str(run.path), "--model_base_path", str(base)]) == 0
-    with serve_in_subprocess(base, "answerer", rest_api=True) as server:
-        served = grpc_predict(server.target, "answerer", images, questions)
-        predictions = rest_predict(server.rest_port, "answerer", images, questions)
+    # `keras-attn serve`'s server, in this process (its command line is tests/serving's claim)
+    with ModelServer("answerer", str(base), port=0, rest_api_port=0) as server:
+        served = grpc_predict(f"127.0.0.1:{server.port}", "answerer", images, questions)
+        predictions = rest_predict(server.rest_api_port, "answerer", images, questions)
     assert list(served["answer"]) == [a.decode() for a in want["answer"]]
     for key in ("scores", "attention", "question_attention"):
         np.testing.assert_allclose(served[key], want[key], atol=1e-6)

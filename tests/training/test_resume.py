@@ -1,20 +1,18 @@
 """`keras-attn train` killed with SIGKILL at any moment, then `--resume`d, ends as if never killed.
 
-The killed runs are real processes: a small launcher patches one function so that the process
-sends itself SIGKILL at a precise point (just before a file is moved into place, while a
-checkpoint is complete on disk but not yet recorded, right after it is recorded), or the test
-kills it from outside at a random moment mid-step. The reference is an uninterrupted run in this
-process; CPU training here is deterministic, so the comparisons are exact up to 1e-6. Dropout is
-on, so the dropout seed generators' states must be restored too.
+The killed runs are real processes, forked by a server that has only imported TensorFlow and the
+command line (tests/training/fork_server.py: it spares each process the ~5 CPU s import). Each
+patches one function so that the process sends itself SIGKILL at a precise point (just before a
+file is moved into place, while a checkpoint is complete on disk but not yet recorded, right after
+it is recorded), or the test kills it from outside at a random moment mid-step. The reference is an
+uninterrupted run in this process; CPU training here is deterministic, so the comparisons are exact
+up to 1e-6. Dropout is on, so the dropout seed generators' states must be restored too.
 """
 
 import json
-import os
 import random
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.training.trainer import RunDirectory, TrainConfig, read_train_log, train
+from tests.training.fork_server import ForkedProcess
 
 STEPS, EVERY = 20, 4
 TINY_OPTIONS = {"units": 16, "embedding_dim": 8, "dropout": 0.1}
@@ -49,51 +48,15 @@ def _tiny_corpus(tiny_corpus):
     FLAGS = [*FLAGS, f"--corpus={tiny_corpus}"]
 
 
-# Runs `keras-attn train ARGV...`, first arranging a SIGKILL of itself as PLAN (JSON) says.
-LAUNCHER = r"""
-import json, os, signal, sys
-
-plan = json.loads(sys.argv[1])
-
-def die():
-    os.kill(os.getpid(), signal.SIGKILL)
-
-if "before_replace" in plan:  # killed with the new file complete under its temporary name
-    real_replace = os.replace
-
-    def replace(source, target, *args, **kwargs):
-        if os.path.basename(str(target)) == plan["before_replace"]:
-            die()
-        return real_replace(source, target, *args, **kwargs)
-
-    os.replace = replace
-if "checkpoint" in plan:  # checkpoint N: its files are complete; killed before/after recording it
-    from tensorflow.python.checkpoint import checkpoint_management
-
-    real_update = checkpoint_management.update_checkpoint_state_internal
-
-    def update(directory, model_checkpoint_path, *args, **kwargs):
-        ours = model_checkpoint_path.endswith(f"-{plan['checkpoint']}")
-        if ours and not plan["recorded"]:
-            die()
-        real_update(directory, model_checkpoint_path, *args, **kwargs)
-        if ours:
-            die()
-
-    checkpoint_management.update_checkpoint_state_internal = update
-
-from keras_attn.cli import main
-
-sys.exit(main(sys.argv[2:]))
-"""
+@pytest.fixture(scope="module", autouse=True)
+def _fork_server(fork_server):
+    global SERVER
+    SERVER = fork_server
 
 
-def launch(run: Path, plan: dict) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL="3")
-    command = [sys.executable, "-c", LAUNCHER, json.dumps(plan), "train", *FLAGS, "--out", run]
-    return subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+def launch(run: Path, plan: dict) -> ForkedProcess:
+    """`keras-attn train FLAGS... --out RUN`, killing itself as PLAN says (see FORK_SERVER)."""
+    return SERVER.launch(plan, ["train", *FLAGS, "--out", run])
 
 
 def killed(run: Path, plan: dict, timeout: float = 600) -> str:

@@ -8,13 +8,9 @@ exported model of such a run is the teacher-forced run's architecture.
 """
 
 import dataclasses
-import json
 import math
-import os
 import re
 import signal
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -34,7 +30,8 @@ from keras_attn.training.scheduled_sampling import (
 )
 from keras_attn.training.tasks import get_task
 from keras_attn.training.trainer import RunDirectory, read_train_log, train
-from tests.training.test_resume import LAUNCHER, checkpoint_values
+from tests.training.fork_server import ForkedProcess
+from tests.training.test_resume import checkpoint_values
 
 SOURCE = np.array([[5, 6, 7, 8, 0], [9, 4, 0, 0, 0], [3, 3, 5, 0, 0]], "int32")
 TARGET = np.array([[2, 11, 12, 13, 14], [2, 14, 15, 0, 0], [2, 16, 0, 0, 0]], "int32")
@@ -340,19 +337,16 @@ def architecture(model: keras.Model) -> str:
     return re.sub(r"(?<=[a-z])_\d+(?=[/\"])", "", model.to_json())
 
 
-def launch(run, corpus) -> subprocess.Popen:
+def launch(server, run, corpus) -> ForkedProcess:
     values = {**TINY, **TINY["options"]}
     flags = [f"--{name.replace('_', '-')}={v}" for name, v in values.items() if name != "options"]
     argv = ["train", *flags, f"--corpus={corpus}", "--quiet", "--resume", "--out", str(run)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL="3")
-    plan = json.dumps({"checkpoint": 2 * EVERY, "recorded": True})
-    return subprocess.Popen(
-        [sys.executable, "-c", LAUNCHER, plan, *argv],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    return server.launch({"checkpoint": 2 * EVERY, "recorded": True}, argv)
 
 
-def test_sigkill_then_resume_equals_the_uninterrupted_run_and_exports(tmp_path, tiny_corpus):
+def test_sigkill_then_resume_equals_the_uninterrupted_run_and_exports(
+    tmp_path, tiny_corpus, fork_server
+):
     config = TrainConfig(**TINY, corpus=str(tiny_corpus))
     reference = tmp_path / "reference"
     train(reference, config, progress=False, log=quiet)
@@ -360,7 +354,7 @@ def test_sigkill_then_resume_equals_the_uninterrupted_run_and_exports(tmp_path, 
     assert losses[-1] < losses[0] - 0.3  # it learns while sampling (epsilon_11 = 0.34)
 
     run = tmp_path / "run"
-    process = launch(run, tiny_corpus)  # killed right after recording checkpoint 8
+    process = launch(fork_server, run, tiny_corpus)  # killed right after recording checkpoint 8
     output, _ = process.communicate(timeout=600)
     assert process.returncode == -signal.SIGKILL, output
     assert len(read_train_log(run / "train_log.tsv")) == 2 * EVERY
