@@ -14,7 +14,7 @@ from pathlib import Path
 # but imports happens before a fork, so each child starts as a fresh `python -c` process would,
 # without paying ~5 CPU s to import TensorFlow again.
 FORK_SERVER = r"""
-import json, os, signal, sys
+import json, os, signal, sys, time
 
 from tensorflow.python.checkpoint import checkpoint_management
 
@@ -47,6 +47,17 @@ def arrange(plan):
                 die()
 
         checkpoint_management.update_checkpoint_state_internal = update
+    if "pause_from_row" in plan:  # slow steps from that train-log row on
+        from keras_attn.training.trainer import TrainLog
+
+        real_append = TrainLog.append
+
+        def append(self, step, *args, **kwargs):
+            real_append(self, step, *args, **kwargs)
+            if step >= plan["pause_from_row"]:
+                time.sleep(plan["pause"])
+
+        TrainLog.append = append
 
 
 for line in sys.stdin:
@@ -89,7 +100,11 @@ class ForkedProcess:
 class ForkServer:
     def __init__(self, directory: Path):
         self.directory, self.count = directory, 0
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL="3")
+        # One OpenBLAS thread: numpy would otherwise start a second thread before any fork.
+        env = dict(
+            os.environ, PYTHONPATH=os.pathsep.join(sys.path), TF_CPP_MIN_LOG_LEVEL="3",
+            OPENBLAS_NUM_THREADS="1",
+        )  # fmt: skip
         self.errors = directory / "server.log"
         with open(self.errors, "w") as errors:
             self.process = subprocess.Popen(

@@ -69,7 +69,10 @@ def killed(run: Path, plan: dict, timeout: float = 600) -> str:
 
 def killed_mid_step(run: Path, after_rows: int, delay: float) -> None:
     """Start `keras-attn train`; SIGKILL it `delay` s after its train log has `after_rows` rows."""
-    process = launch(run, {})
+    # From 3 rows later, each step waits 0.25 s after its row: the run needs over a second more
+    # to end, so the kill (`delay`, at most 0.3 s, after this process sees the row) lands before
+    # its end however fast the steps go.
+    process = launch(run, {"pause_from_row": after_rows + 3, "pause": 0.25})
     deadline = time.monotonic() + 600
     while len(read_train_log(run / "train_log.tsv")) < after_rows:
         assert process.poll() is None, process.communicate()[0]
