@@ -1,4 +1,12 @@
-"""rnn-luong end to end: train, export, serve, query over gRPC with the official stubs."""
+"""rnn-luong (local-m attention): export, serve, query over gRPC with the official stubs.
+
+The run is a tiny untrained one (`tests.export.conftest.write_tiny_run`: the run directory
+`keras-attn train` writes, seeded random weights): served answers equal the SavedModel's in
+process for any weights, and local-m's alignment rows stay inside their window whatever the
+weights. Training through the CLI is tested in tests/training and by the trained flagship run of
+test_served_translator.py; the export is served by the in-process `ModelServer`, the server
+`keras-attn serve` runs.
+"""
 
 import grpc
 import numpy as np
@@ -8,11 +16,10 @@ import tensorflow_text  # noqa: F401
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from keras_attn.cli import main as cli
-from keras_attn.testing.server_process import serve_in_subprocess
+from keras_attn.serving.server import ModelServer
 from keras_attn.text.corpora import load_corpus
+from tests.export.conftest import write_tiny_run
 
-# Train + export + server start take about 2.5 min on a loaded 2-core machine: kept out of
-# `make test`. The in-process export contract of rnn-luong is tested in tests/export.
 pytestmark = pytest.mark.slow
 
 SENTENCES = [source for source, _ in load_corpus("synthetic")["test"][:4]] + [""]
@@ -22,23 +29,21 @@ SIGNATURES = ("serving_default", "translate", "translate_with_alignment")
 @pytest.fixture(scope="module")
 def model_base_path(tmp_path_factory):
     root = tmp_path_factory.mktemp("e2e_luong")
-    run = root / "run"
-    assert cli([
-        "train", "--model", "rnn-luong", "--attention", "local-m", "--window", "4",
-        "--steps", "3", "--batch-size", "16", "--units", "16", "--embedding-dim", "8",
-        "--vocab-size", "600", "--train-examples", "256",
-        "--eval-sentences", "2", "--checkpoint-every", "3",
-        "--out", str(run), "--quiet",
-    ]) == 0  # fmt: skip
+    run = write_tiny_run(root / "run", "rnn-luong", attention="local-m", window=4)
     base = root / "models" / "luong"
-    assert cli(["export", str(run), "--model_base_path", str(base)]) == 0
+    assert cli(["export", str(run.path), "--model_base_path", str(base)]) == 0
     return base
 
 
 def test_served_luong_translator_equals_the_saved_model_in_process(model_base_path):
     loaded = tf.saved_model.load(str(model_base_path / "1"))
-    with serve_in_subprocess(model_base_path, "luong") as server:
-        channel = grpc.insecure_channel(server.target)
+    with (
+        ModelServer(
+            model_name="luong", model_base_path=str(model_base_path), port=0,
+            file_system_poll_wait_seconds=0,
+        ) as server,
+        grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel,
+    ):  # fmt: skip
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
         for signature in SIGNATURES:
             request = predict_pb2.PredictRequest()
@@ -55,10 +60,10 @@ def test_served_luong_translator_equals_the_saved_model_in_process(model_base_pa
                     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
                 else:
                     np.testing.assert_array_equal(got, want)
-        channel.close()
     alignment = expected["alignment"].numpy()
     tokens = expected["tokens"].numpy()
     source_tokens = expected["source_tokens"].numpy()
+    assert (tokens != b"").any()  # rows to check below
     for b in range(len(SENTENCES)):  # local-m rows: distributions over real source tokens
         real = source_tokens[b] != b""
         for t in np.flatnonzero(tokens[b] != b""):
