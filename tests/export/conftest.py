@@ -25,18 +25,24 @@ def vocabularies(tiny_pairs):
     )
 
 
+def tiny_translator(vocabularies, **kwargs):
+    """An untrained tiny translator over `vocabularies` (source, target); keyword arguments go to
+    `Translator` (e.g. the decoder)."""
+    source, target = (WordPieceTokenizer(vocab) for vocab in vocabularies)
+    model = rnn_attention_translator(
+        source.vocab_size, target.vocab_size, embedding_dim=8, units=16, dropout=0.0
+    )
+    return Translator(
+        model, RNNTranslatorSteps(model), source, target, max_output_length=12, **kwargs
+    )
+
+
 @pytest.fixture
 def make_translator(vocabularies):
     """An untrained tiny translator; keyword arguments go to `Translator` (e.g. the decoder)."""
 
     def make(**kwargs):
-        source, target = (WordPieceTokenizer(vocab) for vocab in vocabularies)
-        model = rnn_attention_translator(
-            source.vocab_size, target.vocab_size, embedding_dim=8, units=16, dropout=0.0
-        )
-        return Translator(
-            model, RNNTranslatorSteps(model), source, target, max_output_length=12, **kwargs
-        )
+        return tiny_translator(vocabularies, **kwargs)
 
     return make
 
@@ -49,6 +55,19 @@ def translator(make_translator):
 @pytest.fixture
 def beam_translator(make_translator):
     return make_translator(decoder="beam", beam_size=3, length_penalty=0.6)
+
+
+# The same two, built once per session: each traces its decoding functions on first use (about a
+# CPU second), then every test that translates or exports with it reuses them. For tests that
+# neither change the translator nor depend on its particular weights.
+@pytest.fixture(scope="session")
+def shared_translator(vocabularies):
+    return tiny_translator(vocabularies)
+
+
+@pytest.fixture(scope="session")
+def shared_beam_translator(vocabularies):
+    return tiny_translator(vocabularies, decoder="beam", beam_size=3, length_penalty=0.6)
 
 
 # --- tiny run directories: what `keras-attn train` writes, without training ------------------

@@ -1,5 +1,7 @@
 """The exported image captioner: image bytes decoded in the graph, captions with their scores and
-attention maps, and a `keras-attn train`ed Show, Attend and Tell run served over gRPC and REST."""
+attention maps, and a `keras-attn train`ed Show, Attend and Tell run served over gRPC and REST (by
+the model server `keras-attn serve` runs, in this process: the command line is tested in
+tests/e2e)."""
 
 import base64
 import json
@@ -20,7 +22,7 @@ from keras_attn.formats import RunDirectory
 from keras_attn.models.show_attend_tell.model import show_attend_tell
 from keras_attn.models.show_attend_tell.steps import ShowAttendTellSteps
 from keras_attn.serving.client import parse_response_outputs
-from keras_attn.testing.server_process import serve_in_subprocess
+from keras_attn.serving.server import ModelServer
 from keras_attn.text.tokenizer import WordPieceTokenizer
 from keras_attn.training.tasks.captioning import caption_vocabulary
 from keras_attn.vision import encode_png, scene_splits
@@ -184,9 +186,9 @@ def test_a_trained_run_exports_and_answers_png_over_grpc_and_rest(tmp_path):
     width = want["tokens"].shape[1]
     assert want["attention"].shape == (len(images), width, *GRID)
 
-    with serve_in_subprocess(base, "captioner", rest_api=True) as server:
-        served = grpc_predict(server.target, "captioner", images)
-        predictions = rest_predict(server.rest_port, "captioner", images)
+    with ModelServer("captioner", str(base), port=0, rest_api_port=0) as server:
+        served = grpc_predict(f"127.0.0.1:{server.port}", "captioner", images)
+        predictions = rest_predict(server.rest_api_port, "captioner", images)
     assert list(served["caption"]) == [c.decode() for c in want["caption"]]
     np.testing.assert_allclose(served["attention"], want["attention"], atol=1e-6)
     np.testing.assert_allclose(served["scores"], want["scores"], atol=1e-6)

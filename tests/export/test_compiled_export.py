@@ -65,6 +65,13 @@ def translators(run, model, **kwargs):
     )
 
 
+@pytest.fixture(scope="module")
+def plain(run, model):
+    """`run`'s plain greedy translator (what the plain export serves: test_translator.py), its
+    functions traced once for the file's tests."""
+    return translators(run, model)[0]
+
+
 def reference_padding(ids, batch_sizes, lengths, pad_id):
     """NumPy: cut to the last length bucket, pad rows (copies of row 0) and columns (pad_id)."""
     ids = ids[:, : lengths[-1]]
@@ -179,7 +186,7 @@ def test_compiled_translations_equal_the_plain_ones_across_buckets(run, model, d
 
 
 def test_exported_compiled_translator_passes_the_contract_and_warms_every_bucket(
-    run, model, tmp_path
+    run, plain, tmp_path
 ):
     flags = ["--max-output-length", "12", "--batch-buckets", "1,4", "--length-buckets", "8"]
     assert (
@@ -229,7 +236,6 @@ def test_exported_compiled_translator_passes_the_contract_and_warms_every_bucket
     assert xla_compilations() - before == 2 * 2  # (1, 4) x (8, 16): once each
     after_warmup = xla_compilations()
     translate = servable.functions.get("translate")
-    plain, _ = translators(run, model)  # what the plain export serves (test_translator.py)
     for batch in (1, 2, 3, 4):
         texts = TEST_SENTENCES[batch - 1 : 2 * batch - 1]
         found = translate(text=np.array([text.encode() for text in texts], object))
@@ -253,7 +259,7 @@ print(json.dumps(found["translation"].tolist(), default=bytes.decode))
 """
 
 
-def test_compiled_executables_are_cached_across_server_restarts(run, model, tmp_path):
+def test_compiled_executables_are_cached_across_server_restarts(run, plain, tmp_path):
     # TensorFlow's persistent XLA cache (docs/serving.md): the first server process writes one
     # executable per bucket, a restarted one loads them and translates as the plain export.
     # One batch bucket of 2: the export's warm-up and contract requests fit it too.
@@ -269,7 +275,6 @@ def test_compiled_executables_are_cached_across_server_restarts(run, model, tmp_
         TF_XLA_FLAGS=f"--tf_xla_persistent_cache_directory={cache}",
     )
     texts = TEST_SENTENCES[:2]
-    plain, _ = translators(run, model)
     expected = [t.decode() for t in plain.translate(tf.constant(texts))["translation"].numpy()]
     entries = []
     for _ in range(2):

@@ -16,8 +16,9 @@ from keras_attn.text.vocab import build_wordpiece_vocab
 PROMPTS = ["the black cat", "a dog", ""]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def generator(tiny_pairs):
+    """A tiny untrained GPT generator, built (and its functions traced) once: no test changes it."""
     tokenizer = WordPieceTokenizer(build_wordpiece_vocab([t for _, t in tiny_pairs], 300))
     model = gpt(tokenizer.vocab_size, num_layers=1, d_model=8, num_heads=2, ff_dim=16,
                 max_length=16, dropout=0.0)  # fmt: skip

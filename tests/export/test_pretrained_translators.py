@@ -2,8 +2,9 @@
 
 An mBART run (the denoising family on both sides of `synthetic`, language tags; Liu et al.,
 2020; written untrained, as `keras-attn train` writes it: its weights are what is carried over)
-is fine-tuned into a `bart-translator`, exported (contract check included), served by `keras-attn
-serve` and queried with `keras-attn translate` over gRPC. The new-source-encoder variant (Lewis
+is fine-tuned into a `bart-translator`, exported (contract check included), served by the model
+server `keras-attn serve` runs (in this process: the `serve` command line itself is tested in
+tests/e2e) and queried with `keras-attn translate` over gRPC. The new-source-encoder variant (Lewis
 et al., 2019, section 3.4) and the BertSum-style model (a pre-trained BERT encoder under a new
 decoder with its own optimizer; Liu & Lapata, 2019) are exported and checked without a server.
 Every SavedModel answers what the in-process `Translator` of its run answers, also when loaded in
@@ -24,11 +25,11 @@ from keras_attn.export.translator import Translator
 from keras_attn.formats import INIT_REPORT, RunDirectory
 from keras_attn.models.families import get_family
 from keras_attn.serving.client import TranslatorClient
-from keras_attn.testing.server_process import serve_in_subprocess
+from keras_attn.serving.server import ModelServer
 from keras_attn.text.corpora import load_corpus
 from tests.export.served_scores import teacher_forced_log_probs
 
-# Three fine-tunings, three exports and a server start take minutes on a loaded 2-core machine:
+# Three fine-tunings, three exports and a server take minutes on a loaded 2-core machine:
 # kept out of `make test-fast`.
 pytestmark = pytest.mark.slow
 
@@ -156,14 +157,15 @@ def test_mbart_fine_tuned_translator_is_served_and_answers_keras_attn_translate(
     base = tmp_path / "models" / "mbart"
     loaded = check_exported_translator(export(run, base), run)
 
-    with serve_in_subprocess(base, "mbart") as server:
+    with ModelServer("mbart", str(base), port=0) as server:
+        target = f"127.0.0.1:{server.port}"
         for signature in SIGNATURES:
             capsys.readouterr()
-            command = ["translate", "--server", server.target, "--model_name", "mbart"]
+            command = ["translate", "--server", target, "--model_name", "mbart"]
             assert cli([*command, "--signature", signature, *SENTENCES]) == 0
             want = loaded.signatures[signature](text=tf.constant(SENTENCES))["translation"]
             assert capsys.readouterr().out.splitlines() == [t.decode() for t in want.numpy()]
-        with TranslatorClient(server.target, "mbart", timeout=60) as client:
+        with TranslatorClient(target, "mbart", timeout=60) as client:
             served = client.translate_with_alignment(SENTENCES)
     want = loaded.signatures["translate_with_alignment"](text=tf.constant(SENTENCES))
     assert_same(served, want)
