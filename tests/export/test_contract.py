@@ -38,7 +38,7 @@ def test_checks_reuse_one_process_until_it_has_served_its_share(saved, monkeypat
     monkeypatch.setattr(contract, "PROBES_PER_PROCESS", contract._ProbeProcess._current.used + 1)
     assert probe_pid(saved, ["x"]) == first
     third = probe_pid(saved)
-    assert third != first  # a fresh process after two checks
+    assert third != first  # a fresh process once that share is served
 
 
 def test_a_file_that_does_not_load_is_reported_and_the_process_goes_on(saved, tmp_path):
