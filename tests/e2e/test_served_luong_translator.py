@@ -38,12 +38,9 @@ def model_base_path(tmp_path_factory):
 def test_served_luong_translator_equals_the_saved_model_in_process(model_base_path):
     loaded = tf.saved_model.load(str(model_base_path / "1"))
     with (
-        ModelServer(
-            model_name="luong", model_base_path=str(model_base_path), port=0,
-            file_system_poll_wait_seconds=0,
-        ) as server,
+        ModelServer("luong", str(model_base_path), port=0) as server,
         grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel,
-    ):  # fmt: skip
+    ):
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
         for signature in SIGNATURES:
             request = predict_pb2.PredictRequest()

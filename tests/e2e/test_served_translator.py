@@ -190,12 +190,9 @@ def test_beam_search_export_served_over_grpc(run_dir):
     flags = ["--decoder", "beam", "--beam-size", "3", "--length-penalty", "0.6", "--skip-check"]
     assert cli(["export", str(run_dir), "--model_base_path", str(base), *flags]) == 0
     with (
-        ModelServer(
-            model_name="translator_beam", model_base_path=str(base), port=0,
-            file_system_poll_wait_seconds=0,
-        ) as running,
+        ModelServer("translator_beam", str(base), port=0) as running,
         grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel,
-    ):  # fmt: skip
+    ):
         beam_stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
         for signature in ("translate", "translate_with_alignment"):
             response = beam_stub.Predict(

@@ -47,26 +47,16 @@ def make_translator(vocabularies):
     return make
 
 
-@pytest.fixture
-def translator(make_translator):
-    return make_translator()
-
-
-@pytest.fixture
-def beam_translator(make_translator):
-    return make_translator(decoder="beam", beam_size=3, length_penalty=0.6)
-
-
-# The same two, built once per session: each traces its decoding functions on first use (about a
-# CPU second), then every test that translates or exports with it reuses them. For tests that
-# neither change the translator nor depend on its particular weights.
+# Built once per session: each traces its decoding functions on first use (about a CPU second),
+# then every test that translates or exports with it reuses them; no test changes them. A test
+# that needs a translator of its own builds one with `make_translator`.
 @pytest.fixture(scope="session")
-def shared_translator(vocabularies):
+def translator(vocabularies):
     return tiny_translator(vocabularies)
 
 
 @pytest.fixture(scope="session")
-def shared_beam_translator(vocabularies):
+def beam_translator(vocabularies):
     return tiny_translator(vocabularies, decoder="beam", beam_size=3, length_penalty=0.6)
 
 

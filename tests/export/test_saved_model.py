@@ -10,18 +10,6 @@ from keras_attn.formats import read_export_description, warmup_path
 from keras_attn.serving.warmup import read_warmup_records
 
 
-@pytest.fixture
-def translator(shared_translator):
-    """The session's tiny translator (tests/export/conftest.py), traced once: no test here
-    changes it."""
-    return shared_translator
-
-
-@pytest.fixture
-def beam_translator(shared_beam_translator):
-    return shared_beam_translator
-
-
 def test_versions_contract_and_no_overwrite(translator, tmp_path):
     first = export_translator(translator, tmp_path)
     assert first == tmp_path / "1"

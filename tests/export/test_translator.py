@@ -9,18 +9,6 @@ from keras_attn.export.translator import Translator
 START, END = 2, 3
 
 
-@pytest.fixture
-def translator(shared_translator):
-    """The session's tiny translator (tests/export/conftest.py), traced once: no test here
-    changes it."""
-    return shared_translator
-
-
-@pytest.fixture
-def beam_translator(shared_beam_translator):
-    return shared_beam_translator
-
-
 @pytest.mark.parametrize("fixture", ["translator", "beam_translator"])
 def test_outputs_are_consistent_with_a_teacher_forced_pass(fixture, request, tiny_pairs):
     translator = request.getfixturevalue(fixture)

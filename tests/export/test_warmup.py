@@ -25,13 +25,6 @@ from keras_attn.serving.server import ModelServer
 SIGNATURES = ["serving_default", "translate", "translate_with_alignment"]
 
 
-@pytest.fixture
-def translator(shared_translator):
-    """The session's tiny translator (tests/export/conftest.py), traced once: no test here
-    changes it."""
-    return shared_translator
-
-
 def read_logs(path):
     logs = []
     for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
