@@ -8,6 +8,14 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # The tests' models are tiny: one TensorFlow thread per op keeps the pytest-xdist workers (one
 # per core) from competing for cores; child processes inherit it.
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+if os.environ["KERAS_BACKEND"] == "jax":
+    # Outside jit, JAX compiles each op for every new shape and dtype, and compiling, not
+    # running, is the time of these tiny tests: about 35 ms of XLA per op with its default
+    # pipeline. Fewer optimizations and no XLA fusion emitters more than halve the CPU of the
+    # tests `make test` runs under JAX (234 -> 103 s); the tests compare values, not speed.
+    os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+    fast_compile = "--xla_cpu_use_fusion_emitters=false --xla_cpu_parallel_codegen_split_count=1"
+    os.environ["XLA_FLAGS"] = f"{fast_compile} {os.environ.get('XLA_FLAGS', '')}".strip()
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
