@@ -25,27 +25,28 @@ demo: $(STAMP)
 # (tests/file_seconds.json, see tests/conftest.py); the 20 slowest tests are listed at the end.
 PYTEST_XDIST := -n 3 --dist loadfile --no-loadscope-reorder
 
-# Beside the TensorFlow run, backend-neutral tests run again under JAX (keras-hub's habit: the
-# same tests under each KERAS_BACKEND): the layer harness' own tests, the NumPy-reference tests
-# of the scores, the distributions and the Elman and Jordan cells, the decoding tests and the
-# vqa-coattention head; tests of TensorFlow itself (marked tensorflow_only) skip themselves. The
-# JAX run is one process at low priority (nice), so it takes the CPU the TensorFlow run leaves
-# while its tests wait on servers and child processes; its output follows the TensorFlow run's.
-# Either run failing fails the target. Every layer and model test passes under JAX as well
-# (`make test-jax`, below), but adds about 30 CPU minutes: more than the suite's budget allows.
-JAX_TESTS := tests/testing tests/scores tests/distributions tests/decoding \
-	tests/layers/recurrent/test_elman_rnn_cell.py tests/layers/recurrent/test_jordan_rnn_cell.py \
-	tests/ops/test_shapes.py tests/models/vqa tests/layers/attention/test_parallel_co_attention.py
+# Beside the TensorFlow run, the backend-neutral tests marked `every_backend` run again under JAX
+# (keras-hub's habit: the same tests under each KERAS_BACKEND): the layer harness' own tests, the
+# NumPy-reference tests of the scores, the distributions, the ops and the Elman and Jordan cells,
+# the decoding tests, the vqa-coattention head, and one full harness test of every layer (the
+# harness: config, eager and functional calls, .keras round trip, masking, mixed precision,
+# training). Tests of TensorFlow itself (marked tensorflow_only) skip themselves. The JAX run is
+# one process at low priority (nice), so it takes the CPU the TensorFlow run leaves while its
+# tests wait on servers and child processes; its output follows the TensorFlow run's. Either run
+# failing fails the target. Every layer and model test passes under JAX as well (`make test-jax`,
+# below), but adds about 18 CPU minutes: more than the suite's budget allows.
+JAX_DIRS := tests/testing tests/scores tests/distributions tests/ops tests/decoding tests/layers \
+	tests/models
 
 test: corpora browser
 	@jax_log=$$(mktemp); \
-	KERAS_BACKEND=jax nice -n 10 $(BIN)/python -m pytest -q -p no:xdist $(JAX_TESTS) \
-	  >"$$jax_log" 2>&1 & jax=$$!; \
+	KERAS_BACKEND=jax nice -n 10 $(BIN)/python -m pytest -q -p no:xdist -m every_backend \
+	  $(JAX_DIRS) >"$$jax_log" 2>&1 & jax=$$!; \
 	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python -m pytest -q $(PYTEST_XDIST) \
 	  --durations=20 tests; tensorflow=$$?; \
 	wait $$jax; jax=$$?; \
-	echo "--- the same tests under KERAS_BACKEND=jax ($(JAX_TESTS)):"; cat "$$jax_log"; \
-	rm -f "$$jax_log"; [ $$tensorflow = 0 ] && [ $$jax = 0 ]
+	echo "--- the tests marked every_backend under KERAS_BACKEND=jax ($(JAX_DIRS)):"; \
+	cat "$$jax_log"; rm -f "$$jax_log"; [ $$tensorflow = 0 ] && [ $$jax = 0 ]
 
 # Headless Chromium and its driver, for the attention viewer's tests (tests/serving/test_ui.py):
 # the Debian packages, installed when missing (root only; otherwise those tests are skipped).
@@ -56,13 +57,12 @@ browser:
 	  apt-get install -y -qq --no-install-recommends chromium chromium-driver; \
 	else echo "no chromium/chromedriver and not root: the browser tests will be skipped" >&2; fi
 
-# Every backend-neutral test under JAX: the layers' and models' tests whole (harness, NumPy
-# references, Keras built-ins with copied weights), with those of JAX_TESTS; tests of TensorFlow
-# itself skip themselves. About 15 minutes on two cores.
+# Every backend-neutral test under JAX, marked every_backend or not: the layers' and models'
+# tests whole (harness, NumPy references, Keras built-ins with copied weights) and those of the
+# other JAX_DIRS; tests of TensorFlow itself skip themselves. About 10 minutes on two cores.
 .PHONY: test-jax
 test-jax: $(STAMP)
-	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -n 2 --dist loadfile $(JAX_TESTS) tests/layers \
-	  tests/models
+	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -n 2 --dist loadfile $(JAX_DIRS)
 
 # The inner loop: everything but the tests marked slow.
 test-fast: $(STAMP)

@@ -23,6 +23,8 @@ from tests.decoding.scripted_models import (
     reference_beam_search,
 )
 
+pytestmark = pytest.mark.every_backend
+
 
 def tree_table(probabilities, max_length=3):
     """Logits of a prefix model from {prefix tuple: {token: p}}; other prefixes: END surely."""

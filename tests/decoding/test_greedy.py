@@ -5,6 +5,8 @@ from keras import ops
 
 from keras_attn.decoding import DecodingResult, greedy_search
 
+pytestmark = pytest.mark.every_backend
+
 PAD, START, END = 0, 2, 3
 
 

@@ -8,6 +8,8 @@ from keras_attn.decoding import filter_logits, greedy_search, sample
 from keras_attn.decoding.sampling import threefry2x32, uniform_noise
 from tests.decoding.scripted_models import END, START, prefix_state, prefix_step, random_table
 
+pytestmark = pytest.mark.every_backend
+
 PAD = 0
 VOCAB = 10
 # Logits over 10 tokens; PAD (0) and START (2) are never drawn, so 8 tokens compete.

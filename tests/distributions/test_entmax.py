@@ -11,6 +11,8 @@ from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
 from tests.ops import numpy_distributions as sparse_ref
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(4)
 SCORES = RNG.normal(scale=1.5, size=(2, 3, 5)).astype("float32")
 MASK = np.array([[True] * 5, [True, True, True, False, False]])

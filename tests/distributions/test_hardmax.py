@@ -5,6 +5,8 @@ from keras import ops
 from keras_attn.distributions.hardmax import Hardmax
 from keras_attn.testing import run_layer_test
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(3)
 SCORES = RNG.normal(size=(2, 3, 5)).astype("float32")
 MASK = np.array([[True] * 5, [True, True, True, False, False]])

@@ -9,6 +9,8 @@ from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
 from tests.ops import numpy_distributions as sparse_ref
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(5)
 Q = RNG.normal(size=(2, 3, 4)).astype("float32")
 V = RNG.normal(size=(2, 5, 4)).astype("float32")

@@ -6,6 +6,8 @@ from keras_attn.distributions.sigmoid import Sigmoid
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(3)
 SCORES = RNG.normal(size=(2, 3, 5)).astype("float32")
 MASK = np.array([[True] * 5, [True, True, True, False, False]])

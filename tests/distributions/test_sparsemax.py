@@ -6,6 +6,8 @@ from keras_attn.distributions.sparsemax import Sparsemax
 from keras_attn.testing import run_layer_test
 from tests.ops import numpy_distributions as sparse_ref
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(3)
 SCORES = RNG.normal(size=(2, 3, 5)).astype("float32")
 MASK = np.array([[True] * 5, [True, True, True, False, False]])

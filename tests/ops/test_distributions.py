@@ -8,6 +8,8 @@ from keras_attn import ops as attn_ops
 from tests import numpy_reference as ref
 from tests.ops import numpy_distributions as sparse_ref
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(1)
 
 

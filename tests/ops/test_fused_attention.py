@@ -5,6 +5,8 @@ import pytest
 from keras_attn.ops import dot_product_attention, fused_attention_by_default
 from tests import numpy_reference as ref
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(3)
 Q = RNG.normal(size=(2, 3, 2, 4)).astype("float32")  # (batch, T_q, heads, e)
 K = RNG.normal(size=(2, 5, 2, 4)).astype("float32")

@@ -6,6 +6,8 @@ from keras import ops
 
 from keras_attn.ops import scale_gradient
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(3)
 
 

@@ -5,6 +5,8 @@ from keras import ops
 
 from keras_attn.ops import dimension, leading_shape
 
+pytestmark = pytest.mark.every_backend
+
 
 @pytest.mark.tensorflow_only
 def test_static_sizes_are_ints_and_unknown_ones_tensors():

@@ -5,6 +5,8 @@ from keras import ops
 
 from keras_attn.ops import slot_coordinates, write_slots
 
+pytestmark = pytest.mark.every_backend
+
 
 @pytest.mark.parametrize("axis, index, count", [(1, 0, 1), (1, 3, 2), (2, 4, 1), (2, 0, 5)])
 def test_equals_slice_update_and_a_numpy_reference(axis, index, count):

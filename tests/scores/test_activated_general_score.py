@@ -6,6 +6,8 @@ from keras_attn.scores.activated_general_score import ActivatedGeneralScore
 from keras_attn.scores.general_score import GeneralScore
 from keras_attn.testing import run_layer_test
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(13)
 Q = RNG.normal(size=(2, 3, 4)).astype("float32")
 K = RNG.normal(size=(2, 5, 6)).astype("float32")

@@ -5,6 +5,8 @@ from keras import ops
 from keras_attn.scores.biased_general_score import BiasedGeneralScore
 from keras_attn.testing import run_layer_test
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(12)
 Q = RNG.normal(size=(2, 3, 4)).astype("float32")
 K = RNG.normal(size=(2, 5, 6)).astype("float32")

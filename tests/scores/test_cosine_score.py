@@ -7,6 +7,8 @@ from keras import ops
 from keras_attn.scores.cosine_score import CosineScore
 from keras_attn.testing import run_layer_test
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(10)
 Q = RNG.normal(size=(2, 3, 4)).astype("float32")
 K = RNG.normal(size=(2, 5, 4)).astype("float32")

@@ -6,6 +6,8 @@ from keras_attn.scores.additive_score import AdditiveScore
 from keras_attn.scores.feature_score import FeatureScore
 from keras_attn.testing import run_layer_test
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(16)
 Q = RNG.normal(size=(2, 3, 4)).astype("float32")
 K = RNG.normal(size=(2, 5, 6)).astype("float32")

@@ -10,6 +10,8 @@ from keras_attn.scores.residual_general_score import ResidualGeneralScore
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(12)
 D = 9
 Q = RNG.normal(size=(2, 3, D)).astype("float32")

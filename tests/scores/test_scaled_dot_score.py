@@ -7,6 +7,8 @@ from keras_attn.scores.dot_score import DotScore
 from keras_attn.scores.scaled_dot_score import ScaledDotScore
 from keras_attn.testing import run_layer_test
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(11)
 Q = RNG.normal(size=(2, 3, 9)).astype("float32")
 K = RNG.normal(size=(2, 5, 9)).astype("float32")

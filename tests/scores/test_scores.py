@@ -8,6 +8,8 @@ from keras_attn.layers import Attention
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(0)
 Q = RNG.normal(size=(2, 3, 4)).astype("float32")
 K = RNG.normal(size=(2, 5, 4)).astype("float32")

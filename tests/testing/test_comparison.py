@@ -12,6 +12,8 @@ from keras_attn.testing.comparison import (
     shapes_compatible,
 )
 
+pytestmark = pytest.mark.every_backend
+
 
 def test_flat_and_describe_follow_the_nesting():
     structure = (np.zeros(1), [np.ones(2), {"a": np.ones(3)}])

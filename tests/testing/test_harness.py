@@ -22,6 +22,8 @@ from keras_attn.testing import (
     run_layer_test,
 )
 
+pytestmark = pytest.mark.every_backend
+
 BATCH, T_Q, T_V, FEATURES, UNITS = 3, 2, 5, 4, 6
 
 

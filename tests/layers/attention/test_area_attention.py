@@ -151,6 +151,7 @@ def area_mask(value_mask):
     return area_reference(V, V, value_mask, max_width=2)[3]  # (batch, N), N = 5 + 4
 
 
+@pytest.mark.every_backend
 def test_harness():
     # The weights run over the N areas: the hook maps the position mask to the area mask, built
     # here by enumerating the areas, independently of the layer's own `_area_mask`.

@@ -88,6 +88,7 @@ def test_bad_arguments():
         Attention(distribution="nope")
 
 
+@pytest.mark.every_backend
 @pytest.mark.parametrize("score", ["dot", "general", "concat", "additive"])
 def test_harness(score):
     run_layer_test(

@@ -82,6 +82,7 @@ class GeneralSparsemaxAttention(BaseAttention):
         self.distribution_fn = distributions.get("sparsemax", dtype=self.dtype_policy)
 
 
+@pytest.mark.every_backend
 def test_a_structure_written_on_the_base_passes_the_layer_harness():
     run_layer_test(
         GeneralSparsemaxAttention,

@@ -207,6 +207,7 @@ def test_harness(score):
     )
 
 
+@pytest.mark.every_backend
 def test_harness_explicit_mask_on_a():
     run_layer_test(
         CoAttention,

@@ -140,6 +140,7 @@ def test_harness_with_projections():
     )
 
 
+@pytest.mark.every_backend
 def test_harness_self_attention_with_keras_masking():
     run_layer_test(
         CompositionalDeAttention,

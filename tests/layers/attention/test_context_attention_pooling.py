@@ -53,6 +53,7 @@ def test_bad_arguments():
         ContextAttentionPooling("8")
 
 
+@pytest.mark.every_backend
 def test_harness():
     run_layer_test(
         ContextAttentionPooling,

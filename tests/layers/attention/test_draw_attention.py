@@ -115,6 +115,7 @@ def test_harness_read():
     )
 
 
+@pytest.mark.every_backend
 def test_harness_write():
     run_layer_test(
         DrawWrite,

@@ -191,6 +191,7 @@ def test_harness_gumbel():
     )
 
 
+@pytest.mark.every_backend
 def test_harness_reinforce():
     # REINFORCE gives the layer's output no pathwise gradient (its loss term, -advantage *
     # log_prob, is built by the training step from a reward the layer cannot see), so the

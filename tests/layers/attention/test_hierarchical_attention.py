@@ -137,6 +137,7 @@ def word_and_sentence_masks(sentence_mask):
     return words, sentence_mask
 
 
+@pytest.mark.every_backend
 def test_harness():
     # Both levels' weights go through every check: zero on padded sentences (all their words
     # included), saved, exported, cast and trained through.

@@ -319,6 +319,7 @@ def test_harness_cross_attention_value_mask():
     )
 
 
+@pytest.mark.every_backend
 def test_harness_causal_keras_masking():
     run_layer_test(
         KernelAttention,

@@ -229,6 +229,7 @@ def test_position_gradient_scale_is_the_predictors_sgd_rate(optimizer):
         np.testing.assert_allclose(scaled_moved, factor * moved, **tolerance)
 
 
+@pytest.mark.every_backend
 @pytest.mark.parametrize("mode", ["monotonic", "predictive"])
 def test_harness(mode):
     run_layer_test(

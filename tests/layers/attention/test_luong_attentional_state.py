@@ -80,6 +80,7 @@ def test_fully_masked_row_is_finite():
     assert np.all(np.isfinite(out))
 
 
+@pytest.mark.every_backend
 def test_harness():
     run_layer_test(
         LuongAttentionalState,

@@ -156,6 +156,7 @@ def test_bad_arguments():
         MultiDimensionalAttention(4, activation="nope")
 
 
+@pytest.mark.every_backend
 def test_harness():
     run_layer_test(
         MultiDimensionalAttention,

@@ -526,6 +526,7 @@ def test_use_fused_attention_round_trips_and_is_checked():
         MultiHeadAttention(num_heads=2, key_dim=3, use_fused_attention="yes")
 
 
+@pytest.mark.every_backend
 def test_harness_fused_path():
     run_layer_test(
         MultiHeadAttention,

@@ -83,6 +83,7 @@ def test_bad_arguments():
         MultiRepresentationAttention(4).build((None, None, None, 5))
 
 
+@pytest.mark.every_backend
 def test_harness():
     # The weights run over the R representations of each token: a padded token's whole row and
     # every missing representation get exactly zero weight.

@@ -8,6 +8,8 @@ from keras_attn.layers import ParallelCoAttention
 from keras_attn.testing import run_layer_test
 from tests.numpy_reference import parallel_co_attention
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(0)
 V = RNG.normal(size=(2, 9, 5)).astype("float32")
 Q = RNG.normal(size=(2, 4, 3)).astype("float32")

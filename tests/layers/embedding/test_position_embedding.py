@@ -56,6 +56,7 @@ def test_bad_arguments():
         PositionEmbedding(max_length=True)
 
 
+@pytest.mark.every_backend
 def test_harness():
     run_layer_test(
         PositionEmbedding,

@@ -72,6 +72,7 @@ def test_bad_arguments():
         SinusoidalPositionEncoding(max_wavelength="big")
 
 
+@pytest.mark.every_backend
 def test_harness():
     run_layer_test(
         SinusoidalPositionEncoding,

@@ -107,6 +107,7 @@ def test_bad_arguments():
         TokenAndPositionEmbedding(V, D, dropout=-0.1)
 
 
+@pytest.mark.every_backend
 @pytest.mark.parametrize("position_encoding", ["sinusoidal", "learned"])
 def test_harness(position_encoding):
     run_layer_test(

@@ -148,6 +148,7 @@ def test_bad_arguments():
         NeighbourhoodPooling1D(2, padding="causal")
 
 
+@pytest.mark.every_backend
 @pytest.mark.parametrize("mode", ["max", "weighted"])
 def test_harness(mode):
     run_layer_test(

@@ -88,6 +88,7 @@ def test_rejects_an_unknown_position():
         TokenPooling("middle")
 
 
+@pytest.mark.every_backend
 @pytest.mark.parametrize("position", ["first", "last"])
 def test_harness(position):
     run_layer_test(

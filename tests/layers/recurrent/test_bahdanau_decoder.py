@@ -335,6 +335,7 @@ def test_stacked_weights_are_saved_per_layer(tmp_path):
         )
 
 
+@pytest.mark.every_backend
 def test_harness_stacked():
     run_layer_test(
         BahdanauDecoder,

@@ -157,7 +157,9 @@ def test_set_use_cudnn_and_bad_arguments():
         BiLanguageModel(VOCAB, 4, dropout=1.5)
 
 
-@pytest.mark.parametrize("tie_embeddings", [False, True])
+@pytest.mark.parametrize(
+    "tie_embeddings", [False, pytest.param(True, marks=pytest.mark.every_backend)]
+)
 def test_harness(tie_embeddings):
     # The harness' training check fits an MSE on the first output only (the representations), so
     # the softmax would get no gradient; training through both LM heads, with a finite gradient

@@ -121,6 +121,7 @@ def test_set_use_cudnn_reaches_both_directions():
     assert encoder.rnn.backward_layer.use_cudnn is False
 
 
+@pytest.mark.every_backend
 def test_harness():
     run_layer_test(
         BidirectionalEncoder,

@@ -177,9 +177,10 @@ def test_bad_arguments():
 @pytest.mark.parametrize(
     "init_kwargs,shapes",
     [
-        (
+        pytest.param(
             {"units": 4, "num_layers": 2, "cell": "lstm", "residual": True, "dropout": 0.1},
             ((2, 5, 4), (2, 4), (2, 4), (2, 4), (2, 4)),
+            marks=pytest.mark.every_backend,
         ),
         (
             {"units": [3, 6], "cell": "gru", "bidirectional": [True, False], "merge_mode": "sum"},

@@ -150,6 +150,7 @@ def test_bad_arguments():
         ElmanRNN(4, output_activation="softmax")
 
 
+@pytest.mark.every_backend
 @pytest.mark.parametrize("mask_kwarg", ["mask", None])
 def test_harness(mask_kwarg):
     run_layer_test(

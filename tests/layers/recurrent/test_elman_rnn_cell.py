@@ -6,6 +6,8 @@ from keras import ops
 from keras_attn.layers import ElmanRNNCell
 from tests import numpy_reference as ref
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(11)
 
 

@@ -246,6 +246,7 @@ def test_cudnn_forced_on_needs_the_reset_after_form():
         BiLanguageModel(20, 4, cell="gru", use_cudnn=True, reset_after=False)
 
 
+@pytest.mark.every_backend
 def test_harness_plain_decoder_paper_form():
     run_layer_test(
         PlainDecoder,

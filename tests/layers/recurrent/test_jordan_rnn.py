@@ -111,6 +111,7 @@ def test_bad_arguments():
         JordanRNN(-2, output_units=3)
 
 
+@pytest.mark.every_backend
 def test_harness():
     run_layer_test(
         JordanRNN,

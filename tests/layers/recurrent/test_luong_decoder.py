@@ -204,6 +204,7 @@ def test_padded_targets_give_zero_outputs_and_keras_mask(input_feeding):
     np.testing.assert_allclose(ops.convert_to_numpy(mean)[0], out[0, :2].mean(0), rtol=1e-5)
 
 
+@pytest.mark.every_backend
 def test_harness_input_feeding_global():
     run_layer_test(
         LuongDecoder,

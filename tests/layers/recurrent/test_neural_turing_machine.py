@@ -62,7 +62,9 @@ def test_bad_arguments():
         NeuralTuringMachine(4, memory_width=0)
 
 
-@pytest.mark.parametrize("mask_kwarg", ["mask", None])
+@pytest.mark.parametrize(
+    "mask_kwarg", [pytest.param("mask", marks=pytest.mark.every_backend), None]
+)
 def test_harness(mask_kwarg):
     run_layer_test(
         NeuralTuringMachine,

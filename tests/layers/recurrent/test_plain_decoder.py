@@ -96,6 +96,7 @@ def test_bad_arguments():
         PlainDecoder(8, cell="gru")(Y, CONTEXT, initial_state=[H0, H0])
 
 
+@pytest.mark.every_backend
 def test_harness():
     run_layer_test(
         PlainDecoder,

@@ -96,6 +96,7 @@ def test_bad_arguments():
         ScalarMix(epsilon=0)
 
 
+@pytest.mark.every_backend
 @pytest.mark.parametrize("layer_norm", [False, True])
 def test_harness(layer_norm):
     run_layer_test(

@@ -230,7 +230,10 @@ def test_bad_arguments():
 
 @pytest.mark.parametrize(
     "feedback,targets,mask_kwarg",
-    [("continuous", Y, "inputs_mask"), ("categorical", IDS, None)],
+    [
+        ("continuous", Y, "inputs_mask"),
+        pytest.param("categorical", IDS, None, marks=pytest.mark.every_backend),
+    ],
 )
 def test_harness(feedback, targets, mask_kwarg):
     run_layer_test(

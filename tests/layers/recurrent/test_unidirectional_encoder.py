@@ -126,7 +126,9 @@ def test_bad_arguments_config_and_cudnn_switch():
 @pytest.mark.parametrize(
     "config,state_count",
     [
-        ({"units": 4, "cell": "lstm", "reverse": True}, 2),
+        pytest.param(
+            {"units": 4, "cell": "lstm", "reverse": True}, 2, marks=pytest.mark.every_backend
+        ),
         ({"units": 4, "cell": "gru", "num_layers": 3, "layer_dropout": 0.1}, 3),
     ],
 )

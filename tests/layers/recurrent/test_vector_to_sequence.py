@@ -126,7 +126,8 @@ def test_bad_arguments():
 
 
 @pytest.mark.parametrize(
-    "conditioning,mask_kwarg", [("both", "targets_mask"), ("every_step", None)]
+    "conditioning,mask_kwarg",
+    [("both", "targets_mask"), pytest.param("every_step", None, marks=pytest.mark.every_backend)],
 )
 def test_harness(conditioning, mask_kwarg):
     run_layer_test(

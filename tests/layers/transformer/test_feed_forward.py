@@ -61,6 +61,7 @@ def test_bad_arguments():
         FeedForward(hidden_dim=4, dropout=1.0)
 
 
+@pytest.mark.every_backend
 def test_harness():
     run_layer_test(
         FeedForward,

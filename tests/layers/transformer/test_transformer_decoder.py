@@ -269,6 +269,7 @@ def test_harness_padded_memory():
     )
 
 
+@pytest.mark.every_backend
 def test_harness_decoder_only():
     run_layer_test(
         TransformerDecoder,

@@ -294,6 +294,7 @@ def test_harness_padded_memory():
     )
 
 
+@pytest.mark.every_backend
 def test_harness_decoder_only_keras_masking_pre_ln():
     run_layer_test(
         TransformerDecoderBlock,

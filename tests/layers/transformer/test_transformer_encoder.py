@@ -68,6 +68,7 @@ def test_bad_arguments():
         TransformerEncoder(1, 2, 4, layer_norm_epsilon=-1)
 
 
+@pytest.mark.every_backend
 def test_harness():
     run_layer_test(
         TransformerEncoder,

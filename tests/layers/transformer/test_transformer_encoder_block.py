@@ -131,6 +131,7 @@ def test_harness_explicit_mask_post_ln():
     )
 
 
+@pytest.mark.every_backend
 def test_harness_keras_masking_pre_ln():
     run_layer_test(
         TransformerEncoderBlock,

@@ -99,7 +99,10 @@ def test_encoder_matches_the_numpy_blocks(activation, positions, kernel_width):
     assert not np.allclose(leaked[0, 3], expected[0, 3], atol=1e-3)
 
 
-@pytest.mark.parametrize("activation, positions", [("glu", "learned"), ("relu", "sinusoidal")])
+@pytest.mark.parametrize(
+    "activation, positions",
+    [("glu", "learned"), pytest.param("relu", "sinusoidal", marks=pytest.mark.every_backend)],
+)
 def test_encoder_harness(activation, positions):
     """The shared layer checks: config, .keras, SavedModel, both mixed policies, masking."""
     x = np.random.default_rng(0).normal(size=(2, 5, 4)).astype("float32")

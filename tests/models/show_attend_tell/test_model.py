@@ -284,7 +284,9 @@ FEATURES = RNG.normal(size=(2, 6, 3)).astype("float32")
 MASK = np.array([[True, True, True, True], [True, True, False, False]])
 
 
-@pytest.mark.parametrize("attention", ["soft", "hard"])
+@pytest.mark.parametrize(
+    "attention", [pytest.param("soft", marks=pytest.mark.every_backend), "hard"]
+)
 def test_decoder_harness(attention):
     run_layer_test(
         ShowAttendTellDecoder,

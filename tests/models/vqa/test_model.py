@@ -14,6 +14,8 @@ from keras_attn.models.vqa.model import (
 from tests.layers.attention.test_parallel_co_attention import layer_weights
 from tests.numpy_reference import parallel_co_attention
 
+pytestmark = pytest.mark.every_backend
+
 RNG = np.random.default_rng(0)
 IMAGES = RNG.integers(0, 256, size=(3, 16, 16, 3)).astype("uint8")
 QUESTIONS = np.array([[4, 5, 6, 7], [8, 9, 0, 0], [10, 0, 0, 0]], "int32")
