@@ -31,17 +31,17 @@ PYTEST_XDIST := -n 3 --dist loadfile --no-loadscope-reorder
 # the decoding tests, the vqa-coattention head, and one full harness test of every layer (the
 # harness: config, eager and functional calls, .keras round trip, masking, mixed precision,
 # training). Tests of TensorFlow itself (marked tensorflow_only) skip themselves. The JAX run is
-# one process at low priority (nice), so it takes the CPU the TensorFlow run leaves while its
-# tests wait on servers and child processes; its output follows the TensorFlow run's. Either run
-# failing fails the target. Every layer and model test passes under JAX as well (`make test-jax`,
-# below), but adds about 18 CPU minutes: more than the suite's budget allows.
+# one process beside the TensorFlow run's three, at the same priority: niced, it got little CPU
+# and ran alone on one core for minutes after the TensorFlow run ended. Its output follows the
+# TensorFlow run's. Either run failing fails the target. Every layer and model test passes under
+# JAX as well (`make test-jax`, below), but adds about 18 CPU minutes: more than the budget allows.
 JAX_DIRS := tests/testing tests/scores tests/distributions tests/ops tests/decoding tests/layers \
 	tests/models
 
 test: corpora browser
 	@jax_log=$$(mktemp); \
-	KERAS_BACKEND=jax nice -n 10 $(BIN)/python -m pytest -q -p no:xdist -m every_backend \
-	  $(JAX_DIRS) >"$$jax_log" 2>&1 & jax=$$!; \
+	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -p no:xdist -m every_backend $(JAX_DIRS) \
+	  >"$$jax_log" 2>&1 & jax=$$!; \
 	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python -m pytest -q $(PYTEST_XDIST) \
 	  --durations=20 tests; tensorflow=$$?; \
 	wait $$jax; jax=$$?; \
