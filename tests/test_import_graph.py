@@ -8,6 +8,10 @@ edge is not counted (it is not a choice the module makes).
 from __future__ import annotations
 
 import ast
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import keras_attn
@@ -167,3 +171,33 @@ def test_the_library_does_not_import_the_command_line():
 def test_find_cycle_names_the_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+BLOCK_TENSORFLOW = """
+import sys
+
+
+class _NoTensorFlow:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("tensorflow", "tensorflow_text"):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+
+
+sys.meta_path.insert(0, _NoTensorFlow())
+"""
+
+
+def test_the_every_backend_tests_load_without_tensorflow(tmp_path):
+    """The tests `make test` runs under JAX also run where TensorFlow is not installed (a GPU
+    machine with JAX or PyTorch only): neither they nor the modules they test import it."""
+    makefile = (ROOT.parent / "Makefile").read_text(encoding="utf-8")
+    directories = re.search(r"^JAX_DIRS :=((?:.*\\\n)*.*)$", makefile, re.MULTILINE).group(1)
+    (tmp_path / "sitecustomize.py").write_text(BLOCK_TENSORFLOW)
+    environment = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(tmp_path)}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider"]
+    command += ["--collect-only", "-m", "every_backend", *directories.replace("\\", " ").split()]
+    done = subprocess.run(
+        command, cwd=ROOT.parent, env=environment, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"^(\d+)/\d+ tests collected", done.stdout, re.MULTILINE), done.stdout[-500:]

@@ -6,7 +6,6 @@ import os
 import tempfile
 
 import keras
-import tensorflow as tf
 
 from keras_attn.testing.assertions import assert_outputs_close, fail
 from keras_attn.testing.spec import LayerSpec
@@ -37,6 +36,8 @@ def check_saved_model(spec: LayerSpec, *, atol: float = 1e-6, rtol: float = 1e-6
     The model returns the layer's outputs as a flat list: SavedModel signatures only take a
     tensor, a flat sequence or a flat dict of tensors, whatever the layer's nesting.
     """
+    import tensorflow as tf  # here: the other checks run on backends without TensorFlow
+
     check = "saved_model"
     model, _ = spec.build_model(
         spec.make(), return_weights=spec.returns_weights, flatten_outputs=True

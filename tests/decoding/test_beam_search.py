@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.decoding import beam_search, greedy_search
@@ -22,6 +21,7 @@ from tests.decoding.scripted_models import (
     random_table,
     reference_beam_search,
 )
+from tests.lazy_tf import tf
 
 pytestmark = pytest.mark.every_backend
 

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.decoding import DecodingResult, greedy_search
+from tests.lazy_tf import tf
 
 pytestmark = pytest.mark.every_backend
 

@@ -1,12 +1,12 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.decoding import filter_logits, greedy_search, sample
 from keras_attn.decoding.sampling import threefry2x32, uniform_noise
 from tests.decoding.scripted_models import END, START, prefix_state, prefix_step, random_table
+from tests.lazy_tf import tf
 
 pytestmark = pytest.mark.every_backend
 
@@ -111,39 +111,41 @@ def test_scores_are_the_model_log_probabilities_of_the_drawn_tokens():
         assert not {PAD, START} & set(generated.tolist())
 
 
-SIGNATURE = [
-    tf.TensorSpec([], tf.float32, name="temperature"),
-    tf.TensorSpec([], tf.int32, name="top_k"),
-    tf.TensorSpec([], tf.float32, name="top_p"),
-    tf.TensorSpec([], tf.int64, name="seed"),
-]
+def _sampler():
+    """What an exported `generate` signature does: sampling knobs and the seed are inputs
+    (a `tf.Module`, defined here: the module imports no TensorFlow)."""
+    signature = [
+        tf.TensorSpec([], tf.float32, name="temperature"),
+        tf.TensorSpec([], tf.int32, name="top_k"),
+        tf.TensorSpec([], tf.float32, name="top_p"),
+        tf.TensorSpec([], tf.int64, name="seed"),
+    ]
 
+    class Sampler(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.seed_generator = keras.random.SeedGenerator(5)
+            self.seed_state = self.seed_generator.state  # tracked, so it is saved and advances
 
-class Sampler(tf.Module):
-    """What an exported `generate` signature does: sampling knobs and the seed are inputs."""
+        @tf.function(input_signature=signature)
+        def seeded(self, temperature, top_k, top_p, seed):
+            return sample(constant_step, {}, 64, START, END, 4, temperature, top_k, top_p, seed).ids
 
-    def __init__(self):
-        super().__init__()
-        self.seed_generator = keras.random.SeedGenerator(5)
-        self.seed_state = self.seed_generator.state  # tracked, so it is saved and advances
+        @tf.function(input_signature=[])
+        def unseeded(self):
+            return sample(constant_step, {}, 64, START, END, 4).ids
 
-    @tf.function(input_signature=SIGNATURE)
-    def seeded(self, temperature, top_k, top_p, seed):
-        return sample(constant_step, {}, 64, START, END, 4, temperature, top_k, top_p, seed).ids
+        @tf.function(input_signature=[])
+        def from_generator(self):
+            return sample(constant_step, {}, 64, START, END, 4, seed=self.seed_generator).ids
 
-    @tf.function(input_signature=[])
-    def unseeded(self):
-        return sample(constant_step, {}, 64, START, END, 4).ids
-
-    @tf.function(input_signature=[])
-    def from_generator(self):
-        return sample(constant_step, {}, 64, START, END, 4, seed=self.seed_generator).ids
+    return Sampler()
 
 
 @pytest.fixture(scope="module")
 def exported_sampler(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("sampler"))
-    module = Sampler()
+    module = _sampler()
     tf.saved_model.save(module, path)
     return tf.saved_model.load(path)
 

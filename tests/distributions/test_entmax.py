@@ -3,12 +3,12 @@ import math
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.distributions.entmax import Entmax
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
+from tests.lazy_tf import tf
 from tests.ops import numpy_distributions as sparse_ref
 
 pytestmark = pytest.mark.every_backend

@@ -1,11 +1,11 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn import ops as attn_ops
 from tests import numpy_reference as ref
+from tests.lazy_tf import tf
 from tests.ops import numpy_distributions as sparse_ref
 
 pytestmark = pytest.mark.every_backend

@@ -1,10 +1,10 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.ops import scale_gradient
+from tests.lazy_tf import tf
 
 pytestmark = pytest.mark.every_backend
 

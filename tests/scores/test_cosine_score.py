@@ -1,11 +1,11 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.scores.cosine_score import CosineScore
 from keras_attn.testing import run_layer_test
+from tests.lazy_tf import tf
 
 pytestmark = pytest.mark.every_backend
 

@@ -1,7 +1,6 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.scores.dot_score import DotScore
@@ -9,6 +8,7 @@ from keras_attn.scores.general_score import GeneralScore
 from keras_attn.scores.residual_general_score import ResidualGeneralScore
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
+from tests.lazy_tf import tf
 
 pytestmark = pytest.mark.every_backend
 

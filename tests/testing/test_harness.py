@@ -7,7 +7,6 @@ must catch it, so the slow checks (SavedModel export) run only for the correct l
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from keras_attn.layers import AreaAttention, MultiRepresentationAttention
 from keras_attn.testing import (
@@ -21,6 +20,7 @@ from keras_attn.testing import (
     check_training,
     run_layer_test,
 )
+from tests.lazy_tf import tf
 
 pytestmark = pytest.mark.every_backend
 
@@ -396,6 +396,7 @@ def test_state_outside_weights_fails_keras_save_load_check():
 
 
 def test_graph_only_behaviour_fails_saved_model_check():
+    pytest.importorskip("tensorflow")  # the SavedModel check exports with TensorFlow
     with pytest.raises(
         AssertionError, match=r"\[saved_model\] EagerOnlyBehaviour: SavedModel `serve` endpoint"
     ):

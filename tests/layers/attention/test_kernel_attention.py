@@ -1,12 +1,12 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.layers.attention.kernel_attention import KernelAttention
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
+from tests.lazy_tf import tf
 
 RNG = np.random.default_rng(11)
 B, T, D = 2, 6, 8

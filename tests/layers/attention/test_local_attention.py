@@ -1,12 +1,12 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.layers.attention.local_attention import LocalAttention
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
+from tests.lazy_tf import tf
 
 RNG = np.random.default_rng(11)
 Q = RNG.normal(size=(2, 4, 3)).astype("float32")

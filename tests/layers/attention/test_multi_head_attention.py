@@ -1,12 +1,12 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from keras_attn.layers.attention.multi_head_attention import MultiHeadAttention
 from keras_attn.testing import run_layer_test
 from keras_attn.testing.mixed_precision_check import MIXED_PRECISION_TOLERANCES
 from tests import numpy_reference as ref
+from tests.lazy_tf import tf
 
 RNG = np.random.default_rng(7)
 B, T_Q, T_K, D = 2, 3, 5, 8

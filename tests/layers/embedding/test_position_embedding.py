@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.layers import PositionEmbedding
 from keras_attn.testing import run_layer_test
+from tests.lazy_tf import tf
 
 X = np.random.default_rng(0).normal(size=(2, 5, 6)).astype("float32")
 

@@ -1,11 +1,11 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.layers import SinusoidalPositionEncoding
 from keras_attn.testing import run_layer_test
+from tests.lazy_tf import tf
 
 
 def reference(length, dim, start=0, base=10000.0):

@@ -1,11 +1,11 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.layers import TokenAndPositionEmbedding
 from keras_attn.testing import run_layer_test
+from tests.lazy_tf import tf
 
 IDS = np.array([[4, 1, 7, 2, 9], [3, 8, 5, 0, 0]], "int32")
 V, D = 10, 6

@@ -1,11 +1,11 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.layers import NeighbourhoodPooling1D
 from keras_attn.testing import run_layer_test
+from tests.lazy_tf import tf
 
 RNG = np.random.default_rng(5)
 X = RNG.normal(size=(3, 7, 4)).astype("float32")

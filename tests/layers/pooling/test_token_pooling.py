@@ -1,11 +1,11 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.layers import TokenPooling
 from keras_attn.testing import run_layer_test
+from tests.lazy_tf import tf
 
 RNG = np.random.default_rng(7)
 X = RNG.normal(size=(4, 6, 3)).astype("float32")

@@ -4,7 +4,6 @@ import h5py
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn import scores
@@ -12,6 +11,7 @@ from keras_attn.layers import Attention, BahdanauDecoder, LocalAttention
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
 from tests.layers.recurrent import numpy_stack
+from tests.lazy_tf import tf
 
 RNG = np.random.default_rng(3)
 Y = RNG.normal(size=(2, 4, 3)).astype("float32")

@@ -1,12 +1,12 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.layers import BiLanguageModel
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
+from tests.lazy_tf import tf
 
 VOCAB = 13
 IDS = np.array([[3, 5, 7, 2, 9, 4], [6, 1, 8, 11, 0, 0]], "int32")

@@ -1,11 +1,11 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.layers import NTMCell
 from tests import numpy_reference as ref
+from tests.lazy_tf import tf
 
 RNG = np.random.default_rng(3)
 TOL = {"rtol": 1e-5, "atol": 1e-6}

@@ -1,12 +1,12 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.layers import ScalarMix
 from keras_attn.testing import run_layer_test
 from tests import numpy_reference as ref
+from tests.lazy_tf import tf
 
 RNG = np.random.default_rng(11)
 LAYERS = RNG.normal(size=(2, 5, 3, 4)).astype("float32")  # (batch, T, L + 1, d)

@@ -3,12 +3,12 @@ import tempfile
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from keras_attn.layers import MultiHeadAttention, TransformerDecoder
 from keras_attn.testing import run_layer_test
 from keras_attn.testing.harness import MIXED_PRECISION_TOLERANCES
 from tests.layers.transformer import numpy_transformer as npt
+from tests.lazy_tf import tf
 
 RNG = np.random.default_rng(31)
 B, T, D, T_X = 2, 6, 8, 4
@@ -124,27 +124,35 @@ def test_cached_step_compiles_with_xla():
     np.testing.assert_allclose(np.concatenate(outputs, 1), full, rtol=1e-5, atol=1e-5)
 
 
-class _GraphDecoder(tf.Module):
-    """Cached decoding inside one tf.while_loop, the way an exported decoder runs."""
+def _graph_decoder(decoder):
+    """A `tf.Module` running cached decoding inside one tf.while_loop, the way an exported
+    decoder runs (defined here: the module imports no TensorFlow)."""
 
-    def __init__(self, decoder):
-        super().__init__()
-        self.decoder = decoder
+    class _GraphDecoder(tf.Module):
+        """Cached decoding inside one tf.while_loop, the way an exported decoder runs."""
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None, D]), tf.TensorSpec([None, None, D])])
-    def run(self, inputs, memory):
-        length = tf.shape(inputs)[1]
-        cache = self.decoder.initial_cache(tf.shape(inputs)[0], length, memory)
-        outputs = tf.TensorArray(tf.float32, size=length)
+        def __init__(self, decoder):
+            super().__init__()
+            self.decoder = decoder
 
-        def body(t, cache, outputs):
-            output, cache = self.decoder(inputs[:, t : t + 1], cache=cache, cache_index=t)
-            return t + 1, cache, outputs.write(t, output[:, 0])
-
-        _, _, outputs = tf.while_loop(
-            lambda t, *_: t < length, body, (tf.constant(0), cache, outputs)
+        @tf.function(
+            input_signature=[tf.TensorSpec([None, None, D]), tf.TensorSpec([None, None, D])]
         )
-        return tf.transpose(outputs.stack(), [1, 0, 2])  # (T, batch, d) -> (batch, T, d)
+        def run(self, inputs, memory):
+            length = tf.shape(inputs)[1]
+            cache = self.decoder.initial_cache(tf.shape(inputs)[0], length, memory)
+            outputs = tf.TensorArray(tf.float32, size=length)
+
+            def body(t, cache, outputs):
+                output, cache = self.decoder(inputs[:, t : t + 1], cache=cache, cache_index=t)
+                return t + 1, cache, outputs.write(t, output[:, 0])
+
+            _, _, outputs = tf.while_loop(
+                lambda t, *_: t < length, body, (tf.constant(0), cache, outputs)
+            )
+            return tf.transpose(outputs.stack(), [1, 0, 2])  # (T, batch, d) -> (batch, T, d)
+
+    return _GraphDecoder(decoder)
 
 
 @pytest.mark.tensorflow_only
@@ -152,7 +160,7 @@ class _GraphDecoder(tf.Module):
 def test_cached_decoding_in_a_while_loop_survives_saved_model_export():
     decoder = built_decoder(seed=7)
     full = keras.ops.convert_to_numpy(decoder(X, MEMORY))
-    module = _GraphDecoder(decoder)
+    module = _graph_decoder(decoder)
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(module.run(X, MEMORY)), full, rtol=1e-5, atol=1e-5
     )

@@ -1,11 +1,11 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from keras_attn.layers import TransformerDecoderBlock
 from keras_attn.testing import run_layer_test
 from tests.layers.transformer import numpy_transformer as npt
+from tests.lazy_tf import tf
 
 RNG = np.random.default_rng(5)
 B, T, D, T_X, D_X = 2, 5, 8, 6, 12

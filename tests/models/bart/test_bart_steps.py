@@ -1,12 +1,12 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.decoding import beam_search, greedy_search, sample
 from keras_attn.models import BartSteps
 from keras_attn.models.bart.model import bart, bart_translator
+from tests.lazy_tf import tf
 
 START, END = 2, 3
 VOCAB, SOURCE_VOCAB = 30, 40

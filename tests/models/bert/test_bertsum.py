@@ -1,13 +1,13 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.models import BertSumSteps
 from keras_attn.models.bert.bertsum import BERTSUM_ENCODER_LAYERS, bertsum_translator
 from keras_attn.models.bert.model import bert
+from tests.lazy_tf import tf
 
 START, END = 2, 3
 SOURCE_VOCAB, TARGET_VOCAB = 40, 30

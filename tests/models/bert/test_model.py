@@ -1,10 +1,10 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.models import bert, bert_classifier, bert_pretraining, bert_token_classifier
+from tests.lazy_tf import tf
 
 VOCAB, MASK = 30, 4
 

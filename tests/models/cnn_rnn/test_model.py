@@ -10,7 +10,6 @@ import json
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.cli import main as cli
@@ -21,6 +20,7 @@ from keras_attn.models.cnn_rnn.family import CNNTranslatorOptions
 from keras_attn.models.cnn_rnn.model import ConvolutionalEncoder, cnn_translator
 from keras_attn.models.family import MODEL_FAMILIES
 from keras_attn.testing import run_layer_test
+from tests.lazy_tf import tf
 from tests.numpy_reference import sigmoid
 from tests.training.conftest import tiny_corpus  # noqa: F401  (a fixture)
 

@@ -1,12 +1,12 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.decoding import beam_search, greedy_search
 from keras_attn.models import GPTSteps, gpt, gpt_classifier
 from keras_attn.models.gpt.model import DECODER, EMBEDDING
+from tests.lazy_tf import tf
 
 START, END, VOCAB = 2, 3, 24
 

@@ -4,10 +4,10 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.models import GPTSteps, gpt
+from tests.lazy_tf import tf
 
 PROMPTS = np.array([[4, 5, 6], [7, 0, 0]], "int32")
 

@@ -5,7 +5,6 @@ pass does."""
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.models import (
@@ -18,6 +17,7 @@ from keras_attn.models import (
     rnn_plain_translator,
     show_attend_tell,
 )
+from tests.lazy_tf import tf
 
 SOURCE = np.array([[5, 6, 7, 8, 0], [9, 4, 0, 0, 0]], "int32")
 TARGET = np.array([[2, 11, 12, 13], [2, 14, 0, 0]], "int32")

@@ -4,7 +4,6 @@ view, saving, and a tiny model that overfits a few generated scenes."""
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.decoding import beam_search, greedy_search
@@ -17,6 +16,7 @@ from keras_attn.models.show_attend_tell.steps import ShowAttendTellSteps
 from keras_attn.testing import run_layer_test
 from keras_attn.vision.scenes import CAPTION_WORDS, caption_ids, scene_splits
 from tests import numpy_reference as ref
+from tests.lazy_tf import tf
 
 VOCAB = 11
 SMALL = {"embedding_dim": 5, "units": 7, "encoder_filters": (4, 6), "attention_units": 3}

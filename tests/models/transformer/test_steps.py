@@ -5,7 +5,6 @@ model's dropout on."""
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.errors import ConfigError
@@ -19,6 +18,7 @@ from keras_attn.models import (
     gpt,
     transformer_translator,
 )
+from tests.lazy_tf import tf
 
 VOCAB = 30
 SOURCE = np.array([[5, 6, 7, 8, 0], [9, 4, 0, 0, 0]], "int32")

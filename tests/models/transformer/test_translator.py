@@ -1,7 +1,6 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 from keras import ops
 
 from keras_attn.decoding import beam_search, greedy_search
@@ -12,6 +11,7 @@ from keras_attn.models.transformer.translator import (
     SOURCE_EMBEDDING,
     TARGET_EMBEDDING,
 )
+from tests.lazy_tf import tf
 
 START, END = 2, 3
 
