@@ -65,7 +65,12 @@ def dot_product_attention(query, key, value, mask=None, scale: float | None = No
             "Expected a mask of rank 4, broadcastable to (batch, heads, T_q, T_k). "
             f"Received: mask.shape={tuple(mask.shape)}"
         )
-    output = ops.dot_product_attention(query, key, value, mask=mask, scale=scale)
+    fused_mask = mask
+    if keras.config.backend() == "jax" and mask.shape[2] != query.shape[1]:
+        # cuDNN's kernel takes the mask as a bias with both sequence lengths in full (a padding
+        # mask's query axis of 1 makes JAX fall back to its XLA path, logging an error).
+        fused_mask = ops.broadcast_to(mask, (*mask.shape[:2], query.shape[1], mask.shape[3]))
+    output = ops.dot_product_attention(query, key, value, mask=fused_mask, scale=scale)
     # (batch|1, heads|1, T_q|1, T_k) -> (batch|1, T_q|1, heads|1, 1): rows with a key to see.
     any_allowed = ops.transpose(ops.any(mask, axis=-1, keepdims=True), (0, 2, 1, 3))
     return output * ops.cast(any_allowed, output.dtype)

@@ -30,6 +30,13 @@ def test_matches_numpy_softmax_attention_with_masks():
     assert np.all(got[1, 2] == 0.0)
 
 
+def test_a_padding_mask_broadcast_over_queries_and_heads():
+    """(batch, 1, 1, T_k): on JAX it is broadcast over the queries for cuDNN's kernel."""
+    mask = np.array([[True] * 5, [True, True, False, False, False]]).reshape(2, 1, 1, 5)
+    got = keras.ops.convert_to_numpy(dot_product_attention(Q, K, V, mask=mask))
+    np.testing.assert_allclose(got, expected(mask), atol=1e-5)
+
+
 def test_mask_of_another_rank_is_refused():
     with pytest.raises(ValueError, match=r"mask.shape=\(2, 5\)"):
         dot_product_attention(Q, K, V, mask=np.ones((2, 5), bool))
