@@ -85,7 +85,9 @@ def test_all_beams_match_a_numpy_beam_search(beam_size, alpha, seed):
         for k, (ids, log_prob, steps, finished) in enumerate(reference):
             np.testing.assert_array_equal(ops.convert_to_numpy(result.ids[sentence, k]), ids)
             assert result.lengths[sentence, k] == steps - int(finished)
-            np.testing.assert_allclose(result.scores[sentence, k], log_prob, rtol=1e-5)
+            np.testing.assert_allclose(
+                ops.convert_to_numpy(result.scores[sentence, k]), log_prob, rtol=1e-5
+            )
             # The state went along each path: scores and alignments recomputed from the ids.
             np.testing.assert_allclose(
                 log_prob, path_log_prob(table, sentence, list(ids[:steps])), rtol=1e-6
@@ -109,7 +111,9 @@ def test_best_hypothesis_with_early_stop_equals_the_full_search(alpha):
                 table, sentence, 3, alpha, max_length
             )[0]
             np.testing.assert_array_equal(ops.convert_to_numpy(result.ids[sentence]), ids)
-            np.testing.assert_allclose(result.scores[sentence], log_prob, rtol=1e-5)
+            np.testing.assert_allclose(
+                ops.convert_to_numpy(result.scores[sentence]), log_prob, rtol=1e-5
+            )
             assert result.lengths[sentence] == steps - int(finished)
 
 
@@ -316,5 +320,7 @@ def test_beam_of_one_is_greedy_on_an_rnn_translator(family):
     for row, tokens in enumerate(generated):
         b, k = divmod(row, 3)
         expected = log_probs[row, np.arange(len(tokens)), tokens].sum()
-        np.testing.assert_allclose(wide.scores[b, k], expected, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(wide.scores[b, k]), expected, rtol=1e-4, atol=1e-4
+        )
         assert np.all(alignments[b, k, : len(tokens)][:, source[b] == 0] == 0)

@@ -71,4 +71,4 @@ def test_a_distribution_built_with_a_dtype_policy_serializes(name, policy):
     assert clone.distribution_fn.dtype_policy.name == policy
     weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)[1]
     cloned = clone(Q, V, value_mask=MASK, return_attention_scores=True)[1]
-    np.testing.assert_array_equal(np.asarray(cloned), np.asarray(weights))
+    np.testing.assert_array_equal(ops.convert_to_numpy(cloned), ops.convert_to_numpy(weights))

@@ -147,7 +147,7 @@ def test_a_score_built_with_a_dtype_policy_serializes(name, policy):
     for source, target in zip(layer.weights, clone.weights, strict=True):
         target.assign(source)
     cloned = clone(Q, values, return_attention_scores=True)[1]
-    np.testing.assert_array_equal(np.asarray(cloned), np.asarray(weights))
+    np.testing.assert_array_equal(ops.convert_to_numpy(cloned), ops.convert_to_numpy(weights))
 
 
 def test_get_errors_and_instances():

@@ -3,6 +3,7 @@ and arguments."""
 
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.layers import ParallelCoAttention
 from keras_attn.testing import run_layer_test
@@ -38,7 +39,7 @@ def test_matches_numpy_reference():
         V.astype("float64"), Q.astype("float64"), Q_MASK, *layer_weights(layer)
     )
     for got, expected in zip((v_hat, q_hat, a_v, a_q), want, strict=True):
-        np.testing.assert_allclose(np.asarray(got), expected, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(ops.convert_to_numpy(got), expected, atol=1e-5, rtol=1e-5)
     assert np.all(np.asarray(a_q)[~Q_MASK] == 0.0)
     assert np.abs(want[2] - 1 / 9).max() > 0.05  # not the trivial uniform case
 
@@ -63,9 +64,10 @@ def test_a_question_without_words_gives_finite_weights():
     (v_hat, q_hat), (a_v, a_q) = layer(
         V, Q, words_mask=np.zeros((2, 4), bool), return_attention_scores=True
     )
-    assert np.all(np.isfinite(v_hat)) and np.all(np.asarray(q_hat) == 0.0)
-    np.testing.assert_allclose(np.asarray(a_v).sum(-1), 1.0, atol=1e-6)
-    assert np.all(np.asarray(a_q) == 0.0)
+    assert np.all(np.isfinite(ops.convert_to_numpy(v_hat)))
+    assert np.all(ops.convert_to_numpy(q_hat) == 0.0)
+    np.testing.assert_allclose(ops.convert_to_numpy(a_v).sum(-1), 1.0, atol=1e-6)
+    assert np.all(ops.convert_to_numpy(a_q) == 0.0)
 
 
 @pytest.mark.parametrize("units", [0, -1, 2.5, True])

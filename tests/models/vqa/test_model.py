@@ -4,6 +4,7 @@ arguments and saving (the layer itself: tests/layers/attention/test_parallel_co_
 import keras
 import numpy as np
 import pytest
+from keras import ops
 
 from keras_attn.models.vqa.model import (
     CO_ATTENTION,
@@ -43,6 +44,11 @@ def numpy_head(layer, joint, answer, regions, words, mask):
     return h @ kernel + bias, a_v, a_q
 
 
+def numpy_outputs(model, inputs) -> dict:
+    """The model's outputs as NumPy arrays (tensors of any backend and device)."""
+    return {name: ops.convert_to_numpy(value) for name, value in model(inputs).items()}
+
+
 def test_the_head_equals_numpy_with_the_models_weights():
     model = small_model()
     features = keras.Model(
@@ -50,7 +56,7 @@ def test_the_head_equals_numpy_with_the_models_weights():
         [model.get_layer(REGION_FEATURES).output, model.get_layer(QUESTION_ENCODER).output],
     )
     inputs = {"images": IMAGES, "question_ids": QUESTIONS}
-    regions, words = (np.asarray(x, "float64") for x in features(inputs))
+    regions, words = (ops.convert_to_numpy(x).astype("float64") for x in features(inputs))
     logits, a_v, a_q = numpy_head(
         model.get_layer(CO_ATTENTION),
         model.get_layer("joint"),
@@ -59,7 +65,7 @@ def test_the_head_equals_numpy_with_the_models_weights():
         words,
         QUESTIONS != 0,
     )
-    outputs = model(inputs)
+    outputs = numpy_outputs(model, inputs)
     # float32 against float64: the same sums in another precision
     np.testing.assert_allclose(outputs["logits"], logits, atol=1e-5, rtol=1e-4)
     np.testing.assert_allclose(outputs["attention"], a_v.reshape(3, 4, 4), atol=1e-6)
@@ -73,7 +79,8 @@ def test_padding_and_its_values_do_not_change_the_answer():
     model = small_model()
     inputs = {"images": IMAGES, "question_ids": QUESTIONS}
     longer = np.pad(QUESTIONS, ((0, 0), (0, 3)))
-    first, second = model(inputs), model({**inputs, "question_ids": longer})
+    first = numpy_outputs(model, inputs)
+    second = numpy_outputs(model, {**inputs, "question_ids": longer})
     np.testing.assert_allclose(first["logits"], second["logits"], atol=1e-6)
     np.testing.assert_allclose(first["attention"], second["attention"], atol=1e-7)
 
@@ -91,5 +98,5 @@ def test_the_model_saves_and_loads_with_the_same_outputs(tmp_path):
     model.save(path)
     loaded = keras.saving.load_model(path)
     inputs = {"images": IMAGES, "question_ids": QUESTIONS}
-    for key, value in model(inputs).items():
-        np.testing.assert_allclose(loaded(inputs)[key], value, atol=1e-6)
+    for key, value in numpy_outputs(model, inputs).items():
+        np.testing.assert_allclose(numpy_outputs(loaded, inputs)[key], value, atol=1e-6)
