@@ -13,8 +13,8 @@ run, and writes `DATA/source_vocab.txt`, `DATA/target_vocab.txt`, `DATA/ids.npz`
 references).
 
 `train` (any Keras backend; meant for JAX on a GPU under `mixed_bfloat16`) builds
-`keras_attn.models.transformer_translator`, trains it with `model.fit` for `--minutes` of wall
-clock (the dev loss picks the weights kept), copies the weights into a float32 model, saves it
+`keras_attn.models.transformer_translator`, trains it with `train_on_batch` for `--minutes` of
+wall clock (the dev loss picks the weights kept), copies the weights into a float32 model, saves it
 as `TRAINED/translator.keras`, and translates the test sources greedily with
 `keras_attn.models.TransformerTranslatorSteps` and `keras_attn.decoding.greedy_search` (all
 matrix products at full float32 precision), in the batches and with the length limit the
@@ -39,12 +39,13 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_attn.formats import MAX_OUTPUT_LENGTH  # the served translator's default
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # One served request per batch of test sentences; the GPU decodes the same batches.
 TEST_BATCH = 50
 MAX_TOKENS = 128  # tokens kept per side in training, and the served max_source_length
-MAX_OUTPUT_LENGTH = 128  # the served translator's default
 LENGTH_RATIO, LENGTH_OFFSET = 2.0, 10  # the served length limit: ratio * T_x + offset
 HEADS, DROPOUT = 4, 0.2  # and d_ff = 4 d_model
 START_ID, END_ID, PAD_ID = 2, 3, 0
@@ -96,6 +97,10 @@ def prepare(corpus: str, data: Path, vocab_size: int, test_sentences: int | None
 
 
 # -- train (any backend) --------------------------------------------------------------------
+# The helpers below stand in for keras_attn's `text.vocab.load_vocab`, `training.data.pad`,
+# `WordPieceTokenizer.detokenize` and `training.metrics.corpus_bleu`: those modules import
+# TensorFlow, which the GPU machine does not have. The smoke test checks `detokenize` against
+# what the SavedModel serves.
 
 
 def read_vocab(path: Path) -> list[str]:
