@@ -40,9 +40,9 @@ train=
 if [ -d .gpu/data ]; then
     echo "== 2. experiments/gpu_translator.py train $(date +%T)"
     limit=$(python3 -c "print(int(60 * ${GPU_TRAIN_MINUTES:-3.5}) + 240)")  # + compiling, decoding
-    XLA_PYTHON_CLIENT_MEM_FRACTION=0.5 timeout "$limit" python3 experiments/gpu_translator.py train \
-        --data .gpu/data --out "$OUT/trained" --minutes "${GPU_TRAIN_MINUTES:-3.5}" \
-        >"$LOGS/train.log" 2>&1 &
+    XLA_PYTHON_CLIENT_MEM_FRACTION=0.5 timeout "$limit" \
+        python3 experiments/gpu_translator.py train --data .gpu/data --out "$OUT/trained" \
+        --minutes "${GPU_TRAIN_MINUTES:-3.5}" >"$LOGS/train.log" 2>&1 &
     train=$!
 fi
 
@@ -52,15 +52,17 @@ for backend in ${GPU_SUITE_BACKENDS:-jax torch}; do
     echo "== 3. the every_backend tests under $backend $(date +%T)"
     # Full float32 matrix products: the tests compare with NumPy at float32 tolerances, and JAX
     # would otherwise run float32 products in TF32 on the GPU.
-    KERAS_BACKEND=$backend XLA_PYTHON_CLIENT_PREALLOCATE=false JAX_DEFAULT_MATMUL_PRECISION=highest \
-        timeout -s INT \
-        "${GPU_SUITE_S:-150}" python3 -m pytest -q -n 6 -m every_backend -p no:cacheprovider \
-        $(python3 -c "import pytest_timeout" 2>/dev/null && echo --timeout 120) --junitxml="$LOGS/suite_$backend.xml" $dirs >"$LOGS/suite_$backend.log" 2>&1
+    per_test=$(python3 -c "import pytest_timeout" 2>/dev/null && echo --timeout 120)
+    KERAS_BACKEND=$backend XLA_PYTHON_CLIENT_PREALLOCATE=false \
+        JAX_DEFAULT_MATMUL_PRECISION=highest timeout -s INT "${GPU_SUITE_S:-150}" \
+        python3 -m pytest -q -n 6 -m every_backend -p no:cacheprovider $per_test \
+        --junitxml="$LOGS/suite_$backend.xml" $dirs >"$LOGS/suite_$backend.log" 2>&1
     echo "exit $?"; tail -n 3 "$LOGS/suite_$backend.log"
 done
 
 if [ -n "$train" ]; then
-    wait "$train"; echo "training exit $? $(date +%T)"; grep -v '^[IWE]0000' "$LOGS/train.log" | tail -n 8
+    wait "$train"; echo "training exit $? $(date +%T)"
+    grep -v '^[IWE]0000' "$LOGS/train.log" | tail -n 8
     if [ -f "$OUT/trained/translator.keras" ]; then
         split -b 15m "$OUT/trained/translator.keras" "$OUT/translator.keras.part-"
         mv "$OUT/trained/gpu_translations.json" "$LOGS/" 2>/dev/null
