@@ -32,18 +32,20 @@ PYTEST_XDIST := -n 3 --dist loadfile --no-loadscope-reorder
 # harness: config, eager and functional calls, .keras round trip, masking, mixed precision,
 # training). Tests of TensorFlow itself (marked tensorflow_only) skip themselves. The JAX run is
 # one process beside the TensorFlow run's three, at the same priority: niced, it got little CPU
-# and ran alone on one core for minutes after the TensorFlow run ended. Its output follows the
-# TensorFlow run's. Either run failing fails the target. Every layer and model test passes under
+# and ran alone on one core for minutes after the TensorFlow run ended. It starts first, while
+# the corpora and Chromium download (which the TensorFlow run needs and it does not). Its output
+# follows the TensorFlow run's. Either run failing fails the target. Every layer and model test passes under
 # JAX as well (`make test-jax`, below), but adds about 18 CPU minutes: more than the budget allows.
 JAX_DIRS := tests/testing tests/scores tests/distributions tests/ops tests/decoding tests/layers \
 	tests/models
 
-test: corpora browser
+test: $(STAMP)
 	@jax_log=$$(mktemp); \
 	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -p no:xdist -m every_backend $(JAX_DIRS) \
 	  >"$$jax_log" 2>&1 & jax=$$!; \
-	KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' $(BIN)/python -m pytest -q $(PYTEST_XDIST) \
-	  --durations=20 tests; tensorflow=$$?; \
+	$(MAKE) --no-print-directory corpora browser; tensorflow=$$?; \
+	[ $$tensorflow != 0 ] || { KERAS_ATTN_CORPORA_DIR='$(CORPORA_DIR)' \
+	  $(BIN)/python -m pytest -q $(PYTEST_XDIST) --durations=20 tests; tensorflow=$$?; }; \
 	wait $$jax; jax=$$?; \
 	echo "--- the tests marked every_backend under KERAS_BACKEND=jax ($(JAX_DIRS)):"; \
 	cat "$$jax_log"; rm -f "$$jax_log"; [ $$tensorflow = 0 ] && [ $$jax = 0 ]
