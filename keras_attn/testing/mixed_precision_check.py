@@ -7,6 +7,7 @@ References:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -72,9 +73,12 @@ def _check_one_policy(
     check = "mixed_precision"
     return_weights = spec.returns_weights
     layer = spec.make(dtype=policy)
-    spec.call(layer, return_weights=return_weights)
-    layer.set_weights(reference_layer.get_weights())
-    outputs = spec.call(layer, return_weights=return_weights)
+    try:
+        spec.call(layer, return_weights=return_weights)
+        layer.set_weights(reference_layer.get_weights())
+        outputs = spec.call(layer, return_weights=return_weights)
+    except Exception as error:  # e.g. PyTorch refuses float32 and float16 operands together
+        fail(check, spec, f"under {policy} the call raised {_summary(error)}")
     compute_dtype = keras.backend.standardize_dtype(layer.compute_dtype)
     for index, x in enumerate(flat(outputs)):
         if is_float(x) and dtype_name(x) != compute_dtype:
@@ -113,3 +117,15 @@ def _check_one_policy(
         tolerance,
         tolerance,
     )
+
+
+def _summary(error: Exception) -> str:
+    """`Type: message` on one line, without the bold escapes and the argument list that Keras
+    adds to an error raised in a layer's `call`."""
+    lines = []
+    for line in re.sub(r"\x1b\[[0-9;]*m", "", str(error)).splitlines():
+        if line.startswith("Arguments received by"):
+            break
+        if line.strip():
+            lines.append(line.strip())
+    return f"{type(error).__name__}: {' '.join(lines)}"

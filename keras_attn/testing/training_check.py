@@ -1,7 +1,8 @@
 """The training check: every trainable weight gets a finite gradient; a few steps lower a loss.
 
-Keras 3 has no backend-neutral gradient function: `_gradients` takes them with the backend's
-own (`tf.GradientTape`, `jax.grad` over `Model.stateless_call`), the rest is `keras.ops`.
+Keras 3 has no backend-neutral gradient function: `_gradient_function` takes them with the
+backend's own (`tf.GradientTape`, `jax.grad` over `Model.stateless_call`,
+`torch.autograd.grad`), the rest is `keras.ops`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def check_training(
     Gradients are taken with `training=True`; the loss is compared before and after training with
     `training=False`, so dropout does not blur the comparison. Gradients with respect to the float
     inputs must be finite as well. A layer without trainable weights only gets the input-gradient
-    check. `keras.utils.set_random_seed(seed)` is called first. Runs under TensorFlow and JAX.
+    check. `keras.utils.set_random_seed(seed)` is called first. Runs under TensorFlow, JAX and
+    PyTorch.
 
     `samples=K` is for layers that sample in training (hard attention): their inference output is
     a piecewise-constant function of the weights (an arg max that a few small steps rarely move)
@@ -111,7 +113,7 @@ def check_training(
             for variable, value in random_state:
                 variable.assign(value)
             keras.utils.set_random_seed(seed)
-            return float(loss_fn(training=True))
+            return float(to_numpy(loss_fn(training=True)))
 
         what = f"the expected training-mode MSE loss ({samples} samples, same noise)"
 
@@ -198,12 +200,42 @@ def _gradient_function(
             return variable_grads, input_grads
 
         return jax_gradients
-    raise NotImplementedError(f"check_training runs under TensorFlow and JAX, not {backend}")
+    if backend == "torch":
+        import torch
+
+        def torch_gradients() -> tuple[list, dict]:
+            # Fresh leaf tensors each call: the graph of one pass holds no state of the last.
+            watched = {name: data[name].detach().requires_grad_(True) for name in input_names}
+            value = loss(model({**data, **watched}, training=True))
+            variables = [v.value for v in model.trainable_variables]
+            sources = [*variables, *watched.values()]
+            if value.requires_grad:
+                # allow_unused: None for a weight the loss never reads, as TensorFlow gives.
+                grads = torch.autograd.grad(value, sources, allow_unused=True)
+            else:  # the loss reads no weight and no float input
+                grads = [None] * len(sources)
+            return list(grads[: len(variables)]), dict(
+                zip(watched, grads[len(variables) :], strict=True)
+            )
+
+        return torch_gradients
+    raise NotImplementedError(
+        f"check_training runs under TensorFlow, JAX and PyTorch, not {backend}"
+    )
 
 
 def _inference_loss_function(model: keras.Model, loss: Callable, data: dict) -> Callable[[], Any]:
     """A function that returns `loss(model(data, training=False))` at the variables' current
-    values; under JAX compiled once (`jax.jit` over `Model.stateless_call`)."""
+    values; under JAX compiled once (`jax.jit` over `Model.stateless_call`), under PyTorch
+    without autograd."""
+    if keras.backend.backend() == "torch":
+        import torch
+
+        def torch_value():
+            with torch.no_grad():  # no graph kept for a loss that is only read
+                return loss(model(data, training=False))
+
+        return torch_value
     if keras.backend.backend() != "jax":
         return lambda: loss(model(data, training=False))
     import jax
