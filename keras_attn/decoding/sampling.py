@@ -28,8 +28,29 @@ def _u32(value):
     return ops.convert_to_tensor(np.uint32(value), dtype="uint32")
 
 
+def _wrap(x):
+    """`x` modulo 2**32. PyTorch has no uint32 arithmetic: Keras holds its uint32 tensors as
+    int64, where sums and left shifts leave [0, 2**32) and casts keep the sign; elsewhere uint32
+    arithmetic wraps by itself."""
+    if keras.backend.backend() != "torch":
+        return x
+    return ops.bitwise_and(x, _u32(0xFFFFFFFF))
+
+
+def _as_u32(x):
+    """An integer tensor's low 32 bits, as uint32."""
+    return _wrap(ops.cast(x, "uint32"))
+
+
+def _add(*words):
+    total = words[0]
+    for word in words[1:]:
+        total = total + word
+    return _wrap(total)
+
+
 def _rotate_left(x, distance: int):
-    return ops.bitwise_or(ops.left_shift(x, distance), ops.right_shift(x, 32 - distance))
+    return ops.bitwise_or(_wrap(ops.left_shift(x, distance)), ops.right_shift(x, 32 - distance))
 
 
 def threefry2x32(key, counter):
@@ -47,13 +68,13 @@ def threefry2x32(key, counter):
     """
     k0, k1 = key
     schedule = (k0, k1, ops.bitwise_xor(ops.bitwise_xor(k0, k1), _u32(_PARITY)))
-    x0, x1 = counter[0] + schedule[0], counter[1] + schedule[1]
+    x0, x1 = _add(counter[0], schedule[0]), _add(counter[1], schedule[1])
     for block in range(5):  # 5 blocks of 4 rounds, a key injection after each
         for distance in _ROTATIONS[block % 2]:
-            x0 = x0 + x1
+            x0 = _add(x0, x1)
             x1 = ops.bitwise_xor(_rotate_left(x1, distance), x0)
-        x0 = x0 + schedule[(block + 1) % 3]
-        x1 = x1 + schedule[(block + 2) % 3] + _u32(block + 1)
+        x0 = _add(x0, schedule[(block + 1) % 3])
+        x1 = _add(x1, schedule[(block + 2) % 3], _u32(block + 1))
     return x0, x1
 
 
@@ -63,14 +84,14 @@ def _seed_words(value):
         return _u32(value & 0xFFFFFFFF), _u32((value >> 32) & 0xFFFFFFFF)
     value = ops.convert_to_tensor(value)
     high_shift = 32 if value.dtype == "int64" else 31  # int32: the sign, extended
-    return ops.cast(value, "uint32"), ops.cast(ops.right_shift(value, high_shift), "uint32")
+    return _as_u32(value), _as_u32(ops.right_shift(value, high_shift))
 
 
 def _base_key(seed):
     """The key `(k0, k1)` of one call: from an int / scalar tensor / SeedGenerator, or random."""
     if isinstance(seed, keras.random.SeedGenerator):
         state = seed.next()  # (2,) [seed, counter], advanced at each call
-        return ops.cast(state[0], "uint32"), ops.cast(state[1], "uint32")
+        return _as_u32(state[0]), _as_u32(state[1])
     if seed is None:
         return _fresh_key()
     return _seed_words(seed)
@@ -84,7 +105,7 @@ def _fresh_key():
         words = tf.random.uniform([2], minval=tf.int32.min, maxval=tf.int32.max, dtype=tf.int32)
     else:  # Keras' global SeedGenerator (eager only under JAX: jit needs a seed)
         words = keras.random.randint([2], -(2**31), 2**31 - 1, dtype="int32")
-    words = ops.cast(words, "uint32")
+    words = _as_u32(words)
     return words[0], words[1]
 
 
@@ -95,7 +116,7 @@ def uniform_noise(key, step, shape):
     `(step, b * V + v)`, its 24 high bits scaled to `(k + 0.5) / 2**24`.
     """
     positions = ops.reshape(ops.arange(shape[0] * shape[1], dtype="int32"), shape)
-    counter = (ops.cast(ops.full(shape, step), "uint32"), ops.cast(positions, "uint32"))
+    counter = (_as_u32(ops.full(shape, step)), _as_u32(positions))
     bits, _ = threefry2x32(key, counter)
     mantissa = ops.cast(ops.right_shift(bits, 8), "float32")  # 24 bits: exact in float32
     return (mantissa + 0.5) * (1.0 / 2**24)
