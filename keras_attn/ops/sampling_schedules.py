@@ -121,4 +121,6 @@ def teacher_forcing_probability(
     else:
         # k / (k + exp(i / k)) = sigmoid(log k - i / k): no overflow for a large i.
         epsilon = ops.sigmoid(ops.convert_to_tensor(math.log(k), dtype) - i / k)
-    return ops.maximum(ops.convert_to_tensor(floor, dtype), epsilon)
+    floor = ops.convert_to_tensor(floor, dtype)
+    # Not ops.maximum: under PyTorch, Keras 3.15 gives it float32 for two float64 operands.
+    return ops.where(epsilon < floor, floor, epsilon)

@@ -58,4 +58,4 @@ class ResidualGeneralScore(GeneralScore):
     def prepare_keys(self, keys):
         # (batch, T_k, d) + (batch, T_k, d) x (d, d)^T / d -> (batch, T_k, d)
         mixed = super().prepare_keys(keys)
-        return keys + mixed * ops.cast(self._scale, mixed.dtype)
+        return ops.add(keys, mixed * ops.cast(self._scale, mixed.dtype))

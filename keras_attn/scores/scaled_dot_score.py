@@ -46,4 +46,5 @@ class ScaledDotScore(DotScore):
         super().build(query_shape, keys_shape)
 
     def prepare_keys(self, keys):
-        return keys * ops.cast(self._scale, keys.dtype)  # (batch, T_k, d_k) / sqrt(d_k)
+        # (batch, T_k, d_k) / sqrt(d_k); ops.multiply also takes NumPy keys under PyTorch
+        return ops.multiply(keys, ops.cast(self._scale, keys.dtype))

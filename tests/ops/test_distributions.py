@@ -192,12 +192,18 @@ def test_hardmax_gradient_is_zero_not_none():
 
 
 def _vjp_and_finite_difference(fn, numpy_fn, scores, cotangent, eps=1e-6):
-    """The backend's gradient of sum(fn(s) * c) (`tf.GradientTape`, `jax.grad`) and its float64
-    central difference on the NumPy reference."""
+    """The backend's gradient of sum(fn(s) * c) (`tf.GradientTape`, `jax.grad`,
+    `torch.autograd`) and its float64 central difference on the NumPy reference."""
     if keras.backend.backend() == "jax":
         import jax
 
         grad = np.asarray(jax.grad(lambda s: ops.sum(fn(s) * cotangent))(scores))
+    elif keras.backend.backend() == "torch":
+        import torch
+
+        s = ops.convert_to_tensor(scores).requires_grad_(True)
+        (grad,) = torch.autograd.grad(ops.sum(fn(s) * ops.convert_to_tensor(cotangent)), [s])
+        grad = ops.convert_to_numpy(grad)
     else:
         s = tf.constant(scores)
         with tf.GradientTape() as tape:

@@ -20,11 +20,11 @@ Q_MASK = np.array([[True] * 4, [True, True, False, False]])
 def layer_weights(layer):
     """`(W_b, W_v, W_q, w_hv, w_hq)` of a built layer, as NumPy arrays."""
     return (
-        np.asarray(layer.co_attention.score_fn.kernel),
-        np.asarray(layer.region_projection.kernel),
-        np.asarray(layer.word_projection.kernel),
-        np.asarray(layer.region_score.kernel)[:, 0],
-        np.asarray(layer.word_score.kernel)[:, 0],
+        ops.convert_to_numpy(layer.co_attention.score_fn.kernel),
+        ops.convert_to_numpy(layer.region_projection.kernel),
+        ops.convert_to_numpy(layer.word_projection.kernel),
+        ops.convert_to_numpy(layer.region_score.kernel)[:, 0],
+        ops.convert_to_numpy(layer.word_score.kernel)[:, 0],
     )
 
 
@@ -40,7 +40,7 @@ def test_matches_numpy_reference():
     )
     for got, expected in zip((v_hat, q_hat, a_v, a_q), want, strict=True):
         np.testing.assert_allclose(ops.convert_to_numpy(got), expected, atol=1e-5, rtol=1e-5)
-    assert np.all(np.asarray(a_q)[~Q_MASK] == 0.0)
+    assert np.all(ops.convert_to_numpy(a_q)[~Q_MASK] == 0.0)
     assert np.abs(want[2] - 1 / 9).max() > 0.05  # not the trivial uniform case
 
 
