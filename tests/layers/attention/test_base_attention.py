@@ -19,7 +19,11 @@ def _step_by_step(layer, **options_of_step):
     rows = []
     for t in range(Q.shape[1]):
         options = {name: option(t) for name, option in options_of_step.items()}
-        rows.append(np.asarray(layer.attention_weights(Q[:, t : t + 1], prepared, MASK, **options)))
+        rows.append(
+            keras.ops.convert_to_numpy(
+                layer.attention_weights(Q[:, t : t + 1], prepared, MASK, **options)
+            )
+        )
     return np.concatenate(rows, axis=1)
 
 
@@ -28,7 +32,7 @@ def _step_by_step(layer, **options_of_step):
 def test_step_wise_weights_equal_the_full_call(score, distribution):
     layer = Attention(score=score, distribution=distribution)
     _, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
-    np.testing.assert_allclose(_step_by_step(layer), np.asarray(weights), atol=1e-6)
+    np.testing.assert_allclose(_step_by_step(layer), keras.ops.convert_to_numpy(weights), atol=1e-6)
     assert not layer.uses_query_positions
 
 
@@ -43,7 +47,7 @@ def test_local_m_takes_the_step_index_as_its_position():
     _, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
     assert layer.uses_query_positions
     stepped = _step_by_step(layer, query_positions=lambda t: np.full((2, 1), t, "float32"))
-    np.testing.assert_allclose(stepped, np.asarray(weights), atol=1e-6)
+    np.testing.assert_allclose(stepped, keras.ops.convert_to_numpy(weights), atol=1e-6)
     # Without the position every step would sit at p_t = 0: the window needs the step index.
     assert np.any(_step_by_step(layer)[:, 3] != stepped[:, 3])
 
@@ -52,14 +56,14 @@ def test_local_p_predicts_its_position_from_the_query():
     layer = LocalAttention(mode="predictive", window=2, score="dot")
     _, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
     assert not layer.uses_query_positions
-    np.testing.assert_allclose(_step_by_step(layer), np.asarray(weights), atol=1e-6)
+    np.testing.assert_allclose(_step_by_step(layer), keras.ops.convert_to_numpy(weights), atol=1e-6)
 
 
 def test_prepare_keys_is_the_score_key_only_part():
     layer = Attention(score="general")
     layer(Q, V)
-    expected = np.asarray(layer.score_fn.prepare_keys(V))
-    np.testing.assert_array_equal(np.asarray(layer.prepare_keys(V)), expected)
+    expected = keras.ops.convert_to_numpy(layer.score_fn.prepare_keys(V))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer.prepare_keys(V)), expected)
     assert expected.shape == V.shape and not np.allclose(expected, V)
 
 
@@ -98,10 +102,10 @@ def test_a_structure_written_on_the_base_passes_the_layer_harness():
 def test_a_structure_written_on_the_base_computes_the_default_pipeline():
     layer = GeneralSparsemaxAttention()
     context, weights = layer(Q, V, value_mask=MASK, return_attention_scores=True)
-    kernel = np.asarray(layer.score_fn.kernel)
+    kernel = keras.ops.convert_to_numpy(layer.score_fn.kernel)
     expected_weights = numpy_sparsemax(
         np.einsum("bqi,ij,bkj->bqk", Q, kernel, V), np.broadcast_to(MASK[:, None, :], (2, 4, 7))
     )
-    np.testing.assert_allclose(np.asarray(weights), expected_weights, atol=1e-5)
-    np.testing.assert_array_equal(np.asarray(weights)[1, :, 5:], 0.0)
-    np.testing.assert_allclose(np.asarray(context), expected_weights @ V, atol=1e-5)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(weights), expected_weights, atol=1e-5)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(weights)[1, :, 5:], 0.0)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(context), expected_weights @ V, atol=1e-5)

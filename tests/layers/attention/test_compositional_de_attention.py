@@ -121,7 +121,10 @@ def test_fully_masked_row_gives_zeros_not_nan(dtype):
     mask[1] = False
     layer = CompositionalDeAttention(units=8, dtype=dtype)
     output, weights = layer(Q * 100, V, key=K * 100, value_mask=mask, return_attention_scores=True)
-    output, weights = np.asarray(output, "float32"), np.asarray(weights, "float32")
+    output, weights = (
+        keras.ops.convert_to_numpy(output).astype("float32"),
+        keras.ops.convert_to_numpy(weights).astype("float32"),
+    )
     assert np.all(np.isfinite(output)) and np.all(np.isfinite(weights))
     np.testing.assert_array_equal(weights[1], 0.0)
     np.testing.assert_array_equal(output[1], 0.0)

@@ -235,7 +235,7 @@ def test_dropout_drops_keys_from_the_numerator_only():
     # The first training call draws its mask from a generator seeded with seed + 1: replay it.
     twin = keras.random.SeedGenerator(seed + 1)
     keep = ops.convert_to_numpy(
-        keras.random.dropout(np.ones((B, 2, 5, 1), "float32"), rate, seed=twin)
+        keras.random.dropout(ops.ones((B, 2, 5, 1), "float32"), rate, seed=twin)
     )
     keep = (keep[..., 0] > 0).astype("float64")  # (batch, heads, T_k)
     assert 0 < keep.sum() < keep.size

@@ -169,20 +169,28 @@ def test_an_attention_layer_equals_its_names(names, layer):
     _copy_weights(by_name, by_layer)
     got = by_layer(Y, MEMORY, memory_mask=MASK, return_attention_scores=True)
     for ours, theirs in zip(got, expected, strict=True):
-        np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), atol=1e-6)
-    assert np.all(np.asarray(got[1])[1, :, 3:] == 0.0)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(ours), keras.ops.convert_to_numpy(theirs), atol=1e-6
+        )
+    assert np.all(keras.ops.convert_to_numpy(got[1])[1, :, 3:] == 0.0)
 
 
 def test_local_p_attention_and_step_by_step_decoding():
     decoder = BahdanauDecoder(8, attention=LocalAttention(mode="predictive", window=2))
     outputs, alignments = decoder(Y, MEMORY, memory_mask=MASK, return_attention_scores=True)
-    assert np.all(np.asarray(alignments)[1, :, 3:] == 0.0)
+    assert np.all(keras.ops.convert_to_numpy(alignments)[1, :, 3:] == 0.0)
     states = decoder.get_initial_state(2)
     prepared = decoder.prepare_memory(MEMORY)
     for t in range(Y.shape[1]):
         output, alignment, states = decoder.step(Y[:, t], states, MEMORY, prepared, MASK)
-        np.testing.assert_allclose(np.asarray(output), np.asarray(outputs)[:, t], atol=1e-5)
-        np.testing.assert_allclose(np.asarray(alignment), np.asarray(alignments)[:, t], atol=1e-6)
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(output), keras.ops.convert_to_numpy(outputs)[:, t], atol=1e-5
+        )
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(alignment),
+            keras.ops.convert_to_numpy(alignments)[:, t],
+            atol=1e-6,
+        )
 
 
 def test_a_layer_that_needs_query_positions_is_refused():
@@ -203,7 +211,9 @@ def test_an_attention_layer_survives_a_keras_round_trip(tmp_path):
     clone = loaded.layers[-1]
     assert isinstance(clone.attention, Attention) and clone.attention.score == "general"
     for ours, theirs in zip(loaded(inputs), expected, strict=True):
-        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(ours), keras.ops.convert_to_numpy(theirs)
+        )
 
 
 @pytest.mark.tensorflow_only

@@ -88,7 +88,11 @@ def test_no_position_attends_to_the_future(cross_attention):
         perturbed = X.copy()
         perturbed[:, t:] += RNG.normal(scale=10.0, size=perturbed[:, t:].shape)
         changed = keras.ops.convert_to_numpy(block(perturbed, memory))
-        np.testing.assert_array_equal(changed[:, :t], keras.ops.convert_to_numpy(output)[:, :t])
+        # Equal up to round-off: PyTorch's kernels need not sum a row the same way when the
+        # other rows change (TensorFlow and JAX give equal bits); the perturbation is O(10).
+        np.testing.assert_allclose(
+            changed[:, :t], keras.ops.convert_to_numpy(output)[:, :t], rtol=1e-5, atol=1e-6
+        )
         assert not np.allclose(changed[:, t], keras.ops.convert_to_numpy(output)[:, t])
 
 
