@@ -170,7 +170,8 @@ def predictive_pair(scale):
 
 def loss_and_gradients(layer):
     """The context and the gradients of `sum(context * upstream)` (`tf.GradientTape` under
-    TensorFlow, `jax.value_and_grad` over `layer.stateless_call` under JAX), by weight name."""
+    TensorFlow, `jax.value_and_grad` over `layer.stateless_call` under JAX, `torch.autograd`
+    under PyTorch), by weight name."""
     upstream = np.random.default_rng(5).normal(size=(2, 4, 3)).astype("float32")
     variables = layer.trainable_variables
     if keras.backend.backend() == "jax":
@@ -182,6 +183,12 @@ def loss_and_gradients(layer):
             return ops.sum(context * upstream), context
 
         (_, context), grads = jax.value_and_grad(loss, has_aux=True)([v.value for v in variables])
+    elif keras.backend.backend() == "torch":
+        import torch
+
+        context = layer(Q, V, value_mask=MASK)
+        loss = ops.sum(context * ops.convert_to_tensor(upstream))
+        grads = torch.autograd.grad(loss, [v.value for v in variables])
     else:
         with tf.GradientTape() as tape:
             context = layer(Q, V, value_mask=MASK)
@@ -213,7 +220,10 @@ def test_position_gradient_scale_is_the_predictors_sgd_rate(optimizer):
     for layer in (plain, scaled):
         _, grads = loss_and_gradients(layer)
         step = keras.optimizers.get({"class_name": optimizer, "config": {"learning_rate": 0.5}})
-        step.apply([grads[v.name] for v in layer.trainable_variables], layer.trainable_variables)
+        step.apply(
+            [ops.convert_to_tensor(grads[v.name]) for v in layer.trainable_variables],
+            layer.trainable_variables,
+        )
     for variable, other, start in zip(
         plain.trainable_variables, scaled.trainable_variables, before, strict=True
     ):

@@ -74,6 +74,10 @@ def test_matches_the_numpy_reference_with_a_mask(mode, pool_size, strides, paddi
     [("max", keras.layers.MaxPooling1D), ("average", keras.layers.AveragePooling1D)],
 )
 def test_max_and_average_equal_keras_pooling_without_a_mask(mode, keras_layer, padding):
+    if (mode, padding, keras.backend.backend()) == ("average", "same", "torch"):
+        # Keras 3.15's PyTorch AveragePooling1D counts the padding into the mean when it is
+        # uneven (pool 4, stride 3 on 7 steps: 0.75 where its TensorFlow and JAX backends give 1).
+        pytest.skip("Keras' PyTorch AveragePooling1D averages the padding in")
     for pool_size, strides in [(2, 2), (3, 2), (4, 3)]:
         ours = ops.convert_to_numpy(
             NeighbourhoodPooling1D(pool_size, strides, mode=mode, padding=padding)(X)

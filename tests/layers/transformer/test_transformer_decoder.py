@@ -46,11 +46,14 @@ def test_matches_numpy_stack_of_blocks(cross_attention, normalize_first):
 
 
 def compiled(function):
-    """`function` traced into one graph: `tf.function` under TensorFlow, `jax.jit` under JAX."""
+    """`function` traced into one graph: `tf.function` under TensorFlow, `jax.jit` under JAX;
+    eager under PyTorch."""
     if keras.backend.backend() == "jax":
         import jax
 
         return jax.jit(function)
+    if keras.backend.backend() == "torch":
+        return function
     return tf.function(function)
 
 

@@ -139,11 +139,15 @@ def test_greedy_is_the_argmax_chain_and_beam_scores_are_full_pass_scores():
         )
         logits[:, [0, START]] = -np.inf  # greedy_search never emits PAD or START
         np.testing.assert_array_equal(logits.argmax(-1), generated)
-        np.testing.assert_allclose(greedy.scores[b], score, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(greedy.scores)[b], score, rtol=1e-4, atol=1e-4
+        )
         _, _, score = teacher_forced_score(
             model, source[b], ops.convert_to_numpy(beam.ids)[b], int(beam.lengths[b])
         )
-        np.testing.assert_allclose(beam.scores[b], score, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(beam.scores)[b], score, rtol=1e-4, atol=1e-4
+        )
 
 
 def test_keras_round_trip_and_steps_after_reload(tmp_path):
