@@ -66,6 +66,18 @@ browser:
 test-jax: $(STAMP)
 	KERAS_BACKEND=jax $(BIN)/python -m pytest -q -n 2 --dist loadfile $(JAX_DIRS)
 
+# The same tests under PyTorch (KERAS_BACKEND=torch) where torch is installed in .venv; `make test`
+# does not install it (750 MB for the CPU build, gigabytes for PyPI's default CUDA build):
+# `.venv/bin/pip install torch` first.
+# TORCH_TESTS=every_backend for the selection `make test` runs under JAX.
+TORCH_TESTS ?=
+.PHONY: test-torch
+test-torch: $(STAMP)
+	@$(BIN)/python -c 'import torch' 2>/dev/null || \
+	  { echo "no torch in $(VENV): install it first (.venv/bin/pip install torch)" >&2; exit 2; }
+	KERAS_BACKEND=torch $(BIN)/python -m pytest -q -n 2 --dist loadfile \
+	  $(if $(TORCH_TESTS),-m $(TORCH_TESTS)) $(JAX_DIRS)
+
 # The inner loop: everything but the tests marked slow.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_XDIST) tests
