@@ -34,8 +34,9 @@ PYTEST_XDIST := -n 3 --dist loadfile --no-loadscope-reorder
 # one process beside the TensorFlow run's three, at the same priority: niced, it got little CPU
 # and ran alone on one core for minutes after the TensorFlow run ended. It starts first, while
 # the corpora and Chromium download (which the TensorFlow run needs and it does not). Its output
-# follows the TensorFlow run's. Either run failing fails the target. Every layer and model test passes under
-# JAX as well (`make test-jax`, below), but adds about 18 CPU minutes: more than the budget allows.
+# follows the TensorFlow run's. Either run failing fails the target. Every layer and model test
+# passes under JAX as well (`make test-jax`, below), but adds about 18 CPU minutes: more than the
+# budget allows.
 JAX_DIRS := tests/testing tests/scores tests/distributions tests/ops tests/decoding tests/layers \
 	tests/models
 

@@ -14,9 +14,7 @@ BATCH, N, WIDTH = 3, 7, 4
 
 def call(function, *arrays):
     """A static addressing step of NTMCell on float32 tensors, back as NumPy."""
-    tensors = [
-        keras.ops.convert_to_tensor(keras.ops.convert_to_numpy(a).astype("float32")) for a in arrays
-    ]
+    tensors = [keras.ops.convert_to_tensor(np.asarray(a, "float32")) for a in arrays]
     return keras.ops.convert_to_numpy(function(*tensors))
 
 

@@ -88,9 +88,8 @@ def test_soft_decoder_equals_numpy_equations():
     model = small_model(dropout=0.3)
     outputs = model({"images": IMAGES, "target_ids": TARGETS}, training=False)
     logits, alphas = numpy_decoder(model, IMAGES, TARGETS)
-    assert keras.backend.standardize_dtype(outputs["logits"].dtype) == "float32" and outputs[
-        "attention"
-    ].shape == (3, 5, 4, 4)
+    assert keras.backend.standardize_dtype(outputs["logits"].dtype) == "float32"
+    assert outputs["attention"].shape == (3, 5, 4, 4)
     got_logits = ops.convert_to_numpy(outputs["logits"])
     got_alphas = ops.convert_to_numpy(outputs["attention"]).reshape(3, 5, 16)
     np.testing.assert_allclose(got_logits[TARGET_MASK], logits[TARGET_MASK], atol=2e-5)
